@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradcomp-compress: runs one gradcomp compressor over successive iterations of one layer's
+// gradient, stored as 1-D float32 .npy files, and writes the selected (index, value) pairs as
+// .npy files plus one JSON line of statistics per iteration. Usage: docs/gradcomp-compress.md.
+#include <gradcomp/gradcomp.hpp>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xnpy.hpp>
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <limits>
+#include <new>
+#include <numeric>
+#include <optional>
+#include <regex>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::string_view program_name = "gradcomp-compress";
+constexpr int exit_bad_input = 2; //!< bad command line or input: nothing was written.
+constexpr int exit_failure = 1;   //!< the outputs could not be written (or out of memory).
+
+//! A bad command line or a bad input file: reported on stderr, exit code 2, nothing written.
+class usage_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+//! The outputs could not be written: reported on stderr, exit code 1, partial outputs removed.
+class output_error : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
+//! Concatenates the streamable arguments into one string.
+template <class... Args>
+std::string cat(const Args&... args) {
+  std::ostringstream out;
+  out.precision(9);
+  (out << ... << args);
+  return out.str();
+}
+
+//! Writes `message` to stderr as the tool's single error line (line breaks become "; ").
+void report_error(std::string_view message) {
+  std::string line(message);
+  std::size_t pos = 0;
+  while ((pos = line.find_first_of("\r\n", pos)) != std::string::npos) {
+    line.replace(pos, 1, "; ");
+  }
+  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) {
+    line.pop_back();
+  }
+  std::cerr << program_name << ": error: " << line << '\n';
+}
+
+// ---- the methods ---------------------------------------------------------------------------
+
+enum class method {
+  exact_topk,
+  sampled_topk,
+  gaussian_threshold,
+  lognormal_threshold,
+  reused_threshold,
+  fp16,
+  bf16,
+  none
+};
+
+struct method_name {
+  std::string_view name;
+  method id;
+  bool needs_density; //!< false for the dense methods, which send every value.
+};
+
+constexpr std::array<method_name, 8> method_names{{
+    {"exact_topk", method::exact_topk, true},
+    {"sampled_topk", method::sampled_topk, true},
+    {"gaussian_threshold", method::gaussian_threshold, true},
+    {"lognormal_threshold", method::lognormal_threshold, true},
+    {"reused_threshold", method::reused_threshold, true},
+    {"fp16", method::fp16, false},
+    {"bf16", method::bf16, false},
+    {"none", method::none, false},
+}};
+
+//! The method names separated by ", " (for help and error messages).
+std::string method_list() {
+  std::string list;
+  for (const method_name& m : method_names) {
+    list += list.empty() ? "" : ", ";
+    list += m.name;
+  }
+  return list;
+}
+
+//! Looks a method up by name. @throws usage_error for an unknown name.
+const method_name& find_method(std::string_view name) {
+  for (const method_name& m : method_names) {
+    if (m.name == name) {
+      return m;
+    }
+  }
+  throw usage_error(cat("--method: unknown method '", name, "' (expected one of ", method_list(),
+                        ")"));
+}
+
+// ---- strict number parsing -----------------------------------------------------------------
+
+//! Parses all of `text` as a decimal number of type T (an optional leading '+' is allowed).
+//! @throws usage_error naming `option` if the text is not exactly one number of type T.
+template <class T>
+T parse_number(const std::string& option, std::string_view text, std::string_view expected) {
+  std::string_view digits = text;
+  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-') {
+    digits.remove_prefix(1);
+  }
+  T value{};
+  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    throw usage_error(cat(option, ": value '", text, "' is out of range (expected ", expected,
+                          ")"));
+  }
+  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
+    throw usage_error(cat(option, ": value '", text, "' is not ", expected));
+  }
+  return value;
+}
+
+// ---- input: 1-D float32 .npy files ---------------------------------------------------------
+
+//! One input gradient and the path it came from.
+struct gradient_file {
+  std::string path;
+  std::vector<float> values;
+};
+
+//! Reads exactly `count` bytes into `out`. @throws usage_error naming `what` when short.
+void read_exactly(std::istream& in, char* out, std::uint64_t count, const std::string& path,
+                  std::string_view what) {
+  in.read(out, static_cast<std::streamsize>(count));
+  if (!in || static_cast<std::uint64_t>(in.gcount()) != count) {
+    throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated ", what, ")"));
+  }
+}
+
+//! The shape as NumPy prints it, e.g. "(2, 3)" or "(5,)".
+std::string shape_text(const std::vector<std::size_t>& shape) {
+  std::string s = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    s += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
+  }
+  return s + (shape.size() == 1 ? ",)" : ")");
+}
+
+//! @brief Loads a 1-D little-endian float32 .npy file (format version 1.0 or 2.0).
+//!
+//! The header dictionary is parsed by xtensor (xt::detail::parse_header) and the dtype compared
+//! with xtensor's own float typestring. The fixed-size preamble (magic, version, header length)
+//! is read here because xtensor 0.24.3 sign-extends the header-length bytes and does not check
+//! short reads; the data size is checked against the file size before anything is allocated.
+//! A 1-D array is stored identically in C and Fortran order, so fortran_order is accepted.
+//! @throws usage_error with a one-line reason for anything but such a file, or for NaN values.
+gradient_file load_gradient(const std::string& path) {
+  if (path.empty()) {
+    throw usage_error("input path is empty");
+  }
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (!fs::exists(status)) {
+    throw usage_error(cat("cannot read input '", path,
+                          "': " + (ec ? ec.message() : std::string("no such file"))));
+  }
+  if (fs::is_directory(status)) {
+    throw usage_error(cat("input '", path, "' is a directory, not a .npy file"));
+  }
+  if (!fs::is_regular_file(status)) {
+    throw usage_error(cat("input '", path, "' is not a regular file"));
+  }
+  const std::uintmax_t file_bytes = fs::file_size(path, ec);
+  std::ifstream in(path, std::ios::binary);
+  if (ec || !in) {
+    throw usage_error(cat("cannot open input '", path, "' for reading"));
+  }
+
+  unsigned char major = 0;
+  unsigned char minor = 0;
+  try {
+    xt::detail::read_magic(in, &major, &minor);
+  } catch (const std::runtime_error&) {
+    throw usage_error(cat("input '", path, "' is not a .npy file (no NumPy magic string)"));
+  }
+  if ((major != 1 && major != 2) || minor != 0) {
+    throw usage_error(cat("input '", path, "' uses .npy format version ", int{major}, ".",
+                          int{minor}, "; only 1.0 and 2.0 are supported"));
+  }
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  std::array<unsigned char, 4> length{};
+  read_exactly(in, reinterpret_cast<char*>(length.data()), length_bytes, path, "header");
+  std::uint64_t header_length = 0;
+  for (std::size_t i = 0; i < length_bytes; ++i) {
+    header_length |= std::uint64_t{length[i]} << (8 * i);
+  }
+  const std::uint64_t preamble_bytes = xt::detail::magic_string_length + 2 + length_bytes;
+  if (header_length > file_bytes - preamble_bytes) {
+    throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated header)"));
+  }
+  std::string header(header_length, '\0');
+  read_exactly(in, header.data(), header_length, path, "header");
+
+  // xtensor's parse_header needs a well-formed dictionary (it reads the back of strings that
+  // may be empty otherwise), so check the form first; the values are parsed by xtensor.
+  std::string compact = header;
+  if (!compact.empty() && compact.back() == '\n') {
+    compact.pop_back();
+  }
+  compact.erase(std::remove(compact.begin(), compact.end(), ' '), compact.end());
+  static const std::regex header_form(
+      R"(\{'descr':('[^']*'),'fortran_order':(True|False),'shape':\(([0-9]+(,[0-9]+)*,?)?\),?\})");
+  std::smatch form;
+  if (header.empty() || header.back() != '\n' || !std::regex_match(compact, form, header_form)) {
+    throw usage_error(cat("input '", path, "' is not a valid .npy file (malformed header)"));
+  }
+  const std::string float32 = xt::detail::build_typestring<float>();
+  if (form[1].str() != "'" + float32 + "'") {
+    throw usage_error(cat("input '", path, "' has dtype ", form[1].str(),
+                          "; expected float32 ('", float32, "')"));
+  }
+  std::string descr;
+  bool fortran_order = false;
+  std::vector<std::size_t> shape;
+  try {
+    xt::detail::parse_header(header, descr, &fortran_order, shape);
+  } catch (const std::runtime_error& e) {
+    throw usage_error(
+        cat("input '", path, "' is not a valid .npy file (header: ", e.what(), ")"));
+  }
+  if (descr != float32) {
+    throw usage_error(cat("input '", path, "' has dtype '", descr, "'; expected float32 ('",
+                          float32, "')"));
+  }
+  if (shape.size() != 1) {
+    throw usage_error(cat("input '", path, "' has shape ", shape_text(shape), " (", shape.size(),
+                          "-D); expected a 1-D array"));
+  }
+
+  const std::uint64_t n = shape[0];
+  if (n > gradcomp::max_sparse_dense_length_elements) {
+    throw usage_error(cat("input '", path, "' has ", n, " elements; at most ",
+                          gradcomp::max_sparse_dense_length_elements,
+                          " are supported (32-bit indices)"));
+  }
+  const std::uint64_t data_bytes = n * sizeof(float);
+  const std::uint64_t available = file_bytes - preamble_bytes - header_length;
+  if (available < data_bytes) {
+    throw usage_error(cat("input '", path, "' is truncated: its header declares ", n,
+                          " float32 values (", data_bytes, " bytes) but only ", available,
+                          " bytes of data follow"));
+  }
+  if (available > data_bytes) {
+    throw usage_error(cat("input '", path, "' has ", available - data_bytes,
+                          " unexpected bytes after its ", n, " float32 values"));
+  }
+  gradient_file result{path, std::vector<float>(n)};
+  read_exactly(in, reinterpret_cast<char*>(result.values.data()), data_bytes, path, "data");
+  const auto nan = std::find_if(result.values.begin(), result.values.end(),
+                                [](float v) { return std::isnan(v); });
+  if (nan != result.values.end()) {
+    throw usage_error(
+        cat("input '", path, "' contains NaN (first at index ", nan - result.values.begin(), ")"));
+  }
+  return result;
+}
+
+// ---- compression ---------------------------------------------------------------------------
+
+//! The validated command line.
+struct settings {
+  method_name method;
+  std::optional<double> density;
+  std::uint64_t interval = 10;
+  std::uint64_t seed = 0;
+  bool error_feedback = false;
+  std::string prefix;
+};
+
+//! What one iteration produced: the selected pairs (all pairs for a dense message) and stats.
+struct iteration_result {
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  gradcomp::selection_stats stats;
+  double seconds = 0.0;
+};
+
+//! Runs `compress(input, message)` on every input in order, timing each call.
+template <class Compress>
+std::vector<iteration_result> run_iterations(const std::vector<gradient_file>& inputs,
+                                             Compress&& compress) {
+  std::vector<iteration_result> results;
+  results.reserve(inputs.size());
+  gradcomp::sparse_message message; // reused, as in training: steady state allocates nothing
+  for (const gradient_file& input : inputs) {
+    iteration_result r;
+    const auto start = std::chrono::steady_clock::now();
+    r.stats = compress(input.values, message);
+    const auto stop = std::chrono::steady_clock::now();
+    r.seconds = std::chrono::duration<double>(stop - start).count();
+    if (message.dense) {
+      r.indices.resize(message.values.size());
+      std::iota(r.indices.begin(), r.indices.end(), std::uint32_t{0});
+    } else {
+      r.indices = message.indices;
+    }
+    r.values = message.values;
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+//! Compresses every input with one compressor object (so its state carries over), wrapped in
+//! gradcomp::error_feedback when asked.
+template <gradcomp::compressor C>
+std::vector<iteration_result> run_compressor(C compressor,
+                                             bool error_feedback,
+                                             const std::vector<gradient_file>& inputs) {
+  if (error_feedback) {
+    const std::size_t n = inputs.empty() ? 0 : inputs.front().values.size();
+    gradcomp::error_feedback<C> layer(n, std::move(compressor));
+    return run_iterations(inputs, [&](const std::vector<float>& x, gradcomp::sparse_message& m) {
+      return layer.compress(x, m);
+    });
+  }
+  return run_iterations(inputs, [&](const std::vector<float>& x, gradcomp::sparse_message& m) {
+    return compressor.compress(x, m);
+  });
+}
+
+//! Builds the compressor the settings ask for and runs it over the inputs.
+std::vector<iteration_result> compress_all(const settings& s,
+                                           const std::vector<gradient_file>& inputs) {
+  const double d = s.density.value_or(1.0);
+  const bool ef = s.error_feedback;
+  switch (s.method.id) {
+  case method::exact_topk:
+    return run_compressor(gradcomp::exact_top_k({.density = d}), ef, inputs);
+  case method::sampled_topk:
+    return run_compressor(gradcomp::sampled_threshold({.density = d, .seed = s.seed}), ef, inputs);
+  case method::gaussian_threshold:
+    return run_compressor(gradcomp::gaussian_threshold({.density = d}), ef, inputs);
+  case method::lognormal_threshold:
+    return run_compressor(gradcomp::lognormal_threshold({.density = d}), ef, inputs);
+  case method::reused_threshold:
+    return run_compressor(gradcomp::reused_threshold({.density = d, .interval = s.interval}), ef,
+                          inputs);
+  case method::fp16:
+    return run_compressor(gradcomp::dense(gradcomp::value_type::fp16), ef, inputs);
+  case method::bf16:
+    return run_compressor(gradcomp::dense(gradcomp::value_type::bf16), ef, inputs);
+  case method::none:
+    return run_compressor(gradcomp::dense(gradcomp::value_type::fp32), ef, inputs);
+  }
+  throw std::logic_error("unhandled method");
+}
+
+// ---- output --------------------------------------------------------------------------------
+
+//! One file to write: its path and its complete contents.
+struct output_file {
+  std::string path;
+  std::string bytes;
+};
+
+//! The .npy files of every iteration, serialized in memory with xt::dump_npy.
+std::vector<output_file> serialize(const std::string& prefix,
+                                   const std::vector<iteration_result>& results) {
+  std::vector<output_file> files;
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const std::string stem = cat(prefix, ".", i);
+    files.push_back({stem + ".indices.npy", xt::dump_npy(xt::adapt(results[i].indices))});
+    files.push_back({stem + ".values.npy", xt::dump_npy(xt::adapt(results[i].values))});
+  }
+  return files;
+}
+
+//! Checks, before any work, that the outputs can be created: a non-empty prefix, an existing
+//! directory, and no output path that is a directory. @throws usage_error otherwise.
+void check_output_prefix(const std::string& prefix, std::size_t iterations) {
+  if (prefix.empty()) {
+    throw usage_error("--out: the output prefix is empty");
+  }
+  const fs::path parent = fs::path(prefix).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    throw usage_error(
+        cat("--out: output directory '", parent.string(), "' does not exist or is not a directory"));
+  }
+  for (std::size_t i = 0; i < iterations; ++i) {
+    for (const char* kind : {"indices", "values"}) {
+      const std::string path = cat(prefix, ".", i, ".", kind, ".npy");
+      if (fs::is_directory(path, ec)) {
+        throw usage_error(cat("--out: output path '", path, "' is a directory"));
+      }
+    }
+  }
+}
+
+//! Writes every file; on the first failure removes the files already written and throws.
+void write_all(const std::vector<output_file>& files) {
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    std::ofstream out(files[i].path, std::ios::binary | std::ios::trunc);
+    if (out) {
+      out.write(files[i].bytes.data(), static_cast<std::streamsize>(files[i].bytes.size()));
+      out.close();
+    }
+    if (!out) {
+      std::error_code ignored;
+      for (std::size_t j = 0; j <= i; ++j) {
+        fs::remove(files[j].path, ignored);
+      }
+      throw output_error(cat("cannot write '", files[i].path, "'; no output was kept"));
+    }
+  }
+}
+
+//! The JSON statistics line of iteration `i`.
+nlohmann::ordered_json stats_json(std::size_t i, const settings& s, const iteration_result& r) {
+  nlohmann::ordered_json j;
+  j["iteration"] = i;
+  j["method"] = s.method.name;
+  j["numel"] = r.stats.numel;
+  j["k_target"] = r.stats.k_target;
+  j["k_selected"] = r.stats.k_selected;
+  j["threshold"] = r.stats.threshold;
+  j["fallback"] = r.stats.fallback;
+  j["seconds"] = r.seconds;
+  return j;
+}
+
+// ---- command line --------------------------------------------------------------------------
+
+//! The raw option strings, validated by make_settings().
+struct raw_options {
+  std::string method;
+  std::string density;
+  std::string interval;
+  std::string seed;
+  bool error_feedback = false;
+  std::vector<std::string> inputs;
+  std::string prefix;
+};
+
+//! Declares the command line on `app`, storing into `raw`.
+void declare_options(CLI::App& app, raw_options& raw) {
+  app.add_option("--method", raw.method, "Compressor: " + method_list())
+      ->required()
+      ->type_name("M");
+  app.add_option("--density", raw.density,
+                 "Fraction of elements to send, in (0, 1]; k = ceil(D x n). Required except "
+                 "for the dense methods fp16, bf16 and none, which send every value")
+      ->type_name("D");
+  app.add_option("--interval", raw.interval,
+                 "reused_threshold: exact top-k every S calls (S >= 1, default 10)")
+      ->type_name("S");
+  app.add_flag("--error-feedback", raw.error_feedback,
+               "Keep the unsent part of each iteration and add it to the next one");
+  app.add_option("--seed", raw.seed, "sampled_topk: seed of the sample offsets (default 0)")
+      ->type_name("N");
+  app.add_option("--out", raw.prefix,
+                 "Output prefix: writes PREFIX.<i>.indices.npy and PREFIX.<i>.values.npy")
+      ->required()
+      ->type_name("PREFIX");
+  app.add_option("inputs", raw.inputs,
+                 "1-D float32 .npy gradients of one layer, one per iteration, in order")
+      ->required()
+      ->type_name("INPUT.npy");
+  app.footer("Prints one JSON object per iteration on stdout. Exit status: 0 on success, 2 for "
+             "a bad command line or input (nothing is written), 1 if the outputs could not be "
+             "written.");
+}
+
+//! Validates the raw options. @throws usage_error naming the first bad one.
+settings make_settings(const raw_options& raw, const CLI::App& app) {
+  settings s{find_method(raw.method), std::nullopt, 10, 0, raw.error_feedback, raw.prefix};
+  if (app.count("--density") > 0) {
+    const double d = parse_number<double>("--density", raw.density, "a number in (0, 1]");
+    if (!(d > 0.0 && d <= 1.0)) {
+      throw usage_error(cat("--density: ", raw.density, " is outside (0, 1]"));
+    }
+    s.density = d;
+  } else if (s.method.needs_density) {
+    throw usage_error(cat("--density is required for --method ", s.method.name));
+  }
+  if (app.count("--interval") > 0) {
+    const auto interval =
+        parse_number<std::int64_t>("--interval", raw.interval, "an integer >= 1");
+    if (interval < 1) {
+      throw usage_error(cat("--interval: ", interval, " is below the minimum 1"));
+    }
+    s.interval = static_cast<std::uint64_t>(interval);
+  }
+  if (app.count("--seed") > 0) {
+    s.seed = parse_number<std::uint64_t>("--seed", raw.seed, "an unsigned 64-bit integer");
+  }
+  return s;
+}
+
+//! The whole program after command-line parsing; returns the exit status.
+int run(const settings& s, const std::vector<std::string>& paths) {
+  std::vector<gradient_file> inputs;
+  inputs.reserve(paths.size());
+  for (const std::string& path : paths) {
+    inputs.push_back(load_gradient(path));
+    const gradient_file& first = inputs.front();
+    const gradient_file& last = inputs.back();
+    if (last.values.size() != first.values.size()) {
+      throw usage_error(cat("input '", last.path, "' has ", last.values.size(),
+                            " elements but '", first.path, "' has ", first.values.size(),
+                            "; all inputs must be iterations of one layer"));
+    }
+  }
+  check_output_prefix(s.prefix, inputs.size());
+
+  const std::vector<iteration_result> results = compress_all(s, inputs);
+  const std::vector<output_file> files = serialize(s.prefix, results);
+  write_all(files);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    std::cout << stats_json(i, s, results[i]).dump() << '\n';
+  }
+  std::cout.flush();
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app("Compresses successive iterations of one layer's gradient (1-D float32 .npy "
+               "files) with a gradcomp compressor.",
+               std::string(program_name));
+  raw_options raw;
+  declare_options(app, raw);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
+      return app.exit(e); // --help: the usage on stdout, exit 0
+    }
+    report_error(e.what());
+    return exit_bad_input;
+  }
+  try {
+    return run(make_settings(raw, app), raw.inputs);
+  } catch (const usage_error& e) {
+    report_error(e.what());
+    return exit_bad_input;
+  } catch (const std::invalid_argument& e) { // the library's argument checks
+    report_error(e.what());
+    return exit_bad_input;
+  } catch (const gradcomp::wire_error& e) {
+    report_error(e.what());
+    return exit_bad_input;
+  } catch (const output_error& e) {
+    report_error(e.what());
+    return exit_failure;
+  } catch (const std::bad_alloc&) {
+    report_error("out of memory");
+    return exit_failure;
+  } catch (const std::exception& e) {
+    report_error(e.what());
+    return exit_failure;
+  }
+}

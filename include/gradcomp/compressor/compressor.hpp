@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The compressor concept, the statistics every compression call reports, and the rule
+//! that turns a density into k.
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <span>
+
+namespace gradcomp {
+
+//! @brief Opt-in tag: a compressor policy declares `using compressor_concept = compressor_tag;`.
+struct compressor_tag {};
+
+//! @brief What one compression call did (one layer, one iteration).
+struct selection_stats {
+  std::size_t numel = 0;      //!< elements in the gradient (n).
+  std::size_t k_target = 0;   //!< elements the density asks for: ceil(density x n), 0 if n == 0.
+  std::size_t k_selected = 0; //!< elements actually sent (nnz of the message).
+  //! Magnitude threshold: elements with |v| >= threshold were candidates. For an exact
+  //! selection, the k-th largest magnitude (the smallest sent); for an estimator, the threshold
+  //! it applied; 0 for dense compressors.
+  float threshold = 0.0f;
+  bool exact = false;           //!< an exact top-k selection was computed in this call.
+  bool fallback = false;        //!< the guard rejected the estimate and exact top-k ran instead.
+  unsigned adjust_rounds = 0;   //!< threshold re-adjustment passes run before accepting.
+};
+
+//! @brief A compressor policy: selects values of a float gradient into a sparse_message.
+//!
+//! Required members:
+//! * `compress(x, out)`: x is a host float tensor of n elements, read only; `out` receives the
+//!   selected values with ascending indices (or a dense message); returns selection_stats.
+//! * `compress_accumulate(residual, grad, out)`: error feedback fused into the selection:
+//!   computes `acc = residual + grad` (element-wise, once), selects from `acc` exactly as
+//!   compress() would, and leaves `residual = acc - sent` (0 where sent).
+//! Both are deterministic for a given input, state and seed, whatever the thread count.
+template <class C>
+concept compressor = std::same_as<typename C::compressor_concept, compressor_tag> &&
+                     requires(C& c, std::span<const float> x, std::span<float> r,
+                              sparse_message& m) {
+                       { c.compress(x, m) } -> std::same_as<selection_stats>;
+                       { c.compress_accumulate(r, x, m) } -> std::same_as<selection_stats>;
+                     };
+
+//! @brief Checks that a density lies in (0, 1].
+//! @throws std::invalid_argument naming the value otherwise (NaN included).
+inline void check_density(double density) {
+  detail::require(density > 0.0 && density <= 1.0, "density ", density,
+                  " is outside (0, 1]");
+}
+
+//! @brief k for `n` elements at `density`: ceil(density x n) clamped to [1, n], and 0 for n == 0.
+//!
+//! A product within 1e-9 (relative) of an integer counts as that integer, so that 0.07 x 100
+//! gives 7, not 8, despite binary rounding. O(1).
+//! @throws std::invalid_argument if density is outside (0, 1].
+[[nodiscard]] inline std::size_t k_for_density(std::size_t n, double density) {
+  check_density(density);
+  if (n == 0) {
+    return 0;
+  }
+  const double exact = density * static_cast<double>(n);
+  const double nearest = std::nearbyint(exact);
+  const double k = std::abs(exact - nearest) <= 1e-9 * std::max(1.0, exact) ? nearest
+                                                                             : std::ceil(exact);
+  return std::clamp<std::size_t>(static_cast<std::size_t>(k), 1, n);
+}
+
+//! @brief True when `count` lies in the guard band [k / c, c x k] of an estimating compressor.
+[[nodiscard]] constexpr bool in_guard_band(std::size_t count, std::size_t k,
+                                           double guard_factor) noexcept {
+  const double c = static_cast<double>(count);
+  const double kk = static_cast<double>(k);
+  return c * guard_factor >= kk && c <= guard_factor * kk;
+}
+
+} // namespace gradcomp

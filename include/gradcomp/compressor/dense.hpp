@@ -1,0 +1,52 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::dense: no selection; every value is sent, optionally cast to fp16 / bf16.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+
+#include <cstddef>
+
+namespace gradcomp {
+
+//! @brief The baselines a user would otherwise pick: the uncompressed gradient (`fp32`), or
+//! the gradient cast to half precision (`fp16`, as DDP's fp16_compress_hook and Horovod's
+//! Compression.fp16; `bf16`, as DDP's bf16 hook).
+//!
+//! Output: a dense message of all n values. With error feedback the rounding error of the cast
+//! stays in the residual (fp16 saturates at +-65504, the excess stays too). O(n); deterministic.
+//! Wire bytes: 32 + 4n (fp32) or 32 + 2n (fp16, bf16).
+struct dense_options {
+  value_type values = value_type::fp32; //!< fp32 = no compression; fp16 / bf16 = casting.
+};
+
+class dense : public detail::compressor_base<dense> {
+public:
+  using options = dense_options;
+  explicit dense(options o = {}) : options_(o) {}
+  explicit dense(value_type values) : options_{values} {}
+
+  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
+
+  //! @private Implementation hook of compressor_base.
+  template <class Source>
+  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
+    selection_stats stats;
+    stats.k_target = n;
+    out.dense = true;
+    out.values.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      out.values[i] = src.load(i);
+    }
+    return stats;
+  }
+
+private:
+  options options_;
+};
+
+static_assert(compressor<dense>);
+
+} // namespace gradcomp

@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief CRTP base that gives every host compressor its public entry points (plain and with
+//! fused error feedback, for any host float tensor) on top of one `run(source, n, out)`.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/source.hpp>
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+#include <gradcomp/tensor/tensor.hpp>
+
+#include <cstddef>
+#include <span>
+#include <type_traits>
+
+namespace gradcomp::detail {
+
+template <class T>
+inline constexpr bool dependent_false_v = false;
+
+//! Derived must provide `template <class Source> selection_stats run(const Source&, std::size_t n,
+//! sparse_message& out)` (see source.hpp for its contract) and `value_type values_type() const`.
+template <class Derived>
+class compressor_base {
+public:
+  using compressor_concept = compressor_tag;
+
+  //! @brief Compresses gradient `x` (n floats, host memory, read only) into `out`.
+  //! @returns the call's selection_stats. @throws std::invalid_argument on bad input sizes.
+  template <host_float_tensor Tensor>
+  selection_stats compress(const Tensor& x, sparse_message& out) {
+    const auto s = host_span(x);
+    return dispatch(read_source{s.data()}, s.size(), out);
+  }
+
+  //! @brief Error feedback fused into compression: acc = residual + grad; out = C(acc);
+  //! residual = acc - out (exactly: for every element, sent + new residual == acc bit for bit).
+  //! @pre residual and grad have the same length (else std::invalid_argument).
+  template <host_float_tensor Residual, host_float_tensor Grad>
+  selection_stats compress_accumulate(Residual& residual, const Grad& grad, sparse_message& out) {
+    const auto r = host_span(residual);
+    const auto g = host_span(grad);
+    static_assert(!std::is_const_v<std::remove_reference_t<decltype(r[0])>>,
+                  "gradcomp: the residual must be writable");
+    require(r.size() == g.size(), "residual has ", r.size(), " elements, gradient has ",
+            g.size());
+    return dispatch(accumulate_source{r.data(), g.data()}, g.size(), out);
+  }
+
+  //! Device-memory tensors are refused at compile time with this message.
+  template <tensor Tensor>
+    requires(!host_tensor<Tensor>)
+  selection_stats compress(const Tensor&, sparse_message&) {
+    static_assert(dependent_false_v<Tensor>,
+                  "gradcomp: this is a host compressor and the tensor lives in device memory; "
+                  "use the CUDA compressor of the same name from <gradcomp/cuda/...>");
+    return {};
+  }
+
+private:
+  template <class Source>
+  selection_stats dispatch(const Source& src, std::size_t n, sparse_message& out) {
+    auto& self = static_cast<Derived&>(*this);
+    out.clear(n);
+    selection_stats stats = self.run(src, n, out);
+    out.values_type = self.values_type();
+    round_values_to(out.values_type, out.values);
+    src.finish(out);
+    stats.numel = n;
+    stats.k_selected = out.nnz();
+    return stats;
+  }
+};
+
+//! Validates the options every compressor shares.
+inline void check_guard_factor(double guard_factor) {
+  require(guard_factor >= 1.0, "guard_factor ", guard_factor, " is below the minimum 1");
+}
+
+} // namespace gradcomp::detail

@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::exact_top_k: the k largest magnitudes of a gradient, exactly.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+
+#include <cstddef>
+
+namespace gradcomp {
+
+//! @brief Exact top-k by magnitude (S1 Algorithm 1, the LAGS baseline; DGC's reference
+//! selection), k = ceil(density x n) clamped to [1, n].
+//!
+//! Output: k values with strictly ascending indices. Ties at the k-th magnitude are broken by
+//! lower index, so the result is fully deterministic (and equals sort by (|v| desc, index asc)
+//! then truncate to k). NaN counts as larger than infinity.
+//! Algorithm: radix select on the 31 magnitude bits: a parallel histogram of the top 11 bits,
+//! one pass that emits the elements above the k-th bucket and gathers the bucket's candidates,
+//! then two small histogram passes over the candidates. O(n) work, two reads of the input (the
+//! first fused with the error-feedback accumulation), O(k + bucket) extra memory reused across
+//! calls. Wire bytes (u32 indices, fp32 values): 32 + 8k.
+struct exact_top_k_options {
+  double density = 0.01;                   //!< k / n, in (0, 1].
+  value_type values = value_type::fp32;    //!< type the sent values are rounded to.
+  unsigned threads = 0;                    //!< threads to use; 0 = all hardware threads.
+};
+
+class exact_top_k : public detail::compressor_base<exact_top_k> {
+public:
+  using options = exact_top_k_options;
+
+  //! @throws std::invalid_argument if the density is outside (0, 1].
+  explicit exact_top_k(options o = {}) : options_(o) { check_density(o.density); }
+  explicit exact_top_k(double density) : exact_top_k(options{.density = density}) {}
+
+  [[nodiscard]] const options& get_options() const noexcept { return options_; }
+  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
+
+  //! @private Implementation hook of compressor_base.
+  template <class Source>
+  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
+    selection_stats stats;
+    stats.k_target = k_for_density(n, options_.density);
+    stats.exact = true;
+    if (n == 0) {
+      return stats;
+    }
+    const std::uint32_t key =
+        detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
+    stats.threshold = detail::key_magnitude(key);
+    return stats;
+  }
+
+private:
+  options options_;
+  detail::selection_workspace ws_;
+};
+
+static_assert(compressor<exact_top_k>);
+
+} // namespace gradcomp

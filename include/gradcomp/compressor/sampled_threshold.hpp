@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::sampled_threshold: DGC's threshold from the exact top-k of a sample.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/compressor/detail/estimated_select.hpp>
+#include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <random>
+
+namespace gradcomp {
+
+//! @brief Options of sampled_threshold. Defaults follow the DGC reference code (1 % sample,
+//! x1.3 / x0.7 re-adjustment) with fewer rounds, since each round is a pass over the gradient.
+struct sampled_threshold_options {
+  double density = 0.01;                //!< k / n, in (0, 1].
+  double sample_fraction = 0.01;        //!< fraction of elements sampled, in (0, 1].
+  std::size_t min_samples = 1024;       //!< never sample fewer than this (>= 1).
+  unsigned max_adjust_rounds = 2;       //!< re-filter passes before the exact fallback.
+  double guard_factor = 2.0;            //!< c >= 1: accepted counts [k/c, c k].
+  std::uint64_t seed = 0;               //!< seeds the sample offsets (reproducible).
+  value_type values = value_type::fp32; //!< type the sent values are rounded to.
+  unsigned threads = 0;                 //!< 0 = all hardware threads.
+};
+
+//! @brief Sampled threshold (DGC, Lin et al. ICLR'18): a strided sample of m = max(min_samples,
+//! ceil(sample_fraction x n)) values with a random offset; the exact top-(k m / n) of the
+//! sample gives the threshold; one filtering pass (fused with error feedback) selects.
+//!
+//! If the count leaves the guard band [k/c, c k], up to max_adjust_rounds counting passes
+//! rescale the threshold (x1.3 when too many, x0.7 when too few); if none lands in the band, the
+//! call falls back to exact top-k (stats.fallback). When m >= n / 2, sampling cannot pay and the
+//! call is an exact top-k (stats.exact, not a fallback).
+//! Cost: O(m log m) + one pass (error feedback: read residual and gradient, write residual) in
+//! the common case. Wire bytes (u32/fp32): 32 + 8 x selected. Deterministic for a given seed and
+//! call sequence, whatever the thread count.
+class sampled_threshold : public detail::compressor_base<sampled_threshold> {
+public:
+  using options = sampled_threshold_options;
+
+  //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
+  //! min_samples 0, or guard_factor < 1.
+  explicit sampled_threshold(options o = {}) : options_(o), rng_(o.seed) {
+    check_density(o.density);
+    detail::require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0, "sample_fraction ",
+                    o.sample_fraction, " is outside (0, 1]");
+    detail::require(o.min_samples >= 1, "min_samples ", o.min_samples, " is below 1");
+    detail::check_guard_factor(o.guard_factor);
+  }
+  explicit sampled_threshold(double density) : sampled_threshold(options{.density = density}) {}
+
+  [[nodiscard]] const options& get_options() const noexcept { return options_; }
+  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
+
+  //! @private Implementation hook of compressor_base.
+  template <class Source>
+  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
+    selection_stats stats;
+    stats.k_target = k_for_density(n, options_.density);
+    if (n == 0) {
+      return stats;
+    }
+    const auto wanted = static_cast<std::size_t>(
+        std::ceil(options_.sample_fraction * static_cast<double>(n)));
+    const std::size_t m = std::max(options_.min_samples, wanted);
+    if (2 * m >= n) {
+      const std::uint32_t key =
+          detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
+      stats.exact = true;
+      stats.threshold = detail::key_magnitude(key);
+      return stats;
+    }
+    const std::size_t stride = n / m;
+    const std::size_t offset = std::uniform_int_distribution<std::size_t>(0, stride - 1)(rng_);
+    auto& keys = ws_.sample_keys;
+    keys.resize(m);
+    for (std::size_t j = 0; j < m; ++j) {
+      keys[j] = detail::magnitude_key(src.peek(offset + j * stride));
+    }
+    const double scaled = static_cast<double>(stats.k_target) * static_cast<double>(m) /
+                          static_cast<double>(n);
+    const std::size_t ks = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)),
+                                                   1, m);
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(ks - 1), keys.end(),
+                     std::greater<>());
+    const detail::estimate_policy policy{.guard_factor = options_.guard_factor,
+                                         .max_adjust_rounds = options_.max_adjust_rounds,
+                                         .threads = options_.threads};
+    detail::estimated_select(src, true, n, stats.k_target, detail::key_magnitude(keys[ks - 1]),
+                             policy, ws_, out, stats);
+    return stats;
+  }
+
+private:
+  options options_;
+  std::mt19937_64 rng_;
+  detail::selection_workspace ws_;
+};
+
+static_assert(compressor<sampled_threshold>);
+
+} // namespace gradcomp

@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Umbrella header of gradcomp's core: tensors, sparse messages and their wire format,
+//! and every host compressor with error feedback. Needs only the C++20 standard library (never
+//! includes MPI or CUDA headers).
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/dense.hpp>
+#include <gradcomp/compressor/error_feedback.hpp>
+#include <gradcomp/compressor/exact_top_k.hpp>
+#include <gradcomp/compressor/gaussian_threshold.hpp>
+#include <gradcomp/compressor/reused_threshold.hpp>
+#include <gradcomp/compressor/sampled_threshold.hpp>
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+#include <gradcomp/sparse/wire.hpp>
+#include <gradcomp/tensor/memory_space.hpp>
+#include <gradcomp/tensor/tensor.hpp>
+#include <gradcomp/tensor/tensor_view.hpp>
+#include <gradcomp/version.hpp>

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::sparse_message: the (index, value) pairs a compressor selected from one
+//! gradient, with the gradient's dense length.
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <vector>
+
+namespace gradcomp {
+
+//! @brief Largest dense length a sparse (indexed) message can address: indices are 32-bit.
+inline constexpr std::uint64_t max_sparse_dense_length_elements =
+    std::uint64_t{std::numeric_limits<std::uint32_t>::max()} + 1;
+
+//! @brief A compressed gradient: either sparse (ascending 32-bit indices + values) or dense
+//! (all `dense_length_elements` values, no indices).
+//!
+//! Invariants (checked by validate(), kept by every compressor and by wire decoding):
+//! * sparse layout: `indices.size() == values.size() <= dense_length_elements`, indices strictly
+//!   ascending and `< dense_length_elements`, `dense_length_elements <= 2^32`;
+//! * dense layout: `indices` empty and `values.size() == dense_length_elements`;
+//! * every value is exactly representable in `values_type` (compressors round to it, so that
+//!   error feedback keeps the rounding error; encoding then loses nothing).
+//! Memory: 8 bytes per nonzero (sparse) or 4 per element (dense) plus the vectors' capacity,
+//! which is kept when a message is reused, so steady-state compression allocates nothing.
+struct sparse_message {
+  //! Length of the gradient this message was taken from, in elements.
+  std::uint64_t dense_length_elements = 0;
+  //! True when the message carries every element in order and no indices.
+  bool dense = false;
+  //! Type the values are representable in, and are encoded as on the wire.
+  value_type values_type = value_type::fp32;
+  //! Ascending element indices of the selected values (empty when `dense`).
+  std::vector<std::uint32_t> indices;
+  //! Selected values, one per index (or all values when `dense`).
+  std::vector<float> values;
+
+  //! Number of values carried (k for a top-k message, the dense length for a dense one).
+  [[nodiscard]] std::size_t nnz() const noexcept { return values.size(); }
+
+  //! Fraction of the dense gradient carried: nnz / dense length (0 for an empty gradient).
+  [[nodiscard]] double density() const noexcept {
+    return dense_length_elements == 0
+               ? 0.0
+               : static_cast<double>(nnz()) / static_cast<double>(dense_length_elements);
+  }
+
+  //! Empties the message for reuse, keeping the vectors' capacity. O(1).
+  void clear(std::uint64_t dense_length) noexcept {
+    dense_length_elements = dense_length;
+    dense = false;
+    values_type = value_type::fp32;
+    indices.clear();
+    values.clear();
+  }
+
+  //! @brief Checks every invariant above. O(nnz).
+  //! @throws std::invalid_argument naming the first violated invariant and its values.
+  void validate() const {
+    if (dense) {
+      detail::require(indices.empty(), "dense message carries ", indices.size(), " indices");
+      detail::require(values.size() == dense_length_elements, "dense message has ",
+                      values.size(), " values for dense length ", dense_length_elements);
+      return;
+    }
+    detail::require(dense_length_elements <= max_sparse_dense_length_elements,
+                    "sparse message dense length ", dense_length_elements,
+                    " exceeds the 32-bit index limit ", max_sparse_dense_length_elements);
+    detail::require(indices.size() == values.size(), "sparse message has ", indices.size(),
+                    " indices but ", values.size(), " values");
+    detail::require(values.size() <= dense_length_elements, "sparse message has ",
+                    values.size(), " values for dense length ", dense_length_elements);
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+      detail::require(indices[i] < dense_length_elements, "index ", indices[i], " at position ",
+                      i, " is not below the dense length ", dense_length_elements);
+      detail::require(i == 0 || indices[i - 1] < indices[i], "indices not strictly ascending at position ",
+                      i, ": ", i == 0 ? 0 : indices[i - 1], " then ", indices[i]);
+    }
+  }
+};
+
+//! @brief Writes the message's values into `dense` (length must equal the message's dense
+//! length): selected positions get their value, all others zero. O(n + nnz).
+//! @throws std::invalid_argument if the lengths differ.
+inline void decompress(const sparse_message& m, std::span<float> dense) {
+  detail::require(dense.size() == m.dense_length_elements, "decompress: output has ", dense.size(),
+                  " elements, message dense length is ", m.dense_length_elements);
+  if (m.dense) {
+    std::copy(m.values.begin(), m.values.end(), dense.begin());
+    return;
+  }
+  std::fill(dense.begin(), dense.end(), 0.0f);
+  for (std::size_t i = 0; i < m.indices.size(); ++i) {
+    dense[m.indices[i]] = m.values[i];
+  }
+}
+
+//! @brief Adds `scale * value` of every carried element into `dense` (the aggregation a
+//! receiver does: sum the workers' messages, then average with scale = 1/W). O(nnz).
+//! @throws std::invalid_argument if the lengths differ.
+inline void accumulate(const sparse_message& m, std::span<float> dense, float scale = 1.0f) {
+  detail::require(dense.size() == m.dense_length_elements, "accumulate: output has ",
+                  dense.size(), " elements, message dense length is ", m.dense_length_elements);
+  if (m.dense) {
+    for (std::size_t i = 0; i < m.values.size(); ++i) {
+      dense[i] += scale * m.values[i];
+    }
+    return;
+  }
+  for (std::size_t i = 0; i < m.indices.size(); ++i) {
+    dense[m.indices[i]] += scale * m.values[i];
+  }
+}
+
+} // namespace gradcomp

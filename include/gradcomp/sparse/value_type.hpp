@@ -1,0 +1,65 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The element types a message's values may take on the wire, and rounding to them.
+#pragma once
+
+#include <gradcomp/sparse/detail/float16.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace gradcomp {
+
+//! @brief Value type of a message on the wire. The numeric codes are part of the wire format.
+enum class value_type : std::uint8_t {
+  fp32 = 1, //!< IEEE binary32, 4 bytes per value (exact).
+  fp16 = 2, //!< IEEE binary16, 2 bytes per value (11-bit significand, max 65504).
+  bf16 = 3, //!< bfloat16, 2 bytes per value (8-bit significand, fp32's exponent range).
+};
+
+//! @brief Bytes one value of type `t` occupies on the wire: 4, 2 or 2.
+[[nodiscard]] constexpr std::size_t value_size_bytes(value_type t) noexcept {
+  return t == value_type::fp32 ? 4 : 2;
+}
+
+//! @brief The name used by the command-line tools and in reports ("fp32", "fp16", "bf16").
+[[nodiscard]] constexpr std::string_view to_string(value_type t) noexcept {
+  switch (t) {
+  case value_type::fp32:
+    return "fp32";
+  case value_type::fp16:
+    return "fp16";
+  case value_type::bf16:
+    return "bf16";
+  }
+  return "unknown";
+}
+
+//! @brief Rounds one value to the nearest value representable in `t` (ties to even) and returns
+//! it as a float. fp16 saturates at +-65504 instead of overflowing to infinity, so that an error
+//! feedback residual `v - round_to(v)` stays finite. NaN stays NaN. O(1); deterministic.
+[[nodiscard]] inline float round_to(value_type t, float v) noexcept {
+  switch (t) {
+  case value_type::fp32:
+    return v;
+  case value_type::fp16:
+    return detail::half_bits_to_float(detail::float_to_half_bits_saturating(v));
+  case value_type::bf16:
+    return detail::bfloat16_bits_to_float(detail::float_to_bfloat16_bits(v));
+  }
+  return v;
+}
+
+//! @brief Rounds every element of `values` in place with round_to(). O(n); no allocation.
+inline void round_values_to(value_type t, std::span<float> values) noexcept {
+  if (t == value_type::fp32) {
+    return;
+  }
+  for (float& v : values) {
+    v = round_to(t, v);
+  }
+}
+
+} // namespace gradcomp

@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp's version.
+#pragma once
+
+#define GRADCOMP_VERSION_MAJOR 0
+#define GRADCOMP_VERSION_MINOR 1
+#define GRADCOMP_VERSION_PATCH 0
+
+namespace gradcomp {
+//! @brief The library version as "major.minor.patch".
+inline constexpr const char* version_string = "0.1.0";
+} // namespace gradcomp

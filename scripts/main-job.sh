@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The project's main job: installs the dependencies, builds gradcomp-demo, prepares
+# Fashion-MNIST and runs the compressor demo on real CNN gradients (docs/demo.md). Prints the
+# results table on stdout and writes build/demo-report.json. Extra arguments go to the demo
+# (e.g. --iterations 100).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build --target gradcomp-demo -j2
+scripts/prepare-fashion-mnist.sh build/data/fashion-mnist
+build/examples/gradcomp-demo --data build/data/fashion-mnist --report build/demo-report.json "$@"
