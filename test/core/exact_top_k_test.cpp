@@ -132,3 +132,40 @@ TEST_CASE("invalid options are rejected", "[exact_top_k]") {
   CHECK_THROWS_AS(exact_top_k(0.0), std::invalid_argument);
   CHECK_THROWS_AS(exact_top_k(1.01), std::invalid_argument);
 }
+
+namespace {
+// An input on which the sample-guided fast path is misled: every sampled position (the
+// stride's midpoints) holds a large value, so the sample's threshold admits fewer than k
+// candidates and the full radix select must take over.
+std::vector<float> sample_misleading_input(std::size_t n) {
+  const std::size_t stride = n / gradcomp::detail::top_k_sample_elements;
+  std::vector<float> x(n, 0.5f);
+  for (std::size_t i = stride / 2; i < n; i += stride) {
+    x[i] = 1.0f;
+  }
+  for (std::size_t i = 3; i < n; i += 97) {
+    x[i] = 2.0f + static_cast<float>(i % 13);
+  }
+  return x;
+}
+} // namespace
+
+TEST_CASE("exact top-k is exact when the sample misleads the fast path", "[exact_top_k]") {
+  const auto x = sample_misleading_input(std::size_t{1} << 17);
+  check_against_reference(x, 0.1, 0);
+  check_against_reference(x, 0.01, 0);
+}
+
+TEST_CASE("exact top-k with error feedback is exact when the sample misleads", "[exact_top_k]") {
+  const auto g = sample_misleading_input(std::size_t{1} << 17);
+  std::vector<float> residual(g.size(), 0.0f);
+  exact_top_k c(0.1);
+  sparse_message m;
+  c.compress_accumulate(residual, g, m);
+  CHECK(m.indices == test::reference_top_k(g, k_for_density(g.size(), 0.1)));
+  std::vector<float> sent(g.size());
+  decompress(m, sent);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    REQUIRE(sent[i] + residual[i] == g[i]); // accumulated exactly once
+  }
+}

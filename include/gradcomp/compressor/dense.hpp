@@ -36,10 +36,8 @@ public:
     selection_stats stats;
     stats.k_target = n;
     out.dense = true;
-    out.values.resize(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      out.values[i] = src.load(i);
-    }
+    src.materialize(0, n);
+    out.values.assign(src.materialized(), src.materialized() + n);
     return stats;
   }
 

@@ -12,6 +12,7 @@
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <vector>
@@ -33,8 +34,12 @@ struct fit_sums {
   double count = 0, sum = 0, sum_squares = 0;
 };
 
-//! The fit-then-filter flow: `Fit::accumulate(v, sums)` in the first pass (fused with the
-//! error-feedback accumulation), `Fit::threshold(total, k, n)` gives the magnitude threshold,
+[[nodiscard]] inline fit_sums combine(const fit_sums& a, const fit_sums& b) noexcept {
+  return {a.count + b.count, a.sum + b.sum, a.sum_squares + b.sum_squares};
+}
+
+//! The fit-then-filter flow: `Fit::accumulate(v, sums)` in the first pass (tile by tile after
+//! the error-feedback accumulation, while the tile is in L1), `Fit::threshold(total, k, n)` gives the magnitude threshold,
 //! then one filtering pass and the guard.
 template <class Fit>
 class fitted_threshold : public compressor_base<fitted_threshold<Fit>> {
@@ -61,17 +66,27 @@ public:
     }
     partial_.assign(chunk_count(n), fit_sums{});
     parallel_chunks(n, options_.threads, [&](std::size_t c, std::size_t b, std::size_t e) {
-      fit_sums s;
-      for (std::size_t i = b; i < e; ++i) {
-        Fit::accumulate(src.load(i), s);
-      }
-      partial_[c] = s;
+      // four independent accumulators (combined in a fixed order) hide the latency of the
+      // floating-point additions without changing the result between thread counts
+      const float* const x = src.materialized();
+      std::array<fit_sums, 4> s{};
+      for_each_tile(src, true, b, e, [&](std::size_t tb, std::size_t te) {
+        std::size_t i = tb;
+        for (; i + 4 <= te; i += 4) {
+          Fit::accumulate(x[i], s[0]);
+          Fit::accumulate(x[i + 1], s[1]);
+          Fit::accumulate(x[i + 2], s[2]);
+          Fit::accumulate(x[i + 3], s[3]);
+        }
+        for (; i < te; ++i) {
+          Fit::accumulate(x[i], s[(i - tb) % 4]);
+        }
+      });
+      partial_[c] = combine(combine(s[0], s[1]), combine(s[2], s[3]));
     });
     fit_sums total;
     for (const fit_sums& s : partial_) {
-      total.count += s.count;
-      total.sum += s.sum;
-      total.sum_squares += s.sum_squares;
+      total = combine(total, s);
     }
     const float threshold = Fit::threshold(total, stats.k_target, n);
     const estimate_policy policy{.guard_factor = options_.guard_factor,

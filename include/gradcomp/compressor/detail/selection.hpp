@@ -8,6 +8,7 @@
 //! shows up at the receiver rather than hiding in a residual).
 #pragma once
 
+#include <gradcomp/compressor/detail/source.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
@@ -15,9 +16,17 @@
 #include <array>
 #include <bit>
 #include <cstddef>
+#include <cmath>
 #include <cstdint>
+#include <functional>
+#include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace gradcomp::detail {
 
@@ -32,6 +41,33 @@ namespace gradcomp::detail {
 //! Smallest key whose magnitude is >= t (t >= 0, finite or infinite).
 [[nodiscard]] inline std::uint32_t key_at_least(float t) noexcept {
   return t <= 0.0f ? 0u : magnitude_key(t);
+}
+
+//! Elements per block of the threshold filter.
+inline constexpr std::size_t hit_block = 8;
+
+//! Bit j set when magnitude_key(values[j]) >= threshold_key, j < 8. SSE2 where available.
+[[nodiscard]] inline unsigned hit_mask(const float* values, std::uint32_t threshold_key) noexcept {
+#if defined(__SSE2__)
+  if (threshold_key == 0) {
+    return 0xffu;
+  }
+  // keys are below 2^31, so a signed compare against key - 1 is exact
+  const __m128i limit = _mm_set1_epi32(static_cast<int>(threshold_key - 1));
+  const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
+  const __m128i lo = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)), magnitude);
+  const __m128i hi =
+      _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values + 4)), magnitude);
+  const int mask_lo = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(lo, limit)));
+  const int mask_hi = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(hi, limit)));
+  return static_cast<unsigned>(mask_lo | (mask_hi << 4));
+#else
+  unsigned mask = 0;
+  for (std::size_t j = 0; j < hit_block; ++j) {
+    mask |= (magnitude_key(values[j]) >= threshold_key ? 1u : 0u) << j;
+  }
+  return mask;
+#endif
 }
 
 inline constexpr unsigned radix_top_bits = 11; // first digit: key bits 30..20
@@ -50,32 +86,95 @@ struct selection_workspace {
   std::vector<std::uint32_t> sample_keys;
 };
 
-//! Exact top-k by magnitude of the n values `src` yields (first pass: src.load), ties broken by
-//! lower index; writes the k pairs to `out` (sparse, ascending indices). Returns the k-th
-//! largest key. Two passes over the input (a histogram of the 11 top key bits, then a pass that
-//! emits the elements above the k-th bucket and gathers that bucket's candidates), then two
-//! small histogram passes over the candidates. 1 <= k <= n.
+//! The k-th largest key among `values` (by magnitude) when every candidate with a key above
+//! the `known_bits` high bits of `prefix` is already excluded: refines the remaining low bits
+//! by histograms (11, 11 and 9 bits), only over values that match the prefix so far. Returns the
+//! threshold key T and, in `ties`, how many values with key == T must be taken (lowest index
+//! first). `rank` is 1-based among the values matching the prefix. O(m) per digit.
+inline std::uint32_t refine_kth_key(std::span<const float> values, std::size_t rank,
+                                    std::uint32_t prefix, unsigned known_bits,
+                                    std::size_t& ties) {
+  constexpr std::array<std::pair<unsigned, unsigned>, 3> digits = {{{20, 11}, {9, 11}, {0, 9}}};
+  std::array<std::size_t, radix_top_buckets> h{};
+  for (const auto& [shift, bits] : digits) {
+    if (shift + bits > 31 - known_bits) {
+      continue; // digit already decided by the prefix
+    }
+    const unsigned high_shift = shift + bits;
+    const std::size_t buckets = std::size_t{1} << bits;
+    std::fill(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(buckets), 0);
+    for (float v : values) {
+      const std::uint32_t key = magnitude_key(v);
+      if ((key >> high_shift) == (prefix >> high_shift)) {
+        ++h[(key >> shift) & (buckets - 1)];
+      }
+    }
+    std::size_t d = buckets - 1;
+    std::size_t above = 0;
+    while (above + h[d] < rank) {
+      above += h[d];
+      --d;
+    }
+    rank -= above;
+    prefix |= static_cast<std::uint32_t>(d) << shift;
+  }
+  ties = rank;
+  return prefix;
+}
+
+//! Keeps, in place and in order, the elements of `out` (ascending indices) that are among the k
+//! largest: key > T, plus the first `ties` with key == T.
+inline void keep_top(sparse_message& out, std::uint32_t threshold_key, std::size_t ties) {
+  std::size_t o = 0;
+  for (std::size_t j = 0; j < out.values.size(); ++j) {
+    const std::uint32_t key = magnitude_key(out.values[j]);
+    bool take = key > threshold_key;
+    if (!take && key == threshold_key && ties > 0) {
+      take = true;
+      --ties;
+    }
+    if (take) {
+      out.indices[o] = out.indices[j];
+      out.values[o++] = out.values[j];
+    }
+  }
+  out.indices.resize(o);
+  out.values.resize(o);
+}
+
 template <class Source>
-std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t n,
+std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
+                             std::uint32_t threshold_key, std::size_t cap, unsigned threads,
+                             selection_workspace& ws, sparse_message& out);
+
+//! Radix select: a parallel histogram of the top 11 key bits, one pass that emits the elements
+//! above the k-th bucket and gathers that bucket's candidates, refinement of the bucket, merge.
+template <class Source>
+std::uint32_t radix_top_k_select(const Source& src, bool first_pass, std::size_t n,
                                  std::size_t k, unsigned threads, selection_workspace& ws,
                                  sparse_message& out) {
   const std::size_t chunks = chunk_count(n);
   ws.histograms.assign(chunks * radix_top_buckets, 0u);
+  const float* const x = src.materialized();
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
+    // four 16-bit sub-histograms (a chunk has at most 2^16 elements, so each sub-histogram
+    // counts at most 2^14): consecutive equal keys do not wait on each other's increments
+    std::array<std::array<std::uint16_t, radix_top_buckets>, 4> sub{};
+    for_each_tile(src, first_pass, b, e, [&](std::size_t tb, std::size_t te) {
+      std::size_t i = tb;
+      for (; i + 4 <= te; i += 4) {
+        ++sub[0][magnitude_key(x[i]) >> radix_top_shift];
+        ++sub[1][magnitude_key(x[i + 1]) >> radix_top_shift];
+        ++sub[2][magnitude_key(x[i + 2]) >> radix_top_shift];
+        ++sub[3][magnitude_key(x[i + 3]) >> radix_top_shift];
+      }
+      for (; i < te; ++i) {
+        ++sub[(i - tb) % 4][magnitude_key(x[i]) >> radix_top_shift];
+      }
+    });
     std::uint32_t* h = ws.histograms.data() + c * radix_top_buckets;
-    std::array<std::uint32_t, radix_top_buckets> h2{};
-    std::size_t i = b;
-    for (; i + 1 < e; i += 2) {
-      const float v0 = first_pass ? src.load(i) : src.materialized()[i];
-      const float v1 = first_pass ? src.load(i + 1) : src.materialized()[i + 1];
-      ++h[magnitude_key(v0) >> radix_top_shift];
-      ++h2[magnitude_key(v1) >> radix_top_shift];
-    }
-    if (i < e) {
-      ++h[magnitude_key(first_pass ? src.load(i) : src.materialized()[i]) >> radix_top_shift];
-    }
     for (std::size_t d = 0; d < radix_top_buckets; ++d) {
-      h[d] += h2[d];
+      h[d] = std::uint32_t{sub[0][d]} + sub[1][d] + sub[2][d] + sub[3][d];
     }
   });
   std::array<std::size_t, radix_top_buckets> total{};
@@ -110,7 +209,6 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
   ws.above_values.resize(above);
   ws.candidate_indices.resize(candidates);
   ws.candidate_values.resize(candidates);
-  const float* x = src.materialized();
   const auto bucket32 = static_cast<std::uint32_t>(bucket);
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
     std::size_t a = ws.chunk_offsets[2 * c];
@@ -129,32 +227,9 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
       }
     }
   });
-  // refine inside the bucket: digits of 11 then 9 bits
-  std::uint32_t prefix = bucket32 << radix_top_shift;
-  std::size_t remaining = k - above; // candidates still to take, 1..candidates
-  constexpr std::array<std::pair<unsigned, unsigned>, 2> digits = {{{9, 11}, {0, 9}}};
-  std::array<std::size_t, radix_top_buckets> h{};
-  for (const auto& [shift, bits] : digits) {
-    const std::uint32_t high_shift = shift + bits;
-    const std::size_t buckets = std::size_t{1} << bits;
-    std::fill(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(buckets), 0);
-    for (float v : ws.candidate_values) {
-      const std::uint32_t key = magnitude_key(v);
-      if ((key >> high_shift) == (prefix >> high_shift)) {
-        ++h[(key >> shift) & (buckets - 1)];
-      }
-    }
-    std::size_t d = buckets - 1;
-    std::size_t above_here = 0;
-    while (above_here + h[d] < remaining) {
-      above_here += h[d];
-      --d;
-    }
-    remaining -= above_here;
-    prefix |= static_cast<std::uint32_t>(d) << shift;
-  }
-  const std::uint32_t threshold_key = prefix;
-  std::size_t ties_left = remaining; // elements equal to the threshold still to take
+  std::size_t ties = 0;
+  const std::uint32_t threshold_key = refine_kth_key(
+      ws.candidate_values, k - above, bucket32 << radix_top_shift, radix_top_bits, ties);
   // merge the elements above the bucket with the chosen candidates, ascending by index
   out.dense = false;
   out.indices.resize(k);
@@ -164,9 +239,9 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
   for (std::size_t j = 0; j < candidates; ++j) {
     const std::uint32_t key = magnitude_key(ws.candidate_values[j]);
     bool take = key > threshold_key;
-    if (!take && key == threshold_key && ties_left > 0) {
+    if (!take && key == threshold_key && ties > 0) {
       take = true;
-      --ties_left;
+      --ties;
     }
     if (!take) {
       continue;
@@ -186,9 +261,57 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
   return threshold_key;
 }
 
+//! Elements sampled by the sample-guided selection (a deterministic stride).
+inline constexpr std::size_t top_k_sample_elements = 8192;
+
+//! Exact top-k by magnitude of the n values `src` yields, ties broken by lower index; writes
+//! the k pairs to `out` (sparse, ascending indices) and returns the k-th largest key.
+//! 1 <= k <= n. Materializes the source (exactly once per element) when `first_pass`.
+//!
+//! Fast path (large n, k <= n/8): a strided sample of 8192 values gives a key t that about 2k
+//! values (plus a safety margin) exceed; one filtering pass gathers those candidates; if they
+//! number at least k (and at most a cap), the exact top k are picked among them by radix
+//! refinement. Exactness does not depend on the sample, only speed: if the sample misled, the
+//! radix select over the whole input runs instead. Work O(n); one read of the input on the fast
+//! path (fused with error feedback), two on the radix path.
+template <class Source>
+std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t n,
+                                 std::size_t k, unsigned threads, selection_workspace& ws,
+                                 sparse_message& out) {
+  if (n >= 8 * top_k_sample_elements && 8 * k <= n) {
+    const std::size_t m = top_k_sample_elements;
+    const std::size_t stride = n / m;
+    auto& keys = ws.sample_keys;
+    keys.resize(m);
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::size_t i = j * stride + stride / 2;
+      keys[j] = magnitude_key(first_pass ? src.peek(i) : src.materialized()[i]);
+    }
+    // expected sample hits above the k-th largest: k m / n; aim 5 sigma (binomial) above it
+    // so that fewer than k candidates (a wasted pass) has probability below 1e-6
+    const double expected = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
+    const auto rank = std::min<std::size_t>(
+        m, static_cast<std::size_t>(expected + 5.0 * std::sqrt(expected) + 8.0));
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1),
+                     keys.end(), std::greater<>());
+    const std::uint32_t lower_key = keys[rank - 1];
+    const std::size_t cap = 3 * k + 64;
+    const std::size_t count =
+        threshold_select(src, first_pass, n, lower_key, cap, threads, ws, out);
+    first_pass = false;
+    if (count >= k && count <= cap) {
+      std::size_t ties = 0;
+      const std::uint32_t threshold_key = refine_kth_key(out.values, k, 0, 0, ties);
+      keep_top(out, threshold_key, ties);
+      return threshold_key;
+    }
+  }
+  return radix_top_k_select(src, first_pass, n, k, threads, ws, out);
+}
+
 //! Selects every value with key >= threshold_key, ascending by index, into `out` as long as
 //! there are at most `cap` of them; returns how many there are (also when more than cap, in
-//! which case `out` is left empty). Reads via src.load when `first_pass`, else materialized().
+//! which case `out` is left empty). Materializes the source first when `first_pass`.
 template <class Source>
 std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
                              std::uint32_t threshold_key, std::size_t cap, unsigned threads,
@@ -199,21 +322,51 @@ std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
     ws.chunk_values.resize(chunks);
   }
   ws.chunk_counts.assign(chunks, 0);
+  const float* const x = src.materialized();
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
-    auto& idx = ws.chunk_indices[c];
+    auto& idx = ws.chunk_indices[c]; // used as raw buffers: size = capacity in use
     auto& val = ws.chunk_values[c];
-    idx.clear();
-    val.clear();
-    std::size_t count = 0;
-    for (std::size_t i = b; i < e; ++i) {
-      const float v = first_pass ? src.load(i) : src.materialized()[i];
-      if (magnitude_key(v) >= threshold_key) {
-        if (++count <= cap) {
-          idx.push_back(static_cast<std::uint32_t>(i));
-          val.push_back(v);
+    const std::size_t limit = cap;
+    std::size_t count = 0; // hits already dropped because the cap was exceeded
+    std::size_t used = 0;  // hits stored in idx / val
+    bool overflow = false;
+    auto emit = [&](std::size_t base, unsigned mask) {
+      if (used + hit_block > idx.size()) {
+        idx.resize(std::max<std::size_t>(2 * idx.size(), 1024));
+        val.resize(idx.size());
+      }
+      for (; mask != 0; mask &= mask - 1) {
+        const auto j = base + static_cast<std::size_t>(std::countr_zero(mask));
+        idx[used] = static_cast<std::uint32_t>(j);
+        val[used++] = x[j];
+      }
+      if (used > limit) { // over the cap: keep counting, stop storing
+        count += used;
+        used = 0;
+        overflow = true;
+      }
+    };
+    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work.
+    for_each_tile(src, first_pass, b, e, [&](std::size_t tb, std::size_t te) {
+      std::size_t i = tb;
+      for (; i + hit_block <= te; i += hit_block) {
+        const unsigned mask = hit_mask(x + i, threshold_key);
+        if (mask != 0) {
+          emit(i, mask);
         }
       }
+      for (; i < te; ++i) {
+        if (magnitude_key(x[i]) >= threshold_key) {
+          emit(i, 1u);
+        }
+      }
+    });
+    count += used;
+    if (overflow) {
+      used = 0;
     }
+    idx.resize(used);
+    val.resize(used);
     ws.chunk_counts[c] = count;
   });
   std::size_t total = 0;
@@ -241,9 +394,10 @@ inline std::size_t count_at_least(const float* x, std::size_t n, std::uint32_t t
   const std::size_t chunks = chunk_count(n);
   ws.chunk_counts.assign(chunks, 0);
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
-    std::size_t count = 0;
+    const auto t = static_cast<std::int32_t>(threshold_key);
+    std::uint32_t count = 0;
     for (std::size_t i = b; i < e; ++i) {
-      count += magnitude_key(x[i]) >= threshold_key ? 1 : 0;
+      count += static_cast<std::int32_t>(magnitude_key(x[i])) >= t ? 1u : 0u;
     }
     ws.chunk_counts[c] = count;
   });

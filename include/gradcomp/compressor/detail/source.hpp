@@ -3,13 +3,15 @@
 //! @brief Where a compressor's first pass reads its values from: a read-only gradient, or the
 //! error-feedback accumulation `residual += grad` fused into that pass.
 //!
-//! Contract for compressor implementations: run() calls `load(i)` exactly once for every
-//! i in [0, n), all in its first pass (which may be split across threads by chunk); before that
-//! pass it may only `peek(i)`; after it, it reads `materialized()`.
+//! Contract for compressor implementations: run() calls `materialize(begin, end)` exactly once
+//! for every element, all in its first pass (which may be split across threads by chunk and
+//! tile, see for_each_tile), and reads `materialized()[i]` only after element i was
+//! materialized; before that it may only `peek(i)`.
 #pragma once
 
 #include <gradcomp/sparse/sparse_message.hpp>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace gradcomp::detail {
@@ -17,7 +19,7 @@ namespace gradcomp::detail {
 //! Compression without error feedback: the values are the gradient itself.
 struct read_source {
   const float* x;
-  [[nodiscard]] float load(std::size_t i) const noexcept { return x[i]; }
+  void materialize(std::size_t, std::size_t) const noexcept {}
   [[nodiscard]] float peek(std::size_t i) const noexcept { return x[i]; }
   [[nodiscard]] const float* materialized() const noexcept { return x; }
   static constexpr bool accumulates = false;
@@ -28,10 +30,13 @@ struct read_source {
 struct accumulate_source {
   float* residual;
   const float* grad;
-  [[nodiscard]] float load(std::size_t i) const noexcept {
-    const float v = residual[i] + grad[i];
-    residual[i] = v;
-    return v;
+  //! residual[i] += grad[i] for i in [begin, end): a plain loop the compiler vectorises.
+  void materialize(std::size_t begin, std::size_t end) const noexcept {
+    float* const r = residual;
+    const float* const g = grad;
+    for (std::size_t i = begin; i < end; ++i) {
+      r[i] = r[i] + g[i];
+    }
   }
   [[nodiscard]] float peek(std::size_t i) const noexcept { return residual[i] + grad[i]; }
   [[nodiscard]] const float* materialized() const noexcept { return residual; }
@@ -55,5 +60,20 @@ struct accumulate_source {
     }
   }
 };
+
+//! Elements per tile: the first pass materializes a tile (it stays in L1) and then scans it.
+inline constexpr std::size_t tile_elements = 2048;
+
+//! Calls fn(begin, end) over [b, e) in tiles, materializing each tile first when `first_pass`.
+template <class Source, class Fn>
+void for_each_tile(const Source& src, bool first_pass, std::size_t b, std::size_t e, Fn&& fn) {
+  for (std::size_t t = b; t < e; t += tile_elements) {
+    const std::size_t end = std::min(e, t + tile_elements);
+    if (first_pass) {
+      src.materialize(t, end);
+    }
+    fn(t, end);
+  }
+}
 
 } // namespace gradcomp::detail

@@ -1,0 +1,924 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests of the gradcomp-compress tool: generates .npy inputs with xt::dump_npy (and hand-edited
+// variants for the bad-input cases), runs the real binary and checks its output files, its JSON
+// lines, its exit status and its stderr.
+#include <gradcomp/gradcomp.hpp>
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+#include <xtensor/xadapt.hpp>
+#include <xtensor/xarray.hpp>
+#include <xtensor/xnpy.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef GRADCOMP_COMPRESS_EXE
+#error "GRADCOMP_COMPRESS_EXE must be the path of the gradcomp-compress binary"
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string error_prefix = "gradcomp-compress: error: ";
+
+// ---- files and processes -------------------------------------------------------------------
+
+//! Quotes `s` for /bin/sh (single quotes; an embedded quote becomes '\'').
+std::string shell_quote(const std::string& s) {
+  std::string quoted = "'";
+  for (const char c : s) {
+    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  }
+  return quoted + "'";
+}
+
+//! The whole content of a file ("" if it cannot be read).
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+//! Creates or replaces a file with `bytes`.
+void write_bytes(const fs::path& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  out.close();
+  REQUIRE(out.good());
+}
+
+//! What one run of the tool did.
+struct run_result {
+  int status = -1; //!< exit status, or -1 if the process did not exit normally.
+  std::string out; //!< everything it wrote on stdout.
+  std::string err; //!< everything it wrote on stderr.
+};
+
+//! A fresh directory for one test: inputs in in/, the tool's outputs in out/, the captured
+//! stdout and stderr next to them. Removed with its contents at the end of the test.
+class scratch {
+public:
+  scratch() {
+    static int counter = 0;
+    root_ = fs::current_path() / "gradcomp-compress-scratch" /
+            (std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "in");
+    fs::create_directories(root_ / "out");
+  }
+  ~scratch() {
+    std::error_code ignored;
+    fs::remove_all(root_, ignored);
+  }
+  scratch(const scratch&) = delete;
+  scratch& operator=(const scratch&) = delete;
+
+  //! Path of input file `name`.
+  [[nodiscard]] std::string input(const std::string& name) const {
+    return (root_ / "in" / name).string();
+  }
+  //! The --out prefix `name` inside out/.
+  [[nodiscard]] std::string prefix(const std::string& name = "result") const {
+    return (root_ / "out" / name).string();
+  }
+  //! Path of output `kind` ("indices" or "values") of iteration `i` for prefix `name`.
+  [[nodiscard]] std::string output(std::size_t i,
+                                   const std::string& kind,
+                                   const std::string& name = "result") const {
+    return prefix(name) + "." + std::to_string(i) + "." + kind + ".npy";
+  }
+  //! Names of everything in out/, sorted.
+  [[nodiscard]] std::vector<std::string> outputs() const {
+    std::vector<std::string> names;
+    for (const fs::directory_entry& e : fs::directory_iterator(root_ / "out")) {
+      names.push_back(e.path().filename().string());
+    }
+    std::sort(names.begin(), names.end());
+    return names;
+  }
+
+  //! Runs the tool with `args` (stdin from /dev/null) and captures its output.
+  [[nodiscard]] run_result run(const std::vector<std::string>& args) const {
+    std::string command = shell_quote(GRADCOMP_COMPRESS_EXE);
+    for (const std::string& a : args) {
+      command += ' ';
+      command += shell_quote(a);
+    }
+    const fs::path out = root_ / "stdout.txt";
+    const fs::path err = root_ / "stderr.txt";
+    command += " < /dev/null > ";
+    command += shell_quote(out.string());
+    command += " 2> ";
+    command += shell_quote(err.string());
+    const int raw = std::system(command.c_str());
+    run_result r;
+    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = read_bytes(out);
+    r.err = read_bytes(err);
+    return r;
+  }
+
+private:
+  fs::path root_;
+};
+
+// ---- .npy inputs ---------------------------------------------------------------------------
+
+//! The .npy serialization of a 1-D vector, by xtensor.
+template <class T>
+std::string npy_of(const std::vector<T>& v) {
+  return xt::dump_npy(xt::adapt(v));
+}
+
+//! Writes `v` as a 1-D float32 .npy input called `name`; returns its path.
+std::string write_input(const scratch& s, const std::string& name, const std::vector<float>& v) {
+  const std::string path = s.input(name);
+  write_bytes(path, npy_of(v));
+  return path;
+}
+
+//! `n` values drawn from N(0, scale^2) (seeded: the same on every run).
+std::vector<float> normal_values(std::size_t n, unsigned seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) {
+    x = normal(rng);
+  }
+  return v;
+}
+
+//! The raw bytes of `v` (the data section of a little-endian float32 .npy file).
+std::string raw_bytes(const std::vector<float>& v) {
+  std::string bytes(v.size() * sizeof(float), '\0');
+  std::memcpy(bytes.data(), v.data(), bytes.size());
+  return bytes;
+}
+
+//! A .npy file built by hand: format version `major`.0, the header dictionary `dict` padded
+//! with spaces and a newline to `header_length` bytes, then `data`.
+std::string make_npy(unsigned char major,
+                     const std::string& dict,
+                     std::size_t header_length,
+                     const std::string& data) {
+  REQUIRE(dict.size() + 1 <= header_length);
+  std::string bytes = "\x93NUMPY";
+  bytes += static_cast<char>(major);
+  bytes += '\0';
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  for (std::size_t i = 0; i < length_bytes; ++i) {
+    bytes += static_cast<char>((header_length >> (8 * i)) & 0xff);
+  }
+  bytes += dict + std::string(header_length - 1 - dict.size(), ' ') + "\n";
+  return bytes + data;
+}
+
+//! The version 1.0 .npy file `npy` with its header dictionary replaced by `dict`, padded to the
+//! same header length (so the data stays where it was).
+std::string with_dict(const std::string& npy, const std::string& dict) {
+  const std::size_t header_length = static_cast<unsigned char>(npy[8]) |
+                                    std::size_t{static_cast<unsigned char>(npy[9])} << 8;
+  return make_npy(1, dict, header_length, npy.substr(10 + header_length));
+}
+
+//! `s` with its first occurrence of `from` replaced by `to` (which must occur).
+std::string replace_once(std::string s, const std::string& from, const std::string& to) {
+  const std::size_t pos = s.find(from);
+  REQUIRE(pos != std::string::npos);
+  return s.replace(pos, from.size(), to);
+}
+
+// ---- outputs -------------------------------------------------------------------------------
+
+//! One iteration's outputs: the two .npy files and the JSON line.
+struct iteration_output {
+  std::vector<std::uint32_t> indices;
+  std::vector<float> values;
+  nlohmann::ordered_json stats;
+};
+
+//! Loads output file `path`: it must be a 1-D .npy array of exactly element type T.
+template <class T>
+std::vector<T> load_output(const std::string& path) {
+  INFO("output " << path);
+  REQUIRE(fs::is_regular_file(path));
+  std::vector<T> v;
+  std::size_t dimension = 0;
+  try {
+    auto a = xt::load_npy<T>(path); // throws unless the file's dtype is exactly T's
+    dimension = a.dimension();
+    v.assign(a.begin(), a.end());
+  } catch (const std::exception& e) {
+    FAIL("cannot load " << path << ": " << e.what());
+  }
+  REQUIRE(dimension == 1);
+  return v;
+}
+
+//! Parses one stdout line: exactly the documented keys, in order, with their JSON types.
+nlohmann::ordered_json parse_stats(const std::string& line) {
+  INFO("JSON line: " << line);
+  nlohmann::ordered_json j;
+  REQUIRE_NOTHROW(j = nlohmann::ordered_json::parse(line));
+  REQUIRE(j.is_object());
+  std::vector<std::string> keys;
+  for (const auto& item : j.items()) {
+    keys.push_back(item.key());
+  }
+  REQUIRE(keys == std::vector<std::string>{"iteration", "method", "numel", "k_target",
+                                           "k_selected", "threshold", "fallback", "seconds"});
+  for (const char* key : {"iteration", "numel", "k_target", "k_selected"}) {
+    REQUIRE(j[key].is_number_unsigned());
+  }
+  REQUIRE(j["method"].is_string());
+  REQUIRE(j["threshold"].is_number());
+  REQUIRE(j["fallback"].is_boolean());
+  REQUIRE(j["seconds"].is_number());
+  REQUIRE(j["seconds"].get<double>() >= 0.0);
+  return j;
+}
+
+//! Checks a successful run of `iterations` iterations of `method` on inputs of `numel` elements
+//! (exit 0, nothing on stderr, one JSON line and two files per iteration) and loads its outputs.
+std::vector<iteration_output> read_outputs(const scratch& s,
+                                           const run_result& r,
+                                           std::size_t iterations,
+                                           const std::string& method,
+                                           std::size_t numel,
+                                           const std::string& name = "result") {
+  INFO("stderr: " << r.err);
+  REQUIRE(r.status == 0);
+  REQUIRE(r.err.empty());
+  std::vector<std::string> lines;
+  std::istringstream out(r.out);
+  for (std::string line; std::getline(out, line);) {
+    lines.push_back(line);
+  }
+  REQUIRE(!r.out.empty());
+  REQUIRE(r.out.back() == '\n');
+  REQUIRE(lines.size() == iterations);
+  std::vector<iteration_output> outputs(iterations);
+  for (std::size_t i = 0; i < iterations; ++i) {
+    iteration_output& o = outputs[i];
+    o.stats = parse_stats(lines[i]);
+    o.indices = load_output<std::uint32_t>(s.output(i, "indices", name));
+    o.values = load_output<float>(s.output(i, "values", name));
+    INFO("iteration " << i << ": " << lines[i]);
+    REQUIRE(o.stats["iteration"] == i);
+    REQUIRE(o.stats["method"] == method);
+    REQUIRE(o.stats["numel"] == numel);
+    REQUIRE(o.indices.size() == o.values.size());
+    REQUIRE(o.stats["k_selected"] == o.indices.size());
+  }
+  return outputs;
+}
+
+//! "" if the message is a selection from `x`: strictly ascending indices below x.size(), each
+//! value bit-identical to x at its index; otherwise the first violation.
+std::string selection_violation(const std::vector<float>& x, const iteration_output& o) {
+  for (std::size_t j = 0; j < o.indices.size(); ++j) {
+    const std::uint32_t i = o.indices[j];
+    if (i >= x.size()) {
+      return "index " + std::to_string(i) + " out of range";
+    }
+    if (j > 0 && o.indices[j - 1] >= i) {
+      return "indices not ascending at position " + std::to_string(j);
+    }
+    if (std::bit_cast<std::uint32_t>(o.values[j]) != std::bit_cast<std::uint32_t>(x[i])) {
+      return "value at index " + std::to_string(i) + " is " + std::to_string(o.values[j]) +
+             ", expected " + std::to_string(x[i]);
+    }
+  }
+  return "";
+}
+
+//! "" if the reported threshold separates the selection from the rest of `x`: every sent
+//! magnitude >= threshold >= every unsent magnitude; otherwise the first violation.
+std::string threshold_violation(const std::vector<float>& x, const iteration_output& o) {
+  const auto threshold = o.stats["threshold"].get<float>();
+  std::vector<bool> sent(x.size(), false);
+  for (const std::uint32_t i : o.indices) {
+    sent[i] = true;
+  }
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const float a = std::abs(x[i]);
+    if (sent[i] ? a < threshold : a > threshold) {
+      return "element " + std::to_string(i) + " (magnitude " + std::to_string(a) + ", " +
+             (sent[i] ? "sent" : "not sent") + ") is on the wrong side of threshold " +
+             std::to_string(threshold);
+    }
+  }
+  return "";
+}
+
+//! The smallest magnitude among the sent values (infinity if none).
+float min_sent_magnitude(const iteration_output& o) {
+  float m = std::numeric_limits<float>::infinity();
+  for (const float v : o.values) {
+    m = std::min(m, std::abs(v));
+  }
+  return m;
+}
+
+//! Checks that the tool rejected its input: exit status 2, exactly one line on stderr, starting
+//! with the tool's error prefix and containing `expected`, nothing on stdout, nothing in out/.
+void require_rejected(const scratch& s,
+                      const std::vector<std::string>& args,
+                      const std::string& expected) {
+  std::string command_line;
+  for (const std::string& a : args) {
+    command_line += " [" + a + "]";
+  }
+  INFO("arguments:" << command_line);
+  const run_result r = s.run(args);
+  INFO("stderr: " << r.err);
+  INFO("stdout: " << r.out);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK((!r.err.empty() && r.err.back() == '\n'));
+  CHECK(r.err.rfind(error_prefix, 0) == 0);
+  CHECK(r.err.size() > error_prefix.size() + 1);
+  CHECK(r.err.find(expected) != std::string::npos);
+  CHECK(s.outputs().empty());
+}
+
+//! The density that leads to k = ceil(d n).
+std::size_t ceil_k(double density, std::size_t n) {
+  return static_cast<std::size_t>(std::ceil(density * static_cast<double>(n)));
+}
+
+const std::vector<std::string> selecting_methods{
+    "exact_topk", "sampled_topk", "gaussian_threshold", "lognormal_threshold",
+    "reused_threshold"};
+
+} // namespace
+
+// ---- valid runs ----------------------------------------------------------------------------
+
+TEST_CASE("exact_topk sends the ceil(d n) largest magnitudes of each input") {
+  const scratch s;
+  constexpr std::size_t n = 37;
+  std::vector<std::vector<float>> x;
+  std::vector<std::string> paths;
+  for (unsigned i = 0; i < 3; ++i) {
+    x.push_back(normal_values(n, 10 + i));
+    paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x.back()));
+  }
+  // 0.1 x 37 = 3.7 -> 4 and 0.07 x 37 = 2.59 -> 3 round up; 1.0 sends everything.
+  for (const auto& [density, density_text, k] : {std::tuple{0.25, "0.25", std::size_t{10}},
+                                                 std::tuple{0.1, "0.1", std::size_t{4}},
+                                                 std::tuple{0.07, "0.07", std::size_t{3}},
+                                                 std::tuple{1.0, "1", n}}) {
+    INFO("density " << density_text);
+    REQUIRE(k == ceil_k(density, n));
+    const std::string name = std::string("d") + density_text;
+    std::vector<std::string> args{"--method", "exact_topk", "--density", density_text};
+    args.insert(args.end(), paths.begin(), paths.end());
+    args.insert(args.end(), {"--out", s.prefix(name)});
+    const auto outputs = read_outputs(s, s.run(args), 3, "exact_topk", n, name);
+    for (std::size_t i = 0; i < 3; ++i) {
+      INFO("iteration " << i);
+      const iteration_output& o = outputs[i];
+      CHECK(o.stats["k_target"] == k);
+      CHECK(o.stats["k_selected"] == k);
+      CHECK(o.stats["fallback"] == false);
+      CHECK(selection_violation(x[i], o) == "");
+      CHECK(threshold_violation(x[i], o) == "");
+      CHECK(o.stats["threshold"].get<float>() == min_sent_magnitude(o));
+    }
+  }
+  CHECK(s.outputs().size() == 4 * 3 * 2);
+}
+
+TEST_CASE("every selecting method sends input values above its threshold") {
+  const scratch s;
+  constexpr std::size_t n = 5000; // above 2 x 1024 samples, so sampled_topk really samples
+  constexpr std::size_t iterations = 4;
+  constexpr std::size_t k = 50;
+  std::vector<std::vector<float>> x;
+  std::vector<std::string> paths;
+  for (unsigned i = 0; i < iterations; ++i) {
+    x.push_back(normal_values(n, 20 + i, 1.0f + 0.05f * static_cast<float>(i)));
+    paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x.back()));
+  }
+  for (const std::string& method : selecting_methods) {
+    INFO("method " << method);
+    std::vector<std::string> args{"--method", method, "--density", "0.01"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    args.insert(args.end(), {"--out", s.prefix(method)});
+    const auto outputs = read_outputs(s, s.run(args), iterations, method, n, method);
+    for (std::size_t i = 0; i < iterations; ++i) {
+      INFO("iteration " << i << ": " << outputs[i].stats.dump());
+      const iteration_output& o = outputs[i];
+      CHECK(o.stats["k_target"] == k);
+      // The guard (factor 2) keeps every estimate within [k/2, 2k], else exact top-k runs.
+      CHECK(o.indices.size() >= k / 2);
+      CHECK(o.indices.size() <= 2 * k);
+      CHECK(selection_violation(x[i], o) == "");
+      CHECK(threshold_violation(x[i], o) == "");
+    }
+    // Exact top-k and the exact first call of reused_threshold send exactly k.
+    if (method == "exact_topk" || method == "reused_threshold") {
+      CHECK(outputs[0].indices.size() == k);
+    }
+  }
+}
+
+TEST_CASE("reused_threshold with --interval 3 is exact on iterations 0 3 and 6") {
+  const scratch s;
+  constexpr std::size_t n = 2000;
+  constexpr std::size_t iterations = 7;
+  constexpr std::size_t k = 100;
+  std::vector<std::string> paths;
+  for (unsigned i = 0; i < iterations; ++i) {
+    const auto x = normal_values(n, 30 + i, 1.0f + 0.04f * static_cast<float>(i));
+    paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x));
+  }
+  for (const bool error_feedback : {false, true}) {
+    INFO("error feedback: " << error_feedback);
+    const std::string name = error_feedback ? "ef" : "plain";
+    std::vector<std::string> args{"--method", "reused_threshold", "--density", "0.05",
+                                  "--interval", "3"};
+    if (error_feedback) {
+      args.emplace_back("--error-feedback");
+    }
+    args.insert(args.end(), paths.begin(), paths.end());
+    args.insert(args.end(), {"--out", s.prefix(name)});
+    const auto outputs = read_outputs(s, s.run(args), iterations, "reused_threshold", n, name);
+    std::size_t inexact_reuses = 0;
+    for (std::size_t i = 0; i < iterations; ++i) {
+      INFO("iteration " << i << ": " << outputs[i].stats.dump());
+      CHECK(outputs[i].stats["k_target"] == k);
+      if (i % 3 == 0) {
+        CHECK(outputs[i].stats["k_selected"] == k);
+        CHECK(outputs[i].stats["fallback"] == false);
+      } else if (outputs[i].stats["k_selected"] != k) {
+        ++inexact_reuses;
+      }
+    }
+    // The iterations between reuse a threshold, so their counts drift from k: the interval is
+    // neither ignored (default 10) nor 1.
+    CHECK(inexact_reuses > 0);
+  }
+}
+
+TEST_CASE("error feedback sends the accumulated gradient and keeps the rest") {
+  const scratch s;
+  constexpr std::size_t n = 3000;
+  constexpr std::size_t iterations = 4;
+  std::vector<std::vector<float>> x;
+  std::vector<std::string> paths;
+  for (unsigned i = 0; i < iterations; ++i) {
+    x.push_back(normal_values(n, 40 + i));
+    paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x.back()));
+  }
+  for (const std::string& method : selecting_methods) {
+    INFO("method " << method);
+    std::vector<std::string> args{"--method", method, "--density", "0.02", "--error-feedback"};
+    args.insert(args.end(), paths.begin(), paths.end());
+    args.insert(args.end(), {"--out", s.prefix(method)});
+    const auto outputs = read_outputs(s, s.run(args), iterations, method, n, method);
+    // Replay: acc = residual + grad is what is selected from; sent elements leave 0 behind.
+    std::vector<float> residual(n, 0.0f);
+    bool residual_was_sent = false;
+    for (std::size_t i = 0; i < iterations; ++i) {
+      INFO("iteration " << i << ": " << outputs[i].stats.dump());
+      std::vector<float> acc(n);
+      for (std::size_t j = 0; j < n; ++j) {
+        acc[j] = residual[j] + x[i][j];
+      }
+      CHECK(selection_violation(acc, outputs[i]) == "");
+      CHECK(threshold_violation(acc, outputs[i]) == "");
+      for (const std::uint32_t j : outputs[i].indices) {
+        residual_was_sent = residual_was_sent || residual[j] != 0.0f;
+        acc[j] = 0.0f;
+      }
+      residual = acc;
+    }
+    CHECK(residual_was_sent); // the residual really reached the later messages
+  }
+}
+
+TEST_CASE("dense methods write every index and the rounded values") {
+  const scratch s;
+  std::vector<float> x = normal_values(64, 50);
+  x.insert(x.end(), {1.0e6f, -1.0e6f, 70000.0f, 1.0e-8f, 0.1f, -0.0f, 65504.0f});
+  const std::size_t n = x.size();
+  std::vector<float> y = normal_values(n, 51, 100.0f);
+  const std::string p0 = write_input(s, "grad0.npy", x);
+  const std::string p1 = write_input(s, "grad1.npy", y);
+  for (const auto& [method, type] : {std::pair{"fp16", gradcomp::value_type::fp16},
+                                     std::pair{"bf16", gradcomp::value_type::bf16},
+                                     std::pair{"none", gradcomp::value_type::fp32}}) {
+    // --density may be left out for a dense method; when given it is validated and ignored.
+    for (const bool with_density : {false, true}) {
+      INFO("method " << method << (with_density ? " with --density 0.3" : ""));
+      const std::string name = std::string(method) + (with_density ? "-d" : "");
+      std::vector<std::string> args{"--method", method, p0, p1, "--out", s.prefix(name)};
+      if (with_density) {
+        args.insert(args.end(), {"--density", "0.3"});
+      }
+      const auto outputs = read_outputs(s, s.run(args), 2, method, n, name);
+      for (std::size_t i = 0; i < 2; ++i) {
+        const std::vector<float>& input = i == 0 ? x : y;
+        const iteration_output& o = outputs[i];
+        CHECK(o.stats["k_target"] == n);
+        CHECK(o.stats["threshold"].get<double>() == 0.0);
+        CHECK(o.stats["fallback"] == false);
+        REQUIRE(o.indices.size() == n);
+        std::vector<float> expected(n);
+        for (std::size_t j = 0; j < n; ++j) {
+          CHECK(o.indices[j] == j);
+          expected[j] = gradcomp::round_to(type, input[j]);
+        }
+        CHECK(selection_violation(expected, o) == "");
+      }
+      if (type == gradcomp::value_type::fp16) {
+        CHECK(outputs[0].values[64] == 65504.0f); // fp16 saturates instead of overflowing
+        CHECK(outputs[0].values[65] == -65504.0f);
+      }
+      if (type == gradcomp::value_type::fp32) {
+        CHECK(selection_violation(x, outputs[0]) == ""); // bit-identical copy
+      } else {
+        CHECK(outputs[0].values[68] != 0.1f); // 0.1 is not representable in 16 bits
+      }
+    }
+  }
+}
+
+TEST_CASE("dense fp16 with error feedback keeps the rounding error") {
+  const scratch s;
+  constexpr std::size_t n = 200;
+  std::vector<std::vector<float>> x;
+  std::vector<std::string> paths;
+  for (unsigned i = 0; i < 3; ++i) {
+    x.push_back(normal_values(n, 60 + i));
+    paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x.back()));
+  }
+  std::vector<std::string> args{"--method", "fp16", "--error-feedback"};
+  args.insert(args.end(), paths.begin(), paths.end());
+  args.insert(args.end(), {"--out", s.prefix()});
+  const auto outputs = read_outputs(s, s.run(args), 3, "fp16", n);
+  std::vector<float> residual(n, 0.0f);
+  for (std::size_t i = 0; i < 3; ++i) {
+    INFO("iteration " << i);
+    std::vector<float> sent(n);
+    for (std::size_t j = 0; j < n; ++j) {
+      const float acc = residual[j] + x[i][j];
+      sent[j] = gradcomp::round_to(gradcomp::value_type::fp16, acc);
+      residual[j] = acc - sent[j];
+    }
+    CHECK(selection_violation(sent, outputs[i]) == "");
+  }
+  CHECK(std::any_of(residual.begin(), residual.end(), [](float r) { return r != 0.0f; }));
+}
+
+TEST_CASE("empty 1-D inputs are valid and select nothing") {
+  const scratch s;
+  const std::string p0 = write_input(s, "empty0.npy", {});
+  const std::string p1 = write_input(s, "empty1.npy", {});
+  for (const std::string method : {"exact_topk", "sampled_topk", "gaussian_threshold",
+                                   "lognormal_threshold", "reused_threshold", "fp16", "none"}) {
+    for (const bool error_feedback : {false, true}) {
+      INFO("method " << method << (error_feedback ? " with error feedback" : ""));
+      const std::string name = method + (error_feedback ? "-ef" : "");
+      std::vector<std::string> args{"--method", method, "--density", "0.5", p0, p1,
+                                    "--out",    s.prefix(name)};
+      if (error_feedback) {
+        args.emplace_back("--error-feedback");
+      }
+      const auto outputs = read_outputs(s, s.run(args), 2, method, 0, name);
+      for (const iteration_output& o : outputs) {
+        CHECK(o.stats["k_target"] == 0);
+        CHECK(o.indices.empty());
+        CHECK(o.values.empty());
+      }
+    }
+  }
+}
+
+TEST_CASE("sampled_topk gives the same output for the same seed") {
+  const scratch s;
+  const auto x = normal_values(8000, 70);
+  const std::string p0 = write_input(s, "grad0.npy", x);
+  const std::string p1 = write_input(s, "grad1.npy", normal_values(8000, 71));
+  std::vector<std::vector<iteration_output>> runs;
+  for (const std::string name : {"a", "b"}) {
+    runs.push_back(read_outputs(s,
+                                s.run({"--method", "sampled_topk", "--density", "0.003", "--seed",
+                                       "12345", p0, p1, "--out", s.prefix(name)}),
+                                2, "sampled_topk", x.size(), name));
+  }
+  for (std::size_t i = 0; i < 2; ++i) {
+    CHECK(runs[0][i].indices == runs[1][i].indices);
+    CHECK(runs[0][i].values == runs[1][i].values);
+    CHECK(runs[0][i].stats["threshold"] == runs[1][i].stats["threshold"]);
+  }
+}
+
+TEST_CASE("other valid .npy layouts give the same output as xtensor's") {
+  const scratch s;
+  const auto x = normal_values(40, 80);
+  const std::string reference = write_input(s, "reference.npy", x);
+  const std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (40,), }";
+  std::vector<std::pair<std::string, std::string>> variants{
+      // a 1-D array is stored the same way in Fortran order
+      {"fortran", replace_once(npy_of(x), "False", "True ")},
+      // a header length of 182 (0xb6): its low byte has the high bit set
+      {"long-header", make_npy(1, dict, 182, raw_bytes(x))},
+      // format version 2.0 (4-byte header length)
+      {"version-2", make_npy(2, dict, 128 - 12, raw_bytes(x))},
+      // NumPy-style spacing variants of the dictionary
+      {"spacing", make_npy(1, "{'descr':'<f4','fortran_order':False,'shape':(40,)}", 118,
+                           raw_bytes(x))}};
+  const auto expected = read_outputs(
+      s, s.run({"--method", "exact_topk", "--density", "0.2", reference, "--out", s.prefix()}), 1,
+      "exact_topk", x.size());
+  REQUIRE(selection_violation(x, expected[0]) == "");
+  for (const auto& [name, bytes] : variants) {
+    INFO("variant " << name);
+    const std::string path = s.input(name + ".npy");
+    write_bytes(path, bytes);
+    const auto got = read_outputs(
+        s, s.run({"--method", "exact_topk", "--density", "0.2", path, "--out", s.prefix(name)}),
+        1, "exact_topk", x.size(), name);
+    CHECK(got[0].indices == expected[0].indices);
+    CHECK(got[0].values == expected[0].values);
+  }
+}
+
+TEST_CASE("--help prints the usage on stdout and exits 0") {
+  const scratch s;
+  const run_result r = s.run({"--help"});
+  CHECK(r.status == 0);
+  CHECK(r.err.empty());
+  for (const char* word : {"--method", "--density", "--interval", "--error-feedback", "--seed",
+                           "--out", "exact_topk", "lognormal_threshold", "fp16"}) {
+    CHECK(r.out.find(word) != std::string::npos);
+  }
+  CHECK(s.outputs().empty());
+}
+
+// ---- bad inputs: exit 2, one line on stderr, nothing written -------------------------------
+
+TEST_CASE("bad input: a dtype other than float32") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 90));
+  const std::string f32 = npy_of(normal_values(4, 91));
+  xt::xarray<bool> flags = {true, false, true, true};
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"float64", npy_of(std::vector<double>{1, 2, 3, 4})},
+      {"int32", npy_of(std::vector<std::int32_t>{1, 2, 3, 4})},
+      {"uint32", npy_of(std::vector<std::uint32_t>{1, 2, 3, 4})},
+      {"int64", npy_of(std::vector<std::int64_t>{1, 2, 3, 4})},
+      {"bool", xt::dump_npy(flags)},
+      {"big-endian float32", replace_once(f32, "<f4", ">f4")},
+      {"float16", replace_once(f32, "<f4", "<f2")},
+      {"complex64", replace_once(f32, "<f4", "<c8")},
+      {"bytes", with_dict(f32, "{'descr': '|S4', 'fortran_order': False, 'shape': (4,), }")}};
+  for (const auto& [name, bytes] : cases) {
+    INFO("input dtype " << name);
+    const std::string path = s.input(name + ".npy");
+    write_bytes(path, bytes);
+    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
+                         s.prefix()},
+                     "dtype");
+  }
+}
+
+TEST_CASE("bad input: not a 1-D array") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 100));
+  const std::string f32 = npy_of(normal_values(4, 101));
+  xt::xarray<float> matrix = {{1.0f, 2.0f}, {3.0f, 4.0f}};
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"2-D", xt::dump_npy(matrix)},
+      {"0-D", with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }")},
+      {"3-D", with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 1, 4), }")},
+      {"2-D Fortran order",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }")}};
+  for (const auto& [name, bytes] : cases) {
+    INFO("input " << name);
+    const std::string path = s.input("input.npy");
+    write_bytes(path, bytes);
+    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
+                         s.prefix()},
+                     "1-D");
+  }
+}
+
+TEST_CASE("bad input: not a valid .npy file") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 110));
+  const std::string f32 = npy_of(normal_values(4, 111));
+  std::string version3 = f32;
+  version3[6] = '\x03';
+  std::string version11 = f32;
+  version11[7] = '\x01';
+  std::string bad_magic = f32;
+  bad_magic[1] = 'X';
+  std::string huge_v1_header = f32;
+  huge_v1_header[8] = '\xff';
+  huge_v1_header[9] = '\xff';
+  std::string no_newline = f32;
+  REQUIRE(no_newline[10 + 117] == '\n');
+  no_newline[10 + 117] = ' ';
+  const std::string raw = raw_bytes(normal_values(4, 112));
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases{
+      {"text", "this is not a .npy file\n", "not a .npy file"},
+      {"empty", "", "not a .npy file"},
+      {"short magic", f32.substr(0, 4), "not a .npy file"},
+      {"bad magic", bad_magic, "not a .npy file"},
+      {"version 3.0", version3, "version"},
+      {"version 1.1", version11, "version"},
+      {"cut in header length", f32.substr(0, 9), "truncated"},
+      {"cut in header", f32.substr(0, 40), "truncated"},
+      {"header length 65535", huge_v1_header, "header"},
+      {"version 2 header length 2^32-1",
+       make_npy(2, "{}", 116, raw).replace(8, 4, "\xff\xff\xff\xff"), "header"},
+      {"header without newline", no_newline, "header"},
+      {"misspelt key", replace_once(f32, "'shape'", "'shapx'"), "header"},
+      {"keys out of order",
+       with_dict(f32, "{'fortran_order': False, 'descr': '<f4', 'shape': (4,), }"), "header"},
+      {"non-numeric shape",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (abc,), }"), "header"},
+      {"negative shape",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }"), "header"},
+      {"bad fortran_order",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }"), "header"},
+      {"structured dtype",
+       with_dict(f32, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }"),
+       "header"},
+      {"empty dictionary", with_dict(f32, "{}"), "header"},
+      {"blank header", with_dict(f32, ""), "header"},
+      {"data cut short", f32.substr(0, f32.size() - 1), "truncated"},
+      {"shape larger than the data",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (1000000,), }"),
+       "truncated"},
+      {"shape beyond 32-bit indices",
+       with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999,), }"),
+       "elements"},
+      {"shape beyond 64 bits",
+       with_dict(f32,
+                 "{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999999,), }"),
+       "elements"},
+      {"trailing bytes", f32 + "junk", "unexpected bytes"}};
+  for (const auto& [name, bytes, expected] : cases) {
+    INFO("input: " << name);
+    const std::string path = s.input("input.npy");
+    write_bytes(path, bytes);
+    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
+                         s.prefix()},
+                     expected);
+  }
+}
+
+TEST_CASE("bad input: an unreadable path") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 120));
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {s.input("missing.npy"), "cannot read"},
+      {s.input(""), "directory"}, // the in/ directory itself
+      {"", "empty"}};
+  for (const auto& [path, expected] : cases) {
+    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
+                         s.prefix()},
+                     expected);
+  }
+}
+
+TEST_CASE("bad input: NaN in a gradient") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 130));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::vector<float>> cases{{1.0f, 2.0f, 3.0f, nan},
+                                              {-nan, 2.0f, 3.0f, 4.0f},
+                                              {1.0f, std::numeric_limits<float>::signaling_NaN(),
+                                               std::numeric_limits<float>::infinity(), 4.0f}};
+  for (const std::string method : {"exact_topk", "none"}) {
+    for (const auto& values : cases) {
+      const std::string path = write_input(s, "nan.npy", values);
+      require_rejected(s, {"--method", method, "--density", "0.5", good, path, "--out",
+                           s.prefix()},
+                       "NaN");
+    }
+  }
+}
+
+TEST_CASE("bad input: inputs of different lengths") {
+  const scratch s;
+  const std::string a = write_input(s, "a.npy", normal_values(10, 140));
+  const std::string b = write_input(s, "b.npy", normal_values(10, 141));
+  const std::string c = write_input(s, "c.npy", normal_values(11, 142));
+  const std::string e = write_input(s, "e.npy", {});
+  for (const std::string method : {"exact_topk", "fp16"}) {
+    require_rejected(s, {"--method", method, "--density", "0.5", a, b, c, "--out", s.prefix()},
+                     "elements");
+    require_rejected(s,
+                     {"--method", method, "--density", "0.5", "--error-feedback", e, a, "--out",
+                      s.prefix()},
+                     "elements");
+  }
+}
+
+TEST_CASE("bad input: density outside (0 1] or not a number") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 150));
+  for (const std::string density :
+       {"0", "-0", "1.5", "-0.1", "1.0000001", "nan", "inf", "abc", "", "0.5x", "1e999", "0,5"}) {
+    for (const std::string method : {"exact_topk", "reused_threshold", "fp16"}) {
+      INFO("--density [" << density << "] with " << method);
+      require_rejected(s, {"--method", method, "--density", density, good, "--out", s.prefix()},
+                       "--density");
+    }
+  }
+  for (const std::string& method : selecting_methods) {
+    INFO("no --density with " << method);
+    require_rejected(s, {"--method", method, good, "--out", s.prefix()}, "--density");
+  }
+  require_rejected(s, {"--method", "exact_topk", good, "--out", s.prefix(), "--density"},
+                   "--density");
+  require_rejected(s,
+                   {"--method", "exact_topk", "--density", "0.1", "--density", "0.2", good,
+                    "--out", s.prefix()},
+                   "--density");
+}
+
+TEST_CASE("bad input: interval below 1 or not an integer") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 160));
+  for (const std::string interval : {"0", "-1", "abc", "1.5", "", "+-3", "99999999999999999999"}) {
+    INFO("--interval [" << interval << "]");
+    require_rejected(s,
+                     {"--method", "reused_threshold", "--density", "0.5", "--interval", interval,
+                      good, "--out", s.prefix()},
+                     "--interval");
+  }
+}
+
+TEST_CASE("bad input: unknown options and unparsable values") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 170));
+  const std::string out = s.prefix();
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases{
+      {{"--method", "exact_topk", "--density", "0.5", "--bogus", good, "--out", out}, "--bogus"},
+      {{"--method", "exact_topk", "--density", "0.5", "-x", good, "--out", out}, "-x"},
+      {{"--method", "topk", "--density", "0.5", good, "--out", out}, "unknown method"},
+      {{"--method", "", "--density", "0.5", good, "--out", out}, "unknown method"},
+      {{"--density", "0.5", good, "--out", out}, "--method"},
+      {{"--method", "exact_topk", "--density", "0.5", good}, "--out"},
+      {{"--method", "exact_topk", "--density", "0.5", good, "--out", ""}, "--out"},
+      {{"--method", "exact_topk", "--density", "0.5", good, "--out",
+        s.prefix("missing-dir/result")},
+       "does not exist"},
+      {{"--method", "exact_topk", "--density", "0.5", "--out", out}, "INPUT"},
+      {{"--method", "sampled_topk", "--density", "0.5", "--seed", "-1", good, "--out", out},
+       "--seed"},
+      {{"--method", "sampled_topk", "--density", "0.5", "--seed", "abc", good, "--out", out},
+       "--seed"},
+      {{"--method", "sampled_topk", "--density", "0.5", "--seed", "18446744073709551616", good,
+        "--out", out},
+       "--seed"},
+      {{"--method", "exact_topk", "--density", "0.5", "--error-feedback=maybe", good, "--out",
+        out},
+       "--error-feedback"}};
+  for (const auto& [args, expected] : cases) {
+    require_rejected(s, args, expected);
+  }
+}
+
+TEST_CASE("bad input: an output path that is a directory") {
+  const scratch s;
+  const std::string good = write_input(s, "good.npy", normal_values(4, 180));
+  fs::create_directory(s.output(1, "values"));
+  const run_result r = s.run({"--method", "exact_topk", "--density", "0.5", good, good, "--out",
+                              s.prefix()});
+  INFO("stderr: " << r.err);
+  CHECK(r.status == 2);
+  CHECK(r.out.empty());
+  CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);
+  CHECK(r.err.rfind(error_prefix + "--out: ", 0) == 0);
+  CHECK(s.outputs() == std::vector<std::string>{"result.1.values.npy"}); // only the directory
+  CHECK(fs::is_empty(s.output(1, "values")));
+}
