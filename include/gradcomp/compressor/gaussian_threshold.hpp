@@ -13,8 +13,10 @@
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace gradcomp {
@@ -38,9 +40,43 @@ struct fit_sums {
   return {a.count + b.count, a.sum + b.sum, a.sum_squares + b.sum_squares};
 }
 
-//! The fit-then-filter flow: `Fit::accumulate(v, sums)` in the first pass (tile by tile after
-//! the error-feedback accumulation, while the tile is in L1), `Fit::threshold(total, k, n)` gives the magnitude threshold,
-//! then one filtering pass and the guard.
+//! Sums of Fit::transform over x[0, n) (n <= a tile): eight float lanes, so that the loop
+//! vectorises without reassociating, folded into doubles in a fixed order (deterministic).
+template <class Fit>
+[[nodiscard]] fit_sums fit_tile(const float* x, std::size_t n) noexcept {
+  constexpr std::size_t lanes = 8;
+  std::array<float, lanes> count{}, sum{}, squares{};
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    for (std::size_t j = 0; j < lanes; ++j) {
+      float value = 0.0f;
+      float weight = 0.0f;
+      Fit::transform(x[i + j], value, weight);
+      count[j] += weight;
+      sum[j] += value;
+      squares[j] += value * value;
+    }
+  }
+  for (std::size_t j = 0; i < n; ++i, ++j) {
+    float value = 0.0f;
+    float weight = 0.0f;
+    Fit::transform(x[i], value, weight);
+    count[j] += weight;
+    sum[j] += value;
+    squares[j] += value * value;
+  }
+  fit_sums s;
+  for (std::size_t j = 0; j < lanes; ++j) {
+    s.count += count[j];
+    s.sum += sum[j];
+    s.sum_squares += squares[j];
+  }
+  return s;
+}
+
+//! The fit-then-filter flow: sums of `Fit::transform(v, value, weight)` in the first pass (tile by
+//! tile after the error-feedback accumulation, while the tile is in L1), `Fit::threshold(total, k,
+//! n)` gives the magnitude threshold, then one filtering pass and the guard.
 template <class Fit>
 class fitted_threshold : public compressor_base<fitted_threshold<Fit>> {
 public:
@@ -69,20 +105,11 @@ public:
       // four independent accumulators (combined in a fixed order) hide the latency of the
       // floating-point additions without changing the result between thread counts
       const float* const x = src.materialized();
-      std::array<fit_sums, 4> s{};
+      fit_sums s;
       for_each_tile(src, true, b, e, [&](std::size_t tb, std::size_t te) {
-        std::size_t i = tb;
-        for (; i + 4 <= te; i += 4) {
-          Fit::accumulate(x[i], s[0]);
-          Fit::accumulate(x[i + 1], s[1]);
-          Fit::accumulate(x[i + 2], s[2]);
-          Fit::accumulate(x[i + 3], s[3]);
-        }
-        for (; i < te; ++i) {
-          Fit::accumulate(x[i], s[(i - tb) % 4]);
-        }
+        s = combine(s, fit_tile<Fit>(x + tb, te - tb));
       });
-      partial_[c] = combine(combine(s[0], s[1]), combine(s[2], s[3]));
+      partial_[c] = s;
     });
     fit_sums total;
     for (const fit_sums& s : partial_) {
@@ -104,10 +131,9 @@ private:
 //! Gaussian-k (Shi et al. 2019): v ~ N(mu, sigma^2); P(|v - mu| > t) = k/n gives
 //! t = sigma Phi^-1(1 - k/(2n)); the magnitude threshold is |mu| + t.
 struct gaussian_fit {
-  static void accumulate(float v, fit_sums& s) noexcept {
-    s.count += 1;
-    s.sum += v;
-    s.sum_squares += static_cast<double>(v) * v;
+  static void transform(float v, float& value, float& weight) noexcept {
+    value = v;
+    weight = 1.0f;
   }
   static float threshold(const fit_sums& s, std::size_t k, std::size_t n) noexcept {
     const double mean = s.sum / s.count;
@@ -122,14 +148,14 @@ struct gaussian_fit {
 //! values; the k largest are the top k/nz of that distribution: t = exp(mu + sigma
 //! Phi^-1(1 - k/nz)). With nz <= k, every nonzero is selected (t = smallest positive float).
 struct lognormal_fit {
-  static void accumulate(float v, fit_sums& s) noexcept {
-    const float a = std::abs(v);
-    if (a > 0.0f && a < INFINITY) {
-      const double l = fast_log(a);
-      s.count += 1;
-      s.sum += l;
-      s.sum_squares += l * l;
-    }
+  static void transform(float v, float& value, float& weight) noexcept {
+    // |v| in 1 .. 0x7f7fffff as bits: positive and finite (zeros, infinities, NaN left out);
+    // integer selects keep the loop free of branches so that it vectorises
+    const std::uint32_t bits = std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
+    const std::uint32_t usable = bits - 1u < 0x7f7fffffu ? 0xffffffffu : 0u;
+    const float l = fast_log(std::bit_cast<float>((bits & usable) | (0x3f800000u & ~usable)));
+    value = std::bit_cast<float>(std::bit_cast<std::uint32_t>(l) & usable);
+    weight = std::bit_cast<float>(0x3f800000u & usable);
   }
   static float threshold(const fit_sums& s, std::size_t k, std::size_t) noexcept {
     if (s.count <= static_cast<double>(k)) {

@@ -70,6 +70,35 @@ inline constexpr std::size_t hit_block = 8;
 #endif
 }
 
+//! Materializes the block of 8 elements at i (the first pass) and returns its hit mask, as
+//! hit_mask(materialized + i). For error feedback the accumulation, the store and the compare
+//! run in registers (SSE2), without reading the stored block back.
+template <class Source>
+[[nodiscard]] inline unsigned materialize_hits(const Source& src, std::size_t i,
+                                               std::uint32_t threshold_key) noexcept {
+#if defined(__SSE2__)
+  if constexpr (Source::accumulates) {
+    if (threshold_key != 0) {
+      float* r = src.residual + i;
+      const float* g = src.grad + i;
+      const __m128 a_lo = _mm_add_ps(_mm_loadu_ps(r), _mm_loadu_ps(g));
+      const __m128 a_hi = _mm_add_ps(_mm_loadu_ps(r + 4), _mm_loadu_ps(g + 4));
+      _mm_storeu_ps(r, a_lo);
+      _mm_storeu_ps(r + 4, a_hi);
+      const __m128i limit = _mm_set1_epi32(static_cast<int>(threshold_key - 1));
+      const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
+      const __m128i k_lo = _mm_and_si128(_mm_castps_si128(a_lo), magnitude);
+      const __m128i k_hi = _mm_and_si128(_mm_castps_si128(a_hi), magnitude);
+      return static_cast<unsigned>(
+          _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(k_lo, limit))) |
+          (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(k_hi, limit))) << 4));
+    }
+  }
+#endif
+  src.materialize(i, i + hit_block);
+  return hit_mask(src.materialized() + i, threshold_key);
+}
+
 inline constexpr unsigned radix_top_bits = 11; // first digit: key bits 30..20
 inline constexpr unsigned radix_top_shift = 20;
 inline constexpr std::size_t radix_top_buckets = std::size_t{1} << radix_top_bits;
@@ -346,21 +375,30 @@ std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
         overflow = true;
       }
     };
-    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work.
-    for_each_tile(src, first_pass, b, e, [&](std::size_t tb, std::size_t te) {
-      std::size_t i = tb;
-      for (; i + hit_block <= te; i += hit_block) {
+    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work. The first
+    // pass materializes block by block, fused with the compare.
+    std::size_t i = b;
+    if (first_pass) {
+      for (; i + hit_block <= e; i += hit_block) {
+        const unsigned mask = materialize_hits(src, i, threshold_key);
+        if (mask != 0) {
+          emit(i, mask);
+        }
+      }
+      src.materialize(i, e);
+    } else {
+      for (; i + hit_block <= e; i += hit_block) {
         const unsigned mask = hit_mask(x + i, threshold_key);
         if (mask != 0) {
           emit(i, mask);
         }
       }
-      for (; i < te; ++i) {
-        if (magnitude_key(x[i]) >= threshold_key) {
-          emit(i, 1u);
-        }
+    }
+    for (; i < e; ++i) {
+      if (magnitude_key(x[i]) >= threshold_key) {
+        emit(i, 1u);
       }
-    });
+    }
     count += used;
     if (overflow) {
       used = 0;
