@@ -32,8 +32,8 @@ int main() {
     std::printf("iteration %d: sent %zu of %zu (target %zu), threshold %.4f, %s, %zu bytes "
                 "(dense: %zu)\n",
                 iteration, stats.k_selected, stats.numel, stats.k_target, stats.threshold,
-                stats.fallback ? "guard fallback" : (stats.exact ? "exact" : "reused"),
-                wire.size(), n * sizeof(float));
+                stats.fallback ? "guard fallback" : (stats.exact ? "exact" : "reused"), wire.size(),
+                n * sizeof(float));
   }
   return 0;
 }

@@ -34,8 +34,8 @@ inline std::string name(distribution d) {
   return "?";
 }
 
-inline std::vector<float> make_values(distribution d, std::size_t n, std::uint64_t seed,
-                                      float scale = 1.0f) {
+inline std::vector<float>
+make_values(distribution d, std::size_t n, std::uint64_t seed, float scale = 1.0f) {
   std::mt19937_64 rng(seed);
   std::vector<float> x(n);
   std::normal_distribution<float> normal(0.0f, scale);
@@ -69,7 +69,9 @@ inline std::vector<float> make_values(distribution d, std::size_t n, std::uint64
 inline std::vector<std::uint32_t> reference_top_k(const std::vector<float>& x, std::size_t k) {
   std::vector<std::uint32_t> order(x.size());
   std::iota(order.begin(), order.end(), 0u);
-  auto magnitude = [&](std::uint32_t i) { return std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu; };
+  auto magnitude = [&](std::uint32_t i) {
+    return std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu;
+  };
   std::stable_sort(order.begin(), order.end(),
                    [&](std::uint32_t a, std::uint32_t b) { return magnitude(a) > magnitude(b); });
   order.resize(std::min(k, order.size()));

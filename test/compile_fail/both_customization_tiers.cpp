@@ -7,7 +7,9 @@ struct buffer {
   float* p;
   std::size_t n;
 };
-inline gradcomp::host_view<float> as_tensor_view(const buffer& b) { return {b.p, b.n}; }
+inline gradcomp::host_view<float> as_tensor_view(const buffer& b) {
+  return {b.p, b.n};
+}
 } // namespace user
 
 #ifdef GRADCOMP_EXPECT_COMPILE_ERROR
@@ -20,4 +22,6 @@ struct gradcomp::tensor_traits<user::buffer> {
 };
 #endif
 
-std::size_t use(const user::buffer& b) { return gradcomp::tensor_size(b); }
+std::size_t use(const user::buffer& b) {
+  return gradcomp::tensor_size(b);
+}

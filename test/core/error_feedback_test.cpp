@@ -3,12 +3,12 @@
 // iterations: sent + new residual == old residual + grad, element by element.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/generators.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <bit>
 #include <cmath>
+
+#include "../common/generators.hpp"
 
 using namespace gradcomp;
 using test::distribution;
@@ -54,22 +54,34 @@ void check_conservation(Compressor c, std::size_t n, distribution dist, int iter
 
 TEST_CASE("error feedback conserves every value bit-exactly for every compressor",
           "[error_feedback]") {
-  const auto dist = GENERATE(distribution::normal, distribution::heavy_tailed,
-                             distribution::tied, distribution::with_zeros);
+  const auto dist = GENERATE(distribution::normal, distribution::heavy_tailed, distribution::tied,
+                             distribution::with_zeros);
   const std::size_t n = GENERATE(0, 1, 5, 3000, 140000);
   CAPTURE(test::name(dist), n);
-  SECTION("exact_top_k") { check_conservation(exact_top_k(0.01), n, dist, 12); }
+  SECTION("exact_top_k") {
+    check_conservation(exact_top_k(0.01), n, dist, 12);
+  }
   SECTION("sampled_threshold") {
     check_conservation(sampled_threshold({.density = 0.01, .seed = 3}), n, dist, 12);
   }
-  SECTION("gaussian_threshold") { check_conservation(gaussian_threshold(0.01), n, dist, 12); }
-  SECTION("lognormal_threshold") { check_conservation(lognormal_threshold(0.01), n, dist, 12); }
+  SECTION("gaussian_threshold") {
+    check_conservation(gaussian_threshold(0.01), n, dist, 12);
+  }
+  SECTION("lognormal_threshold") {
+    check_conservation(lognormal_threshold(0.01), n, dist, 12);
+  }
   SECTION("reused_threshold") {
     check_conservation(reused_threshold({.density = 0.01, .interval = 4}), n, dist, 12);
   }
-  SECTION("dense fp32") { check_conservation(dense(), n, dist, 4); }
-  SECTION("dense fp16") { check_conservation(dense(value_type::fp16), n, dist, 4); }
-  SECTION("dense bf16") { check_conservation(dense(value_type::bf16), n, dist, 4); }
+  SECTION("dense fp32") {
+    check_conservation(dense(), n, dist, 4);
+  }
+  SECTION("dense fp16") {
+    check_conservation(dense(value_type::fp16), n, dist, 4);
+  }
+  SECTION("dense bf16") {
+    check_conservation(dense(value_type::bf16), n, dist, 4);
+  }
   SECTION("top-k with fp16 values") {
     check_conservation(exact_top_k({.density = 0.05, .values = value_type::fp16}), n, dist, 8);
   }

@@ -7,11 +7,11 @@
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 
-#include "../common/generators.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <cmath>
+
+#include "../common/generators.hpp"
 
 using namespace gradcomp;
 using test::distribution;
@@ -20,7 +20,9 @@ namespace {
 
 // The message must be exactly the elements with |v| >= threshold (when no fallback), or the
 // exact top-k (when exact), in ascending index order, values unchanged.
-void check_selection(const std::vector<float>& x, const sparse_message& m, const selection_stats& s,
+void check_selection(const std::vector<float>& x,
+                     const sparse_message& m,
+                     const selection_stats& s,
                      double guard) {
   REQUIRE(test::ascending_unique_in_range(m));
   REQUIRE(s.k_selected == m.nnz());
@@ -186,8 +188,7 @@ TEST_CASE("estimator counts stay in the guard band over many error-feedback iter
 
 TEST_CASE("estimator options are validated", "[estimators]") {
   CHECK_THROWS_AS(reused_threshold({.density = 0.01, .interval = 0}), std::invalid_argument);
-  CHECK_THROWS_AS(reused_threshold({.density = 0.01, .guard_factor = 0.5}),
-                  std::invalid_argument);
+  CHECK_THROWS_AS(reused_threshold({.density = 0.01, .guard_factor = 0.5}), std::invalid_argument);
   CHECK_THROWS_AS(sampled_threshold({.density = 0.01, .sample_fraction = 0.0}),
                   std::invalid_argument);
   CHECK_THROWS_AS(sampled_threshold({.density = 0.01, .min_samples = 0}), std::invalid_argument);

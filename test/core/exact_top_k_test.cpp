@@ -4,13 +4,13 @@
 // for any thread count.
 #include <gradcomp/compressor/exact_top_k.hpp>
 
-#include "../common/generators.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <bit>
 #include <cmath>
 #include <limits>
+
+#include "../common/generators.hpp"
 
 using namespace gradcomp;
 using test::distribution;
@@ -45,8 +45,7 @@ void check_against_reference(const std::vector<float>& x, double density, unsign
 }
 } // namespace
 
-TEST_CASE("exact top-k equals sort-and-truncate on small inputs of every size",
-          "[exact_top_k]") {
+TEST_CASE("exact top-k equals sort-and-truncate on small inputs of every size", "[exact_top_k]") {
   const auto dist = GENERATE(distribution::normal, distribution::heavy_tailed,
                              distribution::constant, distribution::tied, distribution::with_zeros);
   for (std::size_t n = 0; n <= 70; ++n) {

@@ -94,8 +94,8 @@ TEST_CASE("float -> half rounds to nearest, ties to even", "[float16]") {
     REQUIRE(float_to_half_bits(f) == nearest_half(f));
   }
   // exact halfway cases
-  CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);           // tie -> even
-  CHECK(float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02);       // tie -> even
+  CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);     // tie -> even
+  CHECK(float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02); // tie -> even
   CHECK(float_to_half_bits(65520.0f) == 0x7c00);
   CHECK(float_to_half_bits_saturating(65520.0f) == 0x7bff);
   CHECK(float_to_half_bits_saturating(-1e30f) == 0xfbff);
@@ -112,12 +112,16 @@ TEST_CASE("float -> bf16 rounds to nearest, ties to even", "[float16]") {
   for (int i = 0; i < 100000; ++i) {
     const float f = std::bit_cast<float>(any(rng));
     const float r = bfloat16_bits_to_float(float_to_bfloat16_bits(f));
-    const float lo = bfloat16_bits_to_float(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
-    const float hi = std::nextafter(lo, INFINITY) == lo ? lo
-                     : bfloat16_bits_to_float(static_cast<std::uint16_t>((std::bit_cast<std::uint32_t>(f) >> 16) + 1));
+    const float lo =
+        bfloat16_bits_to_float(static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16));
+    const float hi = std::nextafter(lo, INFINITY) == lo
+                         ? lo
+                         : bfloat16_bits_to_float(static_cast<std::uint16_t>(
+                               (std::bit_cast<std::uint32_t>(f) >> 16) + 1));
     CAPTURE(f);
     REQUIRE((r == lo || r == hi));
-    REQUIRE(std::abs(static_cast<double>(r) - f) <= std::abs(static_cast<double>(lo == r ? hi : lo) - f));
+    REQUIRE(std::abs(static_cast<double>(r) - f) <=
+            std::abs(static_cast<double>(lo == r ? hi : lo) - f));
   }
 }
 

@@ -3,13 +3,13 @@
 // sizes, and rejection of every malformed message with a wire_error (never UB).
 #include <gradcomp/sparse/wire.hpp>
 
-#include "../common/generators.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <cstring>
 #include <limits>
 #include <random>
+
+#include "../common/generators.hpp"
 
 using gradcomp::decode;
 using gradcomp::encode;
@@ -215,8 +215,7 @@ TEST_CASE("malformed messages are rejected with a wire_error", "[wire]") {
     CHECK_THROWS_WITH(decode(with_index(bytes_of({0xff, 0xff, 0xff, 0xff, 0x1f}))),
                       Catch::Contains("varint"));
     CHECK_NOTHROW(decode(with_index(bytes_of({0xff, 0xff, 0xff, 0xff, 0x0f}))));
-    CHECK_THROWS_AS(decode(with_index(bytes_of({0x80, 0x80, 0x80, 0x80, 0x80, 0x01}))),
-                    wire_error);
+    CHECK_THROWS_AS(decode(with_index(bytes_of({0x80, 0x80, 0x80, 0x80, 0x80, 0x01}))), wire_error);
   }
   SECTION("varint gaps that run past the dense length or 2^32") {
     sparse_message two;

@@ -27,9 +27,9 @@ struct selection_stats {
   //! selection, the k-th largest magnitude (the smallest sent); for an estimator, the threshold
   //! it applied; 0 for dense compressors.
   float threshold = 0.0f;
-  bool exact = false;           //!< an exact top-k selection was computed in this call.
-  bool fallback = false;        //!< the guard rejected the estimate and exact top-k ran instead.
-  unsigned adjust_rounds = 0;   //!< threshold re-adjustment passes run before accepting.
+  bool exact = false;         //!< an exact top-k selection was computed in this call.
+  bool fallback = false;      //!< the guard rejected the estimate and exact top-k ran instead.
+  unsigned adjust_rounds = 0; //!< threshold re-adjustment passes run before accepting.
 };
 
 //! @brief A compressor policy: selects values of a float gradient into a sparse_message.
@@ -43,17 +43,15 @@ struct selection_stats {
 //! Both are deterministic for a given input, state and seed, whatever the thread count.
 template <class C>
 concept compressor = std::same_as<typename C::compressor_concept, compressor_tag> &&
-                     requires(C& c, std::span<const float> x, std::span<float> r,
-                              sparse_message& m) {
-                       { c.compress(x, m) } -> std::same_as<selection_stats>;
-                       { c.compress_accumulate(r, x, m) } -> std::same_as<selection_stats>;
-                     };
+    requires(C& c, std::span<const float> x, std::span<float> r, sparse_message& m) {
+  { c.compress(x, m) } -> std::same_as<selection_stats>;
+  { c.compress_accumulate(r, x, m) } -> std::same_as<selection_stats>;
+};
 
 //! @brief Checks that a density lies in (0, 1].
 //! @throws std::invalid_argument naming the value otherwise (NaN included).
 inline void check_density(double density) {
-  detail::require(density > 0.0 && density <= 1.0, "density ", density,
-                  " is outside (0, 1]");
+  detail::require(density > 0.0 && density <= 1.0, "density ", density, " is outside (0, 1]");
 }
 
 //! @brief k for `n` elements at `density`: ceil(density x n) clamped to [1, n], and 0 for n == 0.
@@ -68,14 +66,14 @@ inline void check_density(double density) {
   }
   const double exact = density * static_cast<double>(n);
   const double nearest = std::nearbyint(exact);
-  const double k = std::abs(exact - nearest) <= 1e-9 * std::max(1.0, exact) ? nearest
-                                                                             : std::ceil(exact);
+  const double k =
+      std::abs(exact - nearest) <= 1e-9 * std::max(1.0, exact) ? nearest : std::ceil(exact);
   return std::clamp<std::size_t>(static_cast<std::size_t>(k), 1, n);
 }
 
 //! @brief True when `count` lies in the guard band [k / c, c x k] of an estimating compressor.
-[[nodiscard]] constexpr bool in_guard_band(std::size_t count, std::size_t k,
-                                           double guard_factor) noexcept {
+[[nodiscard]] constexpr bool
+in_guard_band(std::size_t count, std::size_t k, double guard_factor) noexcept {
   const double c = static_cast<double>(count);
   const double kk = static_cast<double>(k);
   return c * guard_factor >= kk && c <= guard_factor * kk;

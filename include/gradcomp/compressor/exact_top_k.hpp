@@ -24,9 +24,9 @@ namespace gradcomp {
 //! first fused with the error-feedback accumulation), O(k + bucket) extra memory reused across
 //! calls. Wire bytes (u32 indices, fp32 values): 32 + 8k.
 struct exact_top_k_options {
-  double density = 0.01;                   //!< k / n, in (0, 1].
-  value_type values = value_type::fp32;    //!< type the sent values are rounded to.
-  unsigned threads = 0;                    //!< threads to use; 0 = all hardware threads.
+  double density = 0.01;                //!< k / n, in (0, 1].
+  value_type values = value_type::fp32; //!< type the sent values are rounded to.
+  unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
 class exact_top_k : public detail::compressor_base<exact_top_k> {

@@ -66,12 +66,11 @@ public:
       stats.threshold = detail::key_magnitude(threshold_key_);
       return stats;
     }
-    const detail::estimate_policy policy{.guard_factor = options_.guard_factor,
-                                         .max_adjust_rounds = 0,
-                                         .threads = options_.threads};
-    threshold_key_ = detail::estimated_select(src, true, n, stats.k_target,
-                                              detail::key_magnitude(threshold_key_), policy, ws_,
-                                              out, stats);
+    const detail::estimate_policy policy{
+        .guard_factor = options_.guard_factor, .max_adjust_rounds = 0, .threads = options_.threads};
+    threshold_key_ =
+        detail::estimated_select(src, true, n, stats.k_target,
+                                 detail::key_magnitude(threshold_key_), policy, ws_, out, stats);
     return stats;
   }
 

@@ -68,8 +68,8 @@ public:
     if (n == 0) {
       return stats;
     }
-    const auto wanted = static_cast<std::size_t>(
-        std::ceil(options_.sample_fraction * static_cast<double>(n)));
+    const auto wanted =
+        static_cast<std::size_t>(std::ceil(options_.sample_fraction * static_cast<double>(n)));
     const std::size_t m = std::max(options_.min_samples, wanted);
     if (2 * m >= n) {
       const std::uint32_t key =
@@ -85,10 +85,10 @@ public:
     for (std::size_t j = 0; j < m; ++j) {
       keys[j] = detail::magnitude_key(src.peek(offset + j * stride));
     }
-    const double scaled = static_cast<double>(stats.k_target) * static_cast<double>(m) /
-                          static_cast<double>(n);
-    const std::size_t ks = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)),
-                                                   1, m);
+    const double scaled =
+        static_cast<double>(stats.k_target) * static_cast<double>(m) / static_cast<double>(n);
+    const std::size_t ks =
+        std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)), 1, m);
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(ks - 1), keys.end(),
                      std::greater<>());
     const detail::estimate_policy policy{.guard_factor = options_.guard_factor,

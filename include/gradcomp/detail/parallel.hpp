@@ -48,7 +48,9 @@ public:
   }
 
   //! Threads that can take part in a run: the workers plus the caller.
-  [[nodiscard]] unsigned size() const noexcept { return static_cast<unsigned>(threads_.size()) + 1; }
+  [[nodiscard]] unsigned size() const noexcept {
+    return static_cast<unsigned>(threads_.size()) + 1;
+  }
 
   //! Runs fn(chunk) for every chunk in [0, chunks) on at most `max_threads` threads (the caller
   //! included) and returns when all are done. Rethrows the first exception thrown by fn.
@@ -162,7 +164,8 @@ void parallel_chunks(std::size_t n, unsigned max_threads, Fn&& fn) {
     return;
   }
   thread_pool& pool = default_pool();
-  pool.run(chunks, std::function<void(std::size_t)>(body), max_threads == 0 ? pool.size() : max_threads);
+  pool.run(chunks, std::function<void(std::size_t)>(body),
+           max_threads == 0 ? pool.size() : max_threads);
 }
 
 } // namespace gradcomp::detail

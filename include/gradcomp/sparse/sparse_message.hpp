@@ -67,8 +67,8 @@ struct sparse_message {
   void validate() const {
     if (dense) {
       detail::require(indices.empty(), "dense message carries ", indices.size(), " indices");
-      detail::require(values.size() == dense_length_elements, "dense message has ",
-                      values.size(), " values for dense length ", dense_length_elements);
+      detail::require(values.size() == dense_length_elements, "dense message has ", values.size(),
+                      " values for dense length ", dense_length_elements);
       return;
     }
     detail::require(dense_length_elements <= max_sparse_dense_length_elements,
@@ -76,13 +76,14 @@ struct sparse_message {
                     " exceeds the 32-bit index limit ", max_sparse_dense_length_elements);
     detail::require(indices.size() == values.size(), "sparse message has ", indices.size(),
                     " indices but ", values.size(), " values");
-    detail::require(values.size() <= dense_length_elements, "sparse message has ",
-                    values.size(), " values for dense length ", dense_length_elements);
+    detail::require(values.size() <= dense_length_elements, "sparse message has ", values.size(),
+                    " values for dense length ", dense_length_elements);
     for (std::size_t i = 0; i < indices.size(); ++i) {
-      detail::require(indices[i] < dense_length_elements, "index ", indices[i], " at position ",
-                      i, " is not below the dense length ", dense_length_elements);
-      detail::require(i == 0 || indices[i - 1] < indices[i], "indices not strictly ascending at position ",
-                      i, ": ", i == 0 ? 0 : indices[i - 1], " then ", indices[i]);
+      detail::require(indices[i] < dense_length_elements, "index ", indices[i], " at position ", i,
+                      " is not below the dense length ", dense_length_elements);
+      detail::require(i == 0 || indices[i - 1] < indices[i],
+                      "indices not strictly ascending at position ", i, ": ",
+                      i == 0 ? 0 : indices[i - 1], " then ", indices[i]);
     }
   }
 };
@@ -107,8 +108,8 @@ inline void decompress(const sparse_message& m, std::span<float> dense) {
 //! receiver does: sum the workers' messages, then average with scale = 1/W). O(nnz).
 //! @throws std::invalid_argument if the lengths differ.
 inline void accumulate(const sparse_message& m, std::span<float> dense, float scale = 1.0f) {
-  detail::require(dense.size() == m.dense_length_elements, "accumulate: output has ",
-                  dense.size(), " elements, message dense length is ", m.dense_length_elements);
+  detail::require(dense.size() == m.dense_length_elements, "accumulate: output has ", dense.size(),
+                  " elements, message dense length is ", m.dense_length_elements);
   if (m.dense) {
     for (std::size_t i = 0; i < m.values.size(); ++i) {
       dense[i] += scale * m.values[i];

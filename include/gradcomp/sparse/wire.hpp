@@ -77,8 +77,8 @@ inline index_encoding effective_encoding(const sparse_message& m, index_encoding
     return index_encoding::none;
   }
   require(requested != index_encoding::none,
-          "index_encoding::none can only encode a dense message; this one is sparse with ",
-          m.nnz(), " of ", m.dense_length_elements, " elements");
+          "index_encoding::none can only encode a dense message; this one is sparse with ", m.nnz(),
+          " of ", m.dense_length_elements, " elements");
   return requested;
 }
 
@@ -213,8 +213,8 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
 
   const std::uint64_t body = bytes.size() - wire_header_bytes;
   const std::uint64_t value_bytes_per = value_size_bytes(vt);
-  require_wire(index_bytes <= body, "index section of ", index_bytes, " bytes exceeds the ",
-               body, " bytes after the header");
+  require_wire(index_bytes <= body, "index section of ", index_bytes, " bytes exceeds the ", body,
+               " bytes after the header");
   require_wire(nnz <= (body - index_bytes) / value_bytes_per, "nnz ", nnz, " values of ",
                value_bytes_per, " bytes do not fit in the ", body - index_bytes,
                " bytes after the indices (truncated message?)");
@@ -264,8 +264,8 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
       out.indices[i] = static_cast<std::uint32_t>(idx);
       next = idx + 1;
     }
-    require_wire(q == index_end, "varint index section has ", index_end - q,
-                 " unused bytes after ", nnz, " indices");
+    require_wire(q == index_end, "varint index section has ", index_end - q, " unused bytes after ",
+                 nnz, " indices");
   }
   out.values.resize(nnz);
   for (std::uint64_t i = 0; i < nnz; ++i) {
@@ -276,7 +276,8 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
     } else {
       const auto h = detail::load_le<std::uint16_t>(q);
       q += 2;
-      v = vt == value_type::fp16 ? detail::half_bits_to_float(h) : detail::bfloat16_bits_to_float(h);
+      v = vt == value_type::fp16 ? detail::half_bits_to_float(h)
+                                 : detail::bfloat16_bits_to_float(h);
     }
     require_wire(!std::isnan(v), "value at position ", i, " is NaN");
     out.values[i] = v;

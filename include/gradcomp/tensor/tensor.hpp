@@ -10,7 +10,8 @@
 //!   @code
 //!   namespace mylib {
 //!   struct grad_buffer { float* ptr; std::size_t n; };
-//!   inline gradcomp::host_view<float> as_tensor_view(const grad_buffer& b) { return {b.ptr, b.n}; }
+//!   inline gradcomp::host_view<float> as_tensor_view(const grad_buffer& b) { return {b.ptr, b.n};
+//!   }
 //!   }
 //!   @endcode
 //! * **Full tier.** Specialize gradcomp::tensor_traits<T> with `value_type`, `memory_space`,
@@ -77,7 +78,7 @@ template <class T>
 concept has_tensor_traits = requires(T& t) {
   typename tensor_traits<std::remove_cvref_t<T>>::value_type;
   typename tensor_traits<std::remove_cvref_t<T>>::memory_space;
-  { tensor_traits<std::remove_cvref_t<T>>::data(t) };
+  {tensor_traits<std::remove_cvref_t<T>>::data(t)};
   { tensor_traits<std::remove_cvref_t<T>>::size(t) } -> std::convertible_to<std::size_t>;
 };
 
@@ -89,7 +90,7 @@ struct is_tensor_view<tensor_view<V, S>> : std::true_type {};
 // Finds the user's as_tensor_view by ADL only (no gradcomp overload competes).
 template <class T>
 concept has_as_tensor_view = requires(T& t) {
-  { as_tensor_view(t) };
+  {as_tensor_view(t)};
   requires is_tensor_view<std::remove_cvref_t<decltype(as_tensor_view(t))>>::value;
 };
 
@@ -97,8 +98,7 @@ template <class T>
 struct tensor_access;
 
 template <class T>
-  requires has_tensor_traits<T> && (!has_as_tensor_view<T>)
-struct tensor_access<T> {
+requires has_tensor_traits<T> &&(!has_as_tensor_view<T>)struct tensor_access<T> {
   using traits = tensor_traits<std::remove_cvref_t<T>>;
   using value_type = typename traits::value_type;
   using memory_space = typename traits::memory_space;
@@ -107,8 +107,7 @@ struct tensor_access<T> {
 };
 
 template <class T>
-  requires has_as_tensor_view<T> && (!has_tensor_traits<T>)
-struct tensor_access<T> {
+requires has_as_tensor_view<T> &&(!has_tensor_traits<T>)struct tensor_access<T> {
   using view = std::remove_cvref_t<decltype(as_tensor_view(std::declval<T&>()))>;
   using value_type = std::remove_const_t<typename view::element_type>;
   using memory_space = typename view::memory_space;
@@ -117,7 +116,7 @@ struct tensor_access<T> {
 };
 
 template <class T>
-  requires has_as_tensor_view<T> && has_tensor_traits<T>
+requires has_as_tensor_view<T> && has_tensor_traits<T>
 struct tensor_access<T> {
   static_assert(!has_as_tensor_view<T>,
                 "gradcomp: this type provides both as_tensor_view() and a tensor_traits "
@@ -132,7 +131,7 @@ template <class T>
 concept tensor = requires(T& t) {
   typename detail::tensor_access<T>::value_type;
   typename detail::tensor_access<T>::memory_space;
-  { detail::tensor_access<T>::data(t) };
+  {detail::tensor_access<T>::data(t)};
   { detail::tensor_access<T>::size(t) } -> std::same_as<std::size_t>;
 };
 
@@ -150,7 +149,8 @@ concept host_tensor = tensor<T> && std::same_as<tensor_memory_space_t<T>, host_s
 
 //! @brief A host tensor of `float` (the gradients every host compressor takes).
 template <class T>
-concept host_float_tensor = host_tensor<T> && std::same_as<tensor_value_t<T>, float>;
+concept host_float_tensor = host_tensor<T> && std::same_as < tensor_value_t<T>,
+float > ;
 
 //! @brief Pointer to the first element of `t` (const-qualified when `t` is). O(1).
 template <tensor T>

@@ -33,7 +33,7 @@ public:
   constexpr tensor_view(T* data, std::size_t size) noexcept : data_(data), size_(size) {}
   //! A host span converts implicitly into a host view.
   template <class U, std::size_t Extent>
-    requires std::is_same_v<Space, host_space> && std::is_convertible_v<U (*)[], T (*)[]>
+  requires std::is_same_v<Space, host_space> && std::is_convertible_v<U (*)[], T (*)[]>
   constexpr tensor_view(std::span<U, Extent> s) noexcept : data_(s.data()), size_(s.size()) {}
 
   [[nodiscard]] constexpr T* data() const noexcept { return data_; }

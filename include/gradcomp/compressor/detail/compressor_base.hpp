@@ -44,15 +44,13 @@ public:
     const auto g = host_span(grad);
     static_assert(!std::is_const_v<std::remove_reference_t<decltype(r[0])>>,
                   "gradcomp: the residual must be writable");
-    require(r.size() == g.size(), "residual has ", r.size(), " elements, gradient has ",
-            g.size());
+    require(r.size() == g.size(), "residual has ", r.size(), " elements, gradient has ", g.size());
     return dispatch(accumulate_source{r.data(), g.data()}, g.size(), out);
   }
 
   //! Device-memory tensors are refused at compile time with this message.
   template <tensor Tensor>
-    requires(!host_tensor<Tensor>)
-  selection_stats compress(const Tensor&, sparse_message&) {
+  requires(!host_tensor<Tensor>) selection_stats compress(const Tensor&, sparse_message&) {
     static_assert(dependent_false_v<Tensor>,
                   "gradcomp: this is a host compressor and the tensor lives in device memory; "
                   "use the CUDA compressor of the same name from <gradcomp/cuda/...>");

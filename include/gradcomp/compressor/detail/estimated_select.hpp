@@ -14,10 +14,10 @@
 namespace gradcomp::detail {
 
 struct estimate_policy {
-  double guard_factor = 2.0;       //!< c: accept counts in [k/c, c k].
-  unsigned max_adjust_rounds = 0;  //!< re-filter passes before falling back.
-  double raise_factor = 1.3;       //!< threshold multiplier when too many were selected.
-  double lower_factor = 0.7;       //!< threshold multiplier when too few were selected.
+  double guard_factor = 2.0;      //!< c: accept counts in [k/c, c k].
+  unsigned max_adjust_rounds = 0; //!< re-filter passes before falling back.
+  double raise_factor = 1.3;      //!< threshold multiplier when too many were selected.
+  double lower_factor = 0.7;      //!< threshold multiplier when too few were selected.
   unsigned threads = 0;
 };
 
@@ -25,11 +25,17 @@ struct estimate_policy {
 //! the filter is fused into the source's first pass. Fills stats.threshold / fallback / exact /
 //! adjust_rounds; returns the exact threshold key when a fallback ran (else the accepted key).
 template <class Source>
-std::uint32_t estimated_select(const Source& src, bool first_pass, std::size_t n, std::size_t k,
-                               float threshold, const estimate_policy& policy,
-                               selection_workspace& ws, sparse_message& out,
+std::uint32_t estimated_select(const Source& src,
+                               bool first_pass,
+                               std::size_t n,
+                               std::size_t k,
+                               float threshold,
+                               const estimate_policy& policy,
+                               selection_workspace& ws,
+                               sparse_message& out,
                                selection_stats& stats) {
-  const auto cap = static_cast<std::size_t>(std::floor(policy.guard_factor * static_cast<double>(k)));
+  const auto cap =
+      static_cast<std::size_t>(std::floor(policy.guard_factor * static_cast<double>(k)));
   std::uint32_t key = key_at_least(threshold);
   std::size_t count = threshold_select(src, first_pass, n, key, cap, policy.threads, ws, out);
   if (!in_guard_band(count, k, policy.guard_factor)) {

@@ -15,8 +15,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -55,7 +55,8 @@ inline constexpr std::size_t hit_block = 8;
   // keys are below 2^31, so a signed compare against key - 1 is exact
   const __m128i limit = _mm_set1_epi32(static_cast<int>(threshold_key - 1));
   const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
-  const __m128i lo = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)), magnitude);
+  const __m128i lo =
+      _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)), magnitude);
   const __m128i hi =
       _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values + 4)), magnitude);
   const int mask_lo = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(lo, limit)));
@@ -74,8 +75,8 @@ inline constexpr std::size_t hit_block = 8;
 //! hit_mask(materialized + i). For error feedback the accumulation, the store and the compare
 //! run in registers (SSE2), without reading the stored block back.
 template <class Source>
-[[nodiscard]] inline unsigned materialize_hits(const Source& src, std::size_t i,
-                                               std::uint32_t threshold_key) noexcept {
+[[nodiscard]] inline unsigned
+materialize_hits(const Source& src, std::size_t i, std::uint32_t threshold_key) noexcept {
 #if defined(__SSE2__)
   if constexpr (Source::accumulates) {
     if (threshold_key != 0) {
@@ -120,8 +121,10 @@ struct selection_workspace {
 //! by histograms (11, 11 and 9 bits), only over values that match the prefix so far. Returns the
 //! threshold key T and, in `ties`, how many values with key == T must be taken (lowest index
 //! first). `rank` is 1-based among the values matching the prefix. O(m) per digit.
-inline std::uint32_t refine_kth_key(std::span<const float> values, std::size_t rank,
-                                    std::uint32_t prefix, unsigned known_bits,
+inline std::uint32_t refine_kth_key(std::span<const float> values,
+                                    std::size_t rank,
+                                    std::uint32_t prefix,
+                                    unsigned known_bits,
                                     std::size_t& ties) {
   constexpr std::array<std::pair<unsigned, unsigned>, 3> digits = {{{20, 11}, {9, 11}, {0, 9}}};
   std::array<std::size_t, radix_top_buckets> h{};
@@ -172,15 +175,24 @@ inline void keep_top(sparse_message& out, std::uint32_t threshold_key, std::size
 }
 
 template <class Source>
-std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
-                             std::uint32_t threshold_key, std::size_t cap, unsigned threads,
-                             selection_workspace& ws, sparse_message& out);
+std::size_t threshold_select(const Source& src,
+                             bool first_pass,
+                             std::size_t n,
+                             std::uint32_t threshold_key,
+                             std::size_t cap,
+                             unsigned threads,
+                             selection_workspace& ws,
+                             sparse_message& out);
 
 //! Radix select: a parallel histogram of the top 11 key bits, one pass that emits the elements
 //! above the k-th bucket and gathers that bucket's candidates, refinement of the bucket, merge.
 template <class Source>
-std::uint32_t radix_top_k_select(const Source& src, bool first_pass, std::size_t n,
-                                 std::size_t k, unsigned threads, selection_workspace& ws,
+std::uint32_t radix_top_k_select(const Source& src,
+                                 bool first_pass,
+                                 std::size_t n,
+                                 std::size_t k,
+                                 unsigned threads,
+                                 selection_workspace& ws,
                                  sparse_message& out) {
   const std::size_t chunks = chunk_count(n);
   ws.histograms.assign(chunks * radix_top_buckets, 0u);
@@ -304,8 +316,12 @@ inline constexpr std::size_t top_k_sample_elements = 8192;
 //! radix select over the whole input runs instead. Work O(n); one read of the input on the fast
 //! path (fused with error feedback), two on the radix path.
 template <class Source>
-std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t n,
-                                 std::size_t k, unsigned threads, selection_workspace& ws,
+std::uint32_t exact_top_k_select(const Source& src,
+                                 bool first_pass,
+                                 std::size_t n,
+                                 std::size_t k,
+                                 unsigned threads,
+                                 selection_workspace& ws,
                                  sparse_message& out) {
   if (n >= 8 * top_k_sample_elements && 8 * k <= n) {
     const std::size_t m = top_k_sample_elements;
@@ -318,11 +334,12 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
     }
     // expected sample hits above the k-th largest: k m / n; aim 5 sigma (binomial) above it
     // so that fewer than k candidates (a wasted pass) has probability below 1e-6
-    const double expected = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
+    const double expected =
+        static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
     const auto rank = std::min<std::size_t>(
         m, static_cast<std::size_t>(expected + 5.0 * std::sqrt(expected) + 8.0));
-    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1),
-                     keys.end(), std::greater<>());
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), keys.end(),
+                     std::greater<>());
     const std::uint32_t lower_key = keys[rank - 1];
     const std::size_t cap = 3 * k + 64;
     const std::size_t count =
@@ -342,9 +359,14 @@ std::uint32_t exact_top_k_select(const Source& src, bool first_pass, std::size_t
 //! there are at most `cap` of them; returns how many there are (also when more than cap, in
 //! which case `out` is left empty). Materializes the source first when `first_pass`.
 template <class Source>
-std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
-                             std::uint32_t threshold_key, std::size_t cap, unsigned threads,
-                             selection_workspace& ws, sparse_message& out) {
+std::size_t threshold_select(const Source& src,
+                             bool first_pass,
+                             std::size_t n,
+                             std::uint32_t threshold_key,
+                             std::size_t cap,
+                             unsigned threads,
+                             selection_workspace& ws,
+                             sparse_message& out) {
   const std::size_t chunks = chunk_count(n);
   if (ws.chunk_indices.size() < chunks) {
     ws.chunk_indices.resize(chunks);
@@ -427,8 +449,11 @@ std::size_t threshold_select(const Source& src, bool first_pass, std::size_t n,
 }
 
 //! Number of values in x[0, n) with key >= threshold_key. One read-only pass.
-inline std::size_t count_at_least(const float* x, std::size_t n, std::uint32_t threshold_key,
-                                  unsigned threads, selection_workspace& ws) {
+inline std::size_t count_at_least(const float* x,
+                                  std::size_t n,
+                                  std::uint32_t threshold_key,
+                                  unsigned threads,
+                                  selection_workspace& ws) {
   const std::size_t chunks = chunk_count(n);
   ws.chunk_counts.assign(chunks, 0);
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {

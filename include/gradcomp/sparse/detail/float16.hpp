@@ -47,7 +47,7 @@ namespace gradcomp::detail {
   if (abs >= 0x477ff000u) { // rounds to >= 65520: overflow
     return static_cast<std::uint16_t>(sign | 0x7c00u);
   }
-  if (abs < 0x38800000u) { // below the smallest normal half (2^-14): subnormal or zero
+  if (abs < 0x38800000u) {   // below the smallest normal half (2^-14): subnormal or zero
     if (abs < 0x33000000u) { // below half the smallest subnormal (2^-25): zero
       return sign;
     }

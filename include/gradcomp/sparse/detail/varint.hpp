@@ -31,8 +31,8 @@ inline std::byte* write_varint(std::uint32_t v, std::byte* out) noexcept {
 
 //! Reads one canonical varint from [p, end). Returns false (and leaves `p` unspecified) on a
 //! truncated, over-long, overflowing or non-canonical encoding.
-[[nodiscard]] inline bool read_varint(const std::byte*& p, const std::byte* end,
-                                      std::uint32_t& v) noexcept {
+[[nodiscard]] inline bool
+read_varint(const std::byte*& p, const std::byte* end, std::uint32_t& v) noexcept {
   std::uint32_t result = 0;
   for (int i = 0; i < 5; ++i) {
     if (p == end) {
