@@ -9,7 +9,7 @@
 
 using gradcomp::k_for_density;
 
-TEST_CASE("k_for_density is ceil(density x n) clamped to [1, n]", "[compressor][k]") {
+TEST_CASE("k_for_density is ceil(density x n) clamped to 1..n", "[compressor][k]") {
   CHECK(k_for_density(0, 0.5) == 0);
   CHECK(k_for_density(1, 0.001) == 1);
   CHECK(k_for_density(1000, 0.001) == 1);
@@ -22,7 +22,7 @@ TEST_CASE("k_for_density is ceil(density x n) clamped to [1, n]", "[compressor][
   CHECK(k_for_density(std::size_t{1} << 24, 0.01) == 167773);
 }
 
-TEST_CASE("densities outside (0, 1] are rejected with the value in the message",
+TEST_CASE("densities outside 0 < d <= 1 are rejected with the value in the message",
           "[compressor][k]") {
   for (double bad : {0.0, -0.1, 1.5, std::numeric_limits<double>::quiet_NaN(),
                      std::numeric_limits<double>::infinity()}) {
@@ -32,7 +32,7 @@ TEST_CASE("densities outside (0, 1] are rejected with the value in the message",
   CHECK_THROWS_WITH(k_for_density(10, 1.5), Catch::Contains("1.5") && Catch::Contains("(0, 1]"));
 }
 
-TEST_CASE("the guard band is [k/c, c k]", "[compressor][guard]") {
+TEST_CASE("the guard band is k/c to c k", "[compressor][guard]") {
   CHECK(gradcomp::in_guard_band(5, 10, 2.0));
   CHECK_FALSE(gradcomp::in_guard_band(4, 10, 2.0));
   CHECK(gradcomp::in_guard_band(20, 10, 2.0));

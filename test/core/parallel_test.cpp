@@ -12,7 +12,7 @@
 
 using namespace gradcomp::detail;
 
-TEST_CASE("parallel_chunks covers [0, n) exactly once", "[parallel]") {
+TEST_CASE("parallel_chunks covers every element exactly once", "[parallel]") {
   for (std::size_t n : {std::size_t{0}, std::size_t{1}, chunk_elements - 1, chunk_elements,
                         chunk_elements + 1, 7 * chunk_elements + 3}) {
     for (unsigned threads : {0u, 1u, 2u, 8u}) {
