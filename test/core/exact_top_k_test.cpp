@@ -24,7 +24,7 @@ void check_against_reference(const std::vector<float>& x, double density, unsign
   REQUIRE(s.numel == x.size());
   REQUIRE(s.k_target == k);
   REQUIRE(s.k_selected == k);
-  REQUIRE(s.exact);
+  REQUIRE(s.exact == !x.empty()); // nothing is computed for an empty gradient
   REQUIRE_FALSE(s.fallback);
   REQUIRE(m.dense_length_elements == x.size());
   REQUIRE_FALSE(m.dense);

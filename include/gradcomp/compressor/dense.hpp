@@ -22,27 +22,21 @@ struct dense_options {
   value_type values = value_type::fp32; //!< fp32 = no compression; fp16 / bf16 = casting.
 };
 
-class dense : public detail::compressor_base<dense> {
+class dense : public detail::compressor_base<dense, dense_options> {
 public:
-  using options = dense_options;
-  explicit dense(options o = {}) : options_(o) {}
-  explicit dense(value_type values) : options_{values} {}
+  explicit dense(options o = {}) : compressor_base(o) {}
+  explicit dense(value_type values) : dense(options{values}) {}
 
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
+  //! Every element is sent: k = n.
+  [[nodiscard]] std::size_t target_k(std::size_t n) const noexcept { return n; }
 
   //! @private Implementation hook of compressor_base.
   template <class Source>
-  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
-    selection_stats stats;
-    stats.k_target = n;
-    out.dense = true;
+  void run(const Source& src, std::size_t n, selection_stats&, sparse_message& out) {
     src.materialize(0, n);
+    out.dense = true;
     out.values.assign(src.materialized(), src.materialized() + n);
-    return stats;
   }
-
-private:
-  options options_;
 };
 
 static_assert(compressor<dense>);

@@ -29,34 +29,21 @@ struct exact_top_k_options {
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
-class exact_top_k : public detail::compressor_base<exact_top_k> {
+class exact_top_k : public detail::compressor_base<exact_top_k, exact_top_k_options> {
 public:
-  using options = exact_top_k_options;
-
   //! @throws std::invalid_argument if the density is outside (0, 1].
-  explicit exact_top_k(options o = {}) : options_(o) { check_density(o.density); }
+  explicit exact_top_k(options o = {}) : compressor_base(o) {}
   explicit exact_top_k(double density) : exact_top_k(options{.density = density}) {}
-
-  [[nodiscard]] const options& get_options() const noexcept { return options_; }
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
 
   //! @private Implementation hook of compressor_base.
   template <class Source>
-  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
-    selection_stats stats;
-    stats.k_target = k_for_density(n, options_.density);
+  void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     stats.exact = true;
-    if (n == 0) {
-      return stats;
-    }
-    const std::uint32_t key =
-        detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
-    stats.threshold = detail::key_magnitude(key);
-    return stats;
+    stats.threshold = detail::key_magnitude(
+        detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out));
   }
 
 private:
-  options options_;
   detail::selection_workspace ws_;
 };
 

@@ -78,30 +78,21 @@ template <class Fit>
 //! tile after the error-feedback accumulation, while the tile is in L1), `Fit::threshold(total, k,
 //! n)` gives the magnitude threshold, then one filtering pass and the guard.
 template <class Fit>
-class fitted_threshold : public compressor_base<fitted_threshold<Fit>> {
+class fitted_threshold : public compressor_base<fitted_threshold<Fit>, fitted_threshold_options> {
 public:
-  using options = fitted_threshold_options;
+  using base = compressor_base<fitted_threshold<Fit>, fitted_threshold_options>;
+  using typename base::options;
 
   //! @throws std::invalid_argument on density outside (0, 1] or guard_factor < 1.
-  explicit fitted_threshold(options o = {}) : options_(o) {
-    check_density(o.density);
-    check_guard_factor(o.guard_factor);
-  }
+  explicit fitted_threshold(options o = {}) : base(o) {}
   explicit fitted_threshold(double density) : fitted_threshold(options{.density = density}) {}
-
-  [[nodiscard]] const options& get_options() const noexcept { return options_; }
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
 
   //! @private Implementation hook of compressor_base.
   template <class Source>
-  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
-    selection_stats stats;
-    stats.k_target = k_for_density(n, options_.density);
-    if (n == 0) {
-      return stats;
-    }
+  void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
+    const fitted_threshold_options& o = this->options_;
     partial_.assign(chunk_count(n), fit_sums{});
-    parallel_chunks(n, options_.threads, [&](std::size_t c, std::size_t b, std::size_t e) {
+    parallel_chunks(n, o.threads, [&](std::size_t c, std::size_t b, std::size_t e) {
       // four independent accumulators (combined in a fixed order) hide the latency of the
       // floating-point additions without changing the result between thread counts
       const float* const x = src.materialized();
@@ -116,14 +107,11 @@ public:
       total = combine(total, s);
     }
     const float threshold = Fit::threshold(total, stats.k_target, n);
-    const estimate_policy policy{.guard_factor = options_.guard_factor,
-                                 .threads = options_.threads};
+    const estimate_policy policy{.guard_factor = o.guard_factor, .threads = o.threads};
     estimated_select(src, false, n, stats.k_target, threshold, policy, ws_, out, stats);
-    return stats;
   }
 
 private:
-  options options_;
   std::vector<fit_sums> partial_;
   selection_workspace ws_;
 };

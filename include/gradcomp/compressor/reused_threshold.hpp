@@ -22,6 +22,7 @@ namespace gradcomp {
 //! the count drifts (topk.md section 4). If the count leaves [k/c, c k] the call falls back to
 //! exact top-k (stats.fallback) and the fallback's threshold replaces H.
 //! Use one object per layer: the remembered threshold is per layer (S1's list V = [H_1..H_L]).
+//! Calls on empty gradients select nothing and do not count.
 //! Cost: exact calls as exact_top_k; reuse calls one pass (with error feedback: read residual
 //! and gradient, write residual), O(n). Wire bytes (u32/fp32): 32 + 8 x selected.
 //! Deterministic given the sequence of inputs.
@@ -33,49 +34,37 @@ struct reused_threshold_options {
   unsigned threads = 0;                 //!< 0 = all hardware threads.
 };
 
-class reused_threshold : public detail::compressor_base<reused_threshold> {
+class reused_threshold
+    : public detail::compressor_base<reused_threshold, reused_threshold_options> {
 public:
-  using options = reused_threshold_options;
-
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor < 1.
-  explicit reused_threshold(options o = {}) : options_(o) {
-    check_density(o.density);
+  explicit reused_threshold(options o = {}) : compressor_base(o) {
     detail::require(o.interval >= 1, "interval ", o.interval, " is below the minimum 1");
-    detail::check_guard_factor(o.guard_factor);
   }
 
-  [[nodiscard]] const options& get_options() const noexcept { return options_; }
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
-  //! Calls made so far.
+  //! Calls made so far on non-empty gradients (the ones that count for the interval).
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
 
   //! @private Implementation hook of compressor_base.
   template <class Source>
-  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
-    selection_stats stats;
-    stats.k_target = k_for_density(n, options_.density);
+  void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     const bool refresh = calls_ % options_.interval == 0;
     ++calls_;
-    if (n == 0) {
-      return stats;
-    }
     if (refresh) {
       threshold_key_ =
           detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
       stats.exact = true;
       stats.threshold = detail::key_magnitude(threshold_key_);
-      return stats;
+      return;
     }
     const detail::estimate_policy policy{
         .guard_factor = options_.guard_factor, .max_adjust_rounds = 0, .threads = options_.threads};
     threshold_key_ =
         detail::estimated_select(src, true, n, stats.k_target,
                                  detail::key_magnitude(threshold_key_), policy, ws_, out, stats);
-    return stats;
   }
 
 private:
-  options options_;
   std::uint64_t calls_ = 0;
   std::uint32_t threshold_key_ = 0;
   detail::selection_workspace ws_;

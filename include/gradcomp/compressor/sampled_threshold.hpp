@@ -42,32 +42,21 @@ struct sampled_threshold_options {
 //! Cost: O(m log m) + one pass (error feedback: read residual and gradient, write residual) in
 //! the common case. Wire bytes (u32/fp32): 32 + 8 x selected. Deterministic for a given seed and
 //! call sequence, whatever the thread count.
-class sampled_threshold : public detail::compressor_base<sampled_threshold> {
+class sampled_threshold
+    : public detail::compressor_base<sampled_threshold, sampled_threshold_options> {
 public:
-  using options = sampled_threshold_options;
-
   //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
   //! min_samples 0, or guard_factor < 1.
-  explicit sampled_threshold(options o = {}) : options_(o), rng_(o.seed) {
-    check_density(o.density);
+  explicit sampled_threshold(options o = {}) : compressor_base(o), rng_(o.seed) {
     detail::require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0, "sample_fraction ",
                     o.sample_fraction, " is outside (0, 1]");
     detail::require(o.min_samples >= 1, "min_samples ", o.min_samples, " is below 1");
-    detail::check_guard_factor(o.guard_factor);
   }
   explicit sampled_threshold(double density) : sampled_threshold(options{.density = density}) {}
 
-  [[nodiscard]] const options& get_options() const noexcept { return options_; }
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
-
   //! @private Implementation hook of compressor_base.
   template <class Source>
-  selection_stats run(const Source& src, std::size_t n, sparse_message& out) {
-    selection_stats stats;
-    stats.k_target = k_for_density(n, options_.density);
-    if (n == 0) {
-      return stats;
-    }
+  void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     const auto wanted =
         static_cast<std::size_t>(std::ceil(options_.sample_fraction * static_cast<double>(n)));
     const std::size_t m = std::max(options_.min_samples, wanted);
@@ -76,7 +65,7 @@ public:
           detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
       stats.exact = true;
       stats.threshold = detail::key_magnitude(key);
-      return stats;
+      return;
     }
     const std::size_t stride = n / m;
     const std::size_t offset = std::uniform_int_distribution<std::size_t>(0, stride - 1)(rng_);
@@ -96,11 +85,9 @@ public:
                                          .threads = options_.threads};
     detail::estimated_select(src, true, n, stats.k_target, detail::key_magnitude(keys[ks - 1]),
                              policy, ws_, out, stats);
-    return stats;
   }
 
 private:
-  options options_;
   std::mt19937_64 rng_;
   detail::selection_workspace ws_;
 };

@@ -20,12 +20,42 @@ namespace gradcomp::detail {
 template <class T>
 inline constexpr bool dependent_false_v = false;
 
-//! Derived must provide `template <class Source> selection_stats run(const Source&, std::size_t n,
-//! sparse_message& out)` (see source.hpp for its contract) and `value_type values_type() const`.
-template <class Derived>
+//! Validates the options every compressor shares.
+inline void check_guard_factor(double guard_factor) {
+  require(guard_factor >= 1.0, "guard_factor ", guard_factor, " is below the minimum 1");
+}
+
+//! Derived must provide `template <class Source> void run(const Source&, std::size_t n,
+//! selection_stats& stats, sparse_message& out)` (see source.hpp for the Source contract); it is
+//! called with n >= 1 and stats.numel / stats.k_target already set. `Options` must have a
+//! `values` member (gradcomp::value_type); a `density` and a `guard_factor` member, if present,
+//! are validated here, and k_target = k_for_density(n, density) unless Derived declares its own
+//! `target_k(n)`.
+template <class Derived, class Options>
 class compressor_base {
 public:
   using compressor_concept = compressor_tag;
+  using options = Options;
+
+  //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor < 1.
+  explicit compressor_base(const Options& o) : options_(o) {
+    if constexpr (requires { o.density; }) {
+      check_density(o.density);
+    }
+    if constexpr (requires { o.guard_factor; }) {
+      check_guard_factor(o.guard_factor);
+    }
+  }
+
+  //! The options this compressor was built with.
+  [[nodiscard]] const Options& get_options() const noexcept { return options_; }
+  //! The type the sent values are rounded to (and encoded as).
+  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
+
+  //! k for an n-element gradient: ceil(density x n) clamped to [1, n] (0 when n == 0).
+  [[nodiscard]] std::size_t target_k(std::size_t n) const {
+    return k_for_density(n, options_.density);
+  }
 
   //! @brief Compresses gradient `x` (n floats, host memory, read only) into `out`.
   //! @returns the call's selection_stats. @throws std::invalid_argument on bad input sizes.
@@ -57,24 +87,26 @@ public:
     return {};
   }
 
+protected:
+  Options options_;
+
 private:
   template <class Source>
   selection_stats dispatch(const Source& src, std::size_t n, sparse_message& out) {
     auto& self = static_cast<Derived&>(*this);
     out.clear(n);
-    selection_stats stats = self.run(src, n, out);
+    selection_stats stats;
+    stats.numel = n;
+    stats.k_target = self.target_k(n);
+    if (n > 0) {
+      self.run(src, n, stats, out);
+    }
     out.values_type = self.values_type();
     round_values_to(out.values_type, out.values);
     src.finish(out);
-    stats.numel = n;
     stats.k_selected = out.nnz();
     return stats;
   }
 };
-
-//! Validates the options every compressor shares.
-inline void check_guard_factor(double guard_factor) {
-  require(guard_factor >= 1.0, "guard_factor ", guard_factor, " is below the minimum 1");
-}
 
 } // namespace gradcomp::detail

@@ -174,6 +174,9 @@ inline void keep_top(sparse_message& out, std::uint32_t threshold_key, std::size
   out.values.resize(o);
 }
 
+//! Selects every value with key >= threshold_key, ascending by index, into `out` as long as
+//! there are at most `cap` of them; returns how many there are (also when more than cap, in
+//! which case `out` is left empty). Materializes the source first when `first_pass`.
 template <class Source>
 std::size_t threshold_select(const Source& src,
                              bool first_pass,
@@ -182,7 +185,87 @@ std::size_t threshold_select(const Source& src,
                              std::size_t cap,
                              unsigned threads,
                              selection_workspace& ws,
-                             sparse_message& out);
+                             sparse_message& out) {
+  const std::size_t chunks = chunk_count(n);
+  if (ws.chunk_indices.size() < chunks) {
+    ws.chunk_indices.resize(chunks);
+    ws.chunk_values.resize(chunks);
+  }
+  ws.chunk_counts.assign(chunks, 0);
+  const float* const x = src.materialized();
+  parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
+    auto& idx = ws.chunk_indices[c]; // used as raw buffers: size = capacity in use
+    auto& val = ws.chunk_values[c];
+    const std::size_t limit = cap;
+    std::size_t count = 0; // hits already dropped because the cap was exceeded
+    std::size_t used = 0;  // hits stored in idx / val
+    bool overflow = false;
+    auto emit = [&](std::size_t base, unsigned mask) {
+      if (used + hit_block > idx.size()) {
+        idx.resize(std::max<std::size_t>(2 * idx.size(), 1024));
+        val.resize(idx.size());
+      }
+      for (; mask != 0; mask &= mask - 1) {
+        const auto j = base + static_cast<std::size_t>(std::countr_zero(mask));
+        idx[used] = static_cast<std::uint32_t>(j);
+        val[used++] = x[j];
+      }
+      if (used > limit) { // over the cap: keep counting, stop storing
+        count += used;
+        used = 0;
+        overflow = true;
+      }
+    };
+    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work. The first
+    // pass materializes block by block, fused with the compare.
+    std::size_t i = b;
+    if (first_pass) {
+      for (; i + hit_block <= e; i += hit_block) {
+        const unsigned mask = materialize_hits(src, i, threshold_key);
+        if (mask != 0) {
+          emit(i, mask);
+        }
+      }
+      src.materialize(i, e);
+    } else {
+      for (; i + hit_block <= e; i += hit_block) {
+        const unsigned mask = hit_mask(x + i, threshold_key);
+        if (mask != 0) {
+          emit(i, mask);
+        }
+      }
+    }
+    for (; i < e; ++i) {
+      if (magnitude_key(x[i]) >= threshold_key) {
+        emit(i, 1u);
+      }
+    }
+    count += used;
+    if (overflow) {
+      used = 0;
+    }
+    idx.resize(used);
+    val.resize(used);
+    ws.chunk_counts[c] = count;
+  });
+  std::size_t total = 0;
+  for (std::size_t c = 0; c < chunks; ++c) {
+    total += ws.chunk_counts[c];
+  }
+  out.dense = false;
+  out.indices.clear();
+  out.values.clear();
+  if (total > cap) {
+    return total;
+  }
+  out.indices.reserve(total);
+  out.values.reserve(total);
+  for (std::size_t c = 0; c < chunks; ++c) {
+    out.indices.insert(out.indices.end(), ws.chunk_indices[c].begin(), ws.chunk_indices[c].end());
+    out.values.insert(out.values.end(), ws.chunk_values[c].begin(), ws.chunk_values[c].end());
+  }
+  return total;
+}
 
 //! Radix select: a parallel histogram of the top 11 key bits, one pass that emits the elements
 //! above the k-th bucket and gathers that bucket's candidates, refinement of the bucket, merge.
@@ -353,99 +436,6 @@ std::uint32_t exact_top_k_select(const Source& src,
     }
   }
   return radix_top_k_select(src, first_pass, n, k, threads, ws, out);
-}
-
-//! Selects every value with key >= threshold_key, ascending by index, into `out` as long as
-//! there are at most `cap` of them; returns how many there are (also when more than cap, in
-//! which case `out` is left empty). Materializes the source first when `first_pass`.
-template <class Source>
-std::size_t threshold_select(const Source& src,
-                             bool first_pass,
-                             std::size_t n,
-                             std::uint32_t threshold_key,
-                             std::size_t cap,
-                             unsigned threads,
-                             selection_workspace& ws,
-                             sparse_message& out) {
-  const std::size_t chunks = chunk_count(n);
-  if (ws.chunk_indices.size() < chunks) {
-    ws.chunk_indices.resize(chunks);
-    ws.chunk_values.resize(chunks);
-  }
-  ws.chunk_counts.assign(chunks, 0);
-  const float* const x = src.materialized();
-  parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
-    auto& idx = ws.chunk_indices[c]; // used as raw buffers: size = capacity in use
-    auto& val = ws.chunk_values[c];
-    const std::size_t limit = cap;
-    std::size_t count = 0; // hits already dropped because the cap was exceeded
-    std::size_t used = 0;  // hits stored in idx / val
-    bool overflow = false;
-    auto emit = [&](std::size_t base, unsigned mask) {
-      if (used + hit_block > idx.size()) {
-        idx.resize(std::max<std::size_t>(2 * idx.size(), 1024));
-        val.resize(idx.size());
-      }
-      for (; mask != 0; mask &= mask - 1) {
-        const auto j = base + static_cast<std::size_t>(std::countr_zero(mask));
-        idx[used] = static_cast<std::uint32_t>(j);
-        val[used++] = x[j];
-      }
-      if (used > limit) { // over the cap: keep counting, stop storing
-        count += used;
-        used = 0;
-        overflow = true;
-      }
-    };
-    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work. The first
-    // pass materializes block by block, fused with the compare.
-    std::size_t i = b;
-    if (first_pass) {
-      for (; i + hit_block <= e; i += hit_block) {
-        const unsigned mask = materialize_hits(src, i, threshold_key);
-        if (mask != 0) {
-          emit(i, mask);
-        }
-      }
-      src.materialize(i, e);
-    } else {
-      for (; i + hit_block <= e; i += hit_block) {
-        const unsigned mask = hit_mask(x + i, threshold_key);
-        if (mask != 0) {
-          emit(i, mask);
-        }
-      }
-    }
-    for (; i < e; ++i) {
-      if (magnitude_key(x[i]) >= threshold_key) {
-        emit(i, 1u);
-      }
-    }
-    count += used;
-    if (overflow) {
-      used = 0;
-    }
-    idx.resize(used);
-    val.resize(used);
-    ws.chunk_counts[c] = count;
-  });
-  std::size_t total = 0;
-  for (std::size_t c = 0; c < chunks; ++c) {
-    total += ws.chunk_counts[c];
-  }
-  out.dense = false;
-  out.indices.clear();
-  out.values.clear();
-  if (total > cap) {
-    return total;
-  }
-  out.indices.reserve(total);
-  out.values.reserve(total);
-  for (std::size_t c = 0; c < chunks; ++c) {
-    out.indices.insert(out.indices.end(), ws.chunk_indices[c].begin(), ws.chunk_indices[c].end());
-    out.values.insert(out.values.end(), ws.chunk_values[c].begin(), ws.chunk_values[c].end());
-  }
-  return total;
 }
 
 //! Number of values in x[0, n) with key >= threshold_key. One read-only pass.
