@@ -5,8 +5,10 @@
 
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace gradcomp {
@@ -20,6 +22,7 @@ namespace gradcomp {
 //! Wire bytes: 32 + 4n (fp32) or 32 + 2n (fp16, bf16).
 struct dense_options {
   value_type values = value_type::fp32; //!< fp32 = no compression; fp16 / bf16 = casting.
+  unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
 class dense : public detail::compressor_base<dense, dense_options> {
@@ -33,9 +36,13 @@ public:
   //! @private Implementation hook of compressor_base.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats&, sparse_message& out) {
-    src.materialize(0, n);
     out.dense = true;
-    out.values.assign(src.materialized(), src.materialized() + n);
+    out.values.resize(n);
+    const float* const x = src.materialized();
+    detail::parallel_chunks(n, options_.threads, [&](std::size_t, std::size_t b, std::size_t e) {
+      src.materialize(b, e);
+      std::copy(x + b, x + e, out.values.begin() + static_cast<std::ptrdiff_t>(b));
+    });
   }
 };
 

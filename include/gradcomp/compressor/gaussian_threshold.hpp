@@ -25,6 +25,7 @@ namespace gradcomp {
 struct fitted_threshold_options {
   double density = 0.01;                //!< k / n, in (0, 1].
   double guard_factor = 2.0;            //!< c >= 1: accepted counts [k/c, c k], else exact.
+  unsigned max_adjust_rounds = 2;       //!< x1.3 / x0.7 counting passes before the fallback.
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
 };
@@ -107,7 +108,9 @@ public:
       total = combine(total, s);
     }
     const float threshold = Fit::threshold(total, stats.k_target, n);
-    const estimate_policy policy{.guard_factor = o.guard_factor, .threads = o.threads};
+    const estimate_policy policy{.guard_factor = o.guard_factor,
+                                 .max_adjust_rounds = o.max_adjust_rounds,
+                                 .threads = o.threads};
     estimated_select(src, false, n, stats.k_target, threshold, policy, ws_, out, stats);
   }
 
@@ -163,7 +166,8 @@ struct lognormal_fit {
 //! Phi^-1(1 - k/(2n)), selects in a second pass.
 //!
 //! Known to under-select badly under error feedback (topk.md section 4: 0-41 % of k), hence the
-//! guard: a count outside [k/c, c k] falls back to exact top-k for that call (stats.fallback).
+//! guard: a count outside [k/c, c k] is first corrected by up to max_adjust_rounds counting
+//! passes (x1.3 / x0.7, as DGC), then falls back to exact top-k for that call (stats.fallback).
 //! Cost: two passes, O(n); with error feedback 12n + 4n bytes of memory traffic. Wire bytes
 //! (u32/fp32): 32 + 8 x selected. Deterministic for any thread count.
 using gaussian_threshold = detail::fitted_threshold<detail::gaussian_fit>;

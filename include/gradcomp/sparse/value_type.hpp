@@ -54,11 +54,19 @@ enum class value_type : std::uint8_t {
 
 //! @brief Rounds every element of `values` in place with round_to(). O(n); no allocation.
 inline void round_values_to(value_type t, std::span<float> values) noexcept {
-  if (t == value_type::fp32) {
+  switch (t) {
+  case value_type::fp32:
     return;
-  }
-  for (float& v : values) {
-    v = round_to(t, v);
+  case value_type::fp16:
+    for (float& v : values) {
+      v = detail::half_bits_to_float(detail::float_to_half_bits_saturating(v));
+    }
+    return;
+  case value_type::bf16:
+    for (float& v : values) {
+      v = detail::bfloat16_bits_to_float(detail::float_to_bfloat16_bits(v));
+    }
+    return;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/source.hpp>
+#include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>
@@ -28,7 +29,8 @@ inline void check_guard_factor(double guard_factor) {
 //! Derived must provide `template <class Source> void run(const Source&, std::size_t n,
 //! selection_stats& stats, sparse_message& out)` (see source.hpp for the Source contract); it is
 //! called with n >= 1 and stats.numel / stats.k_target already set. `Options` must have a
-//! `values` member (gradcomp::value_type); a `density` and a `guard_factor` member, if present,
+//! `values` member (gradcomp::value_type) and a `threads` member (0 = all hardware threads); a
+//! `density` and a `guard_factor` member, if present,
 //! are validated here, and k_target = k_for_density(n, density) unless Derived declares its own
 //! `target_k(n)`.
 template <class Derived, class Options>
@@ -102,8 +104,10 @@ private:
       self.run(src, n, stats, out);
     }
     out.values_type = self.values_type();
-    round_values_to(out.values_type, out.values);
-    src.finish(out);
+    parallel_chunks(out.nnz(), options_.threads, [&](std::size_t, std::size_t b, std::size_t e) {
+      round_values_to(out.values_type, std::span<float>(out.values).subspan(b, e - b));
+      src.finish(out, b, e);
+    });
     stats.k_selected = out.nnz();
     return stats;
   }

@@ -23,7 +23,7 @@ struct read_source {
   [[nodiscard]] float peek(std::size_t i) const noexcept { return x[i]; }
   [[nodiscard]] const float* materialized() const noexcept { return x; }
   static constexpr bool accumulates = false;
-  void finish(const sparse_message&) const noexcept {}
+  void finish(const sparse_message&, std::size_t, std::size_t) const noexcept {}
 };
 
 //! Error feedback: the values are acc = residual + grad, computed once and stored in residual.
@@ -42,21 +42,14 @@ struct accumulate_source {
   [[nodiscard]] const float* materialized() const noexcept { return residual; }
   static constexpr bool accumulates = true;
 
-  //! residual = acc - sent for every sent element: exactly 0 where the value went out
-  //! unchanged, the rounding error where it was rounded to fp16/bf16.
-  void finish(const sparse_message& m) const noexcept {
-    auto settle = [this](std::size_t i, float sent) {
+  //! residual = acc - sent for the sent elements at message positions [begin, end): exactly 0
+  //! where the value went out unchanged, the rounding error where it was rounded to fp16/bf16.
+  void finish(const sparse_message& m, std::size_t begin, std::size_t end) const noexcept {
+    for (std::size_t j = begin; j < end; ++j) {
+      const std::size_t i = m.dense ? j : m.indices[j];
       const float acc = residual[i];
+      const float sent = m.values[j];
       residual[i] = acc == sent ? 0.0f : acc - sent;
-    };
-    if (m.dense) {
-      for (std::size_t i = 0; i < m.values.size(); ++i) {
-        settle(i, m.values[i]);
-      }
-    } else {
-      for (std::size_t j = 0; j < m.indices.size(); ++j) {
-        settle(m.indices[j], m.values[j]);
-      }
     }
   }
 };

@@ -62,13 +62,13 @@ namespace gradcomp::detail {
     }
     return static_cast<std::uint16_t>(sign | result);
   }
-  // normal: rebias exponent (127 -> 15) and round the 13 dropped mantissa bits
-  std::uint32_t result = ((abs >> 13) - (112u << 10));
+  // normal: rebias exponent (127 -> 15) and round the 13 dropped mantissa bits, without a
+  // data-dependent branch (a carry into the exponent is the correct rounding)
+  const std::uint32_t result = ((abs >> 13) - (112u << 10));
   const std::uint32_t remainder = abs & 0x1fffu;
-  if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u))) {
-    ++result; // may carry into the exponent, which is the correct rounding
-  }
-  return static_cast<std::uint16_t>(sign | result);
+  const std::uint32_t round_up = static_cast<std::uint32_t>(remainder > 0x1000u) |
+                                 (static_cast<std::uint32_t>(remainder == 0x1000u) & result);
+  return static_cast<std::uint16_t>(sign | (result + (round_up & 1u)));
 }
 
 //! Like float_to_half_bits, but finite inputs beyond +-65504 saturate to +-65504.
