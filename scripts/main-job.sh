@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
-cmake --build build --target gradcomp-demo -j2
+cmake --preset release
+cmake --build --preset release --target gradcomp-demo -j "$(nproc)"
 scripts/prepare-fashion-mnist.sh build/data/fashion-mnist
 build/examples/gradcomp-demo --data build/data/fashion-mnist --report build/demo-report.json "$@"

@@ -160,6 +160,8 @@ struct method {
 
 std::vector<method> all_methods(const demo_options& o) {
   const double d = o.density;
+  const std::uint64_t seed = o.seed;
+  const std::uint64_t interval = o.interval;
   return {
       {"dense", false, {}},
       {"exact_top_k", false,
@@ -167,8 +169,8 @@ std::vector<method> all_methods(const demo_options& o) {
          return make_layer(n, gradcomp::exact_top_k({.density = d}));
        }},
       {"sampled_threshold", true,
-       [d, &o](std::size_t n, std::size_t index) {
-         return make_layer(n, gradcomp::sampled_threshold({.density = d, .seed = o.seed + index}));
+       [d, seed](std::size_t n, std::size_t index) {
+         return make_layer(n, gradcomp::sampled_threshold({.density = d, .seed = seed + index}));
        }},
       {"gaussian_threshold", true,
        [d](std::size_t n, std::size_t) {
@@ -179,8 +181,8 @@ std::vector<method> all_methods(const demo_options& o) {
          return make_layer(n, gradcomp::lognormal_threshold({.density = d}));
        }},
       {"reused_threshold", true,
-       [d, &o](std::size_t n, std::size_t) {
-         return make_layer(n, gradcomp::reused_threshold({.density = d, .interval = o.interval}));
+       [d, interval](std::size_t n, std::size_t) {
+         return make_layer(n, gradcomp::reused_threshold({.density = d, .interval = interval}));
        }},
       {"dense_fp16", false,
        [](std::size_t n, std::size_t) {
@@ -350,6 +352,9 @@ train(const method& m, const demo_options& o, const dataset& train_set, const da
     r.bytes_varint = bytes_varint / iterations;
     r.bytes_u32 = bytes_u32 / iterations;
     r.ratio_mean = r.calls == 0 ? 0.0 : ratio_sum / static_cast<double>(r.calls);
+    if (r.calls == 0) {
+      r.ratio_min = 0;
+    }
   } else {
     r.bytes_varint = r.bytes_u32 = r.dense_bytes;
     r.ratio_min = r.ratio_max = 0;
@@ -440,6 +445,7 @@ int run(const demo_options& o) {
                  o.data_dir.c_str(), o.data_dir.c_str());
     return 2;
   }
+  gradcomp::check_density(o.density); // (0, 1]: CLI11's range check lets 0 through
   if (o.threads > 0) {
     torch::set_num_threads(o.threads);
   }
@@ -514,7 +520,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_option("--density", o.density, "fraction of each gradient sent, in (0, 1]")
       ->capture_default_str()
-      ->check(CLI::Range(std::numeric_limits<double>::min(), 1.0));
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--interval", o.interval, "reused_threshold: exact top-k every S iterations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
