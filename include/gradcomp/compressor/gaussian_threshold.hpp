@@ -24,7 +24,7 @@ namespace gradcomp {
 //! @brief Options shared by the distribution-fitting compressors.
 struct fitted_threshold_options {
   double density = 0.01;                //!< k / n, in (0, 1].
-  double guard_factor = 2.0;            //!< c >= 1: accepted counts [k/c, c k], else exact.
+  double guard_factor = 2.0;            //!< c in [1, 1e6]: accepted counts [k/c, c k], else exact.
   unsigned max_adjust_rounds = 2;       //!< x1.3 / x0.7 counting passes before the fallback.
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
@@ -84,7 +84,7 @@ public:
   using base = compressor_base<fitted_threshold<Fit>, fitted_threshold_options>;
   using typename base::options;
 
-  //! @throws std::invalid_argument on density outside (0, 1] or guard_factor < 1.
+  //! @throws std::invalid_argument on density outside (0, 1] or guard_factor outside [1, 1e6].
   explicit fitted_threshold(options o = {}) : base(o) {}
   explicit fitted_threshold(double density) : fitted_threshold(options{.density = density}) {}
 

@@ -29,7 +29,7 @@ namespace gradcomp {
 struct reused_threshold_options {
   double density = 0.01;                //!< k / n, in (0, 1].
   std::uint64_t interval = 10;          //!< s >= 1: exact top-k every s calls.
-  double guard_factor = 2.0;            //!< c >= 1: accepted counts [k/c, c k].
+  double guard_factor = 2.0;            //!< c in [1, 1e6]: accepted counts [k/c, c k].
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
 };
@@ -37,7 +37,8 @@ struct reused_threshold_options {
 class reused_threshold
     : public detail::compressor_base<reused_threshold, reused_threshold_options> {
 public:
-  //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor < 1.
+  //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside [1,
+  //! 1e6].
   explicit reused_threshold(options o = {}) : compressor_base(o) {
     detail::require(o.interval >= 1, "interval ", o.interval, " is below the minimum 1");
   }

@@ -25,7 +25,7 @@ struct sampled_threshold_options {
   double sample_fraction = 0.01;        //!< fraction of elements sampled, in (0, 1].
   std::size_t min_samples = 1024;       //!< never sample fewer than this (>= 1).
   unsigned max_adjust_rounds = 2;       //!< re-filter passes before the exact fallback.
-  double guard_factor = 2.0;            //!< c >= 1: accepted counts [k/c, c k].
+  double guard_factor = 2.0;            //!< c in [1, 1e6]: accepted counts [k/c, c k].
   std::uint64_t seed = 0;               //!< seeds the sample offsets (reproducible).
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
@@ -46,7 +46,7 @@ class sampled_threshold
     : public detail::compressor_base<sampled_threshold, sampled_threshold_options> {
 public:
   //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
-  //! min_samples 0, or guard_factor < 1.
+  //! min_samples 0, or guard_factor outside [1, 1e6].
   explicit sampled_threshold(options o = {}) : compressor_base(o), rng_(o.seed) {
     detail::require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0, "sample_fraction ",
                     o.sample_fraction, " is outside (0, 1]");

@@ -23,7 +23,8 @@ inline constexpr bool dependent_false_v = false;
 
 //! Validates the options every compressor shares.
 inline void check_guard_factor(double guard_factor) {
-  require(guard_factor >= 1.0, "guard_factor ", guard_factor, " is below the minimum 1");
+  require(guard_factor >= 1.0 && guard_factor <= 1e6, "guard_factor ", guard_factor,
+          " is outside [1, 1e6]");
 }
 
 //! Derived must provide `template <class Source> void run(const Source&, std::size_t n,
@@ -39,7 +40,8 @@ public:
   using compressor_concept = compressor_tag;
   using options = Options;
 
-  //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor < 1.
+  //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor outside [1,
+  //! 1e6].
   explicit compressor_base(const Options& o) : options_(o) {
     if constexpr (requires { o.density; }) {
       check_density(o.density);
