@@ -40,6 +40,8 @@ namespace fs = std::filesystem;
 constexpr std::string_view program_name = "gradcomp-compress";
 constexpr int exit_bad_input = 2; //!< bad command line or input: nothing was written.
 constexpr int exit_failure = 1;   //!< the outputs could not be written (or out of memory).
+//! Longest .npy header accepted: NumPy's own default limit (np.load's max_header_size).
+constexpr std::uint64_t max_header_bytes = 10000;
 
 //! A bad command line or a bad input file: reported on stderr, exit code 2, nothing written.
 class usage_error : public std::runtime_error {
@@ -122,8 +124,8 @@ const method_name& find_method(std::string_view name) {
       return m;
     }
   }
-  throw usage_error(cat("--method: unknown method '", name, "' (expected one of ", method_list(),
-                        ")"));
+  throw usage_error(
+      cat("--method: unknown method '", name, "' (expected one of ", method_list(), ")"));
 }
 
 // ---- strict number parsing -----------------------------------------------------------------
@@ -139,8 +141,8 @@ T parse_number(const std::string& option, std::string_view text, std::string_vie
   T value{};
   const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
   if (ec == std::errc::result_out_of_range) {
-    throw usage_error(cat(option, ": value '", text, "' is out of range (expected ", expected,
-                          ")"));
+    throw usage_error(
+        cat(option, ": value '", text, "' is out of range (expected ", expected, ")"));
   }
   if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
     throw usage_error(cat(option, ": value '", text, "' is not ", expected));
@@ -157,12 +159,24 @@ struct gradient_file {
 };
 
 //! Reads exactly `count` bytes into `out`. @throws usage_error naming `what` when short.
-void read_exactly(std::istream& in, char* out, std::uint64_t count, const std::string& path,
+void read_exactly(std::istream& in,
+                  char* out,
+                  std::uint64_t count,
+                  const std::string& path,
                   std::string_view what) {
   in.read(out, static_cast<std::streamsize>(count));
   if (!in || static_cast<std::uint64_t>(in.gcount()) != count) {
     throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated ", what, ")"));
   }
+}
+
+//! `text` cut to at most `limit` characters (with "..." marking the cut) for an error message.
+std::string abbreviate(std::string text, std::size_t limit = 60) {
+  if (text.size() > limit) {
+    text.resize(limit - 3);
+    text += "...";
+  }
+  return text;
 }
 
 //! The shape as NumPy prints it, e.g. "(2, 3)" or "(5,)".
@@ -174,12 +188,14 @@ std::string shape_text(const std::vector<std::size_t>& shape) {
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 
-//! @brief Loads a 1-D little-endian float32 .npy file (format version 1.0 or 2.0).
+//! @brief Loads a 1-D float32 .npy file in the host's byte order ('<f4' on little-endian
+//! hosts), format version 1.0 or 2.0.
 //!
 //! The header dictionary is parsed by xtensor (xt::detail::parse_header) and the dtype compared
 //! with xtensor's own float typestring. The fixed-size preamble (magic, version, header length)
 //! is read here because xtensor 0.24.3 sign-extends the header-length bytes and does not check
 //! short reads; the data size is checked against the file size before anything is allocated.
+//! Headers longer than NumPy's default limit are refused (they also bound the regex below).
 //! A 1-D array is stored identically in C and Fortran order, so fortran_order is accepted.
 //! @throws usage_error with a one-line reason for anything but such a file, or for NaN values.
 gradient_file load_gradient(const std::string& path) {
@@ -223,6 +239,10 @@ gradient_file load_gradient(const std::string& path) {
     header_length |= std::uint64_t{length[i]} << (8 * i);
   }
   const std::uint64_t preamble_bytes = xt::detail::magic_string_length + 2 + length_bytes;
+  if (header_length > max_header_bytes) {
+    throw usage_error(cat("input '", path, "' has a .npy header of ", header_length,
+                          " bytes; at most ", max_header_bytes, " are accepted"));
+  }
   if (header_length > file_bytes - preamble_bytes) {
     throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated header)"));
   }
@@ -244,7 +264,7 @@ gradient_file load_gradient(const std::string& path) {
   }
   const std::string float32 = xt::detail::build_typestring<float>();
   if (form[1].str() != "'" + float32 + "'") {
-    throw usage_error(cat("input '", path, "' has dtype ", form[1].str(),
+    throw usage_error(cat("input '", path, "' has dtype ", abbreviate(form[1].str()),
                           "; expected float32 ('", float32, "')"));
   }
   std::string descr;
@@ -253,16 +273,15 @@ gradient_file load_gradient(const std::string& path) {
   try {
     xt::detail::parse_header(header, descr, &fortran_order, shape);
   } catch (const std::runtime_error& e) {
-    throw usage_error(
-        cat("input '", path, "' is not a valid .npy file (header: ", e.what(), ")"));
+    throw usage_error(cat("input '", path, "' is not a valid .npy file (header: ", e.what(), ")"));
   }
   if (descr != float32) {
-    throw usage_error(cat("input '", path, "' has dtype '", descr, "'; expected float32 ('",
-                          float32, "')"));
+    throw usage_error(
+        cat("input '", path, "' has dtype '", descr, "'; expected float32 ('", float32, "')"));
   }
   if (shape.size() != 1) {
-    throw usage_error(cat("input '", path, "' has shape ", shape_text(shape), " (", shape.size(),
-                          "-D); expected a 1-D array"));
+    throw usage_error(cat("input '", path, "' has shape ", abbreviate(shape_text(shape)), " (",
+                          shape.size(), "-D); expected a 1-D array"));
   }
 
   const std::uint64_t n = shape[0];
@@ -341,9 +360,8 @@ std::vector<iteration_result> run_iterations(const std::vector<gradient_file>& i
 //! Compresses every input with one compressor object (so its state carries over), wrapped in
 //! gradcomp::error_feedback when asked.
 template <gradcomp::compressor C>
-std::vector<iteration_result> run_compressor(C compressor,
-                                             bool error_feedback,
-                                             const std::vector<gradient_file>& inputs) {
+std::vector<iteration_result>
+run_compressor(C compressor, bool error_feedback, const std::vector<gradient_file>& inputs) {
   if (error_feedback) {
     const std::size_t n = inputs.empty() ? 0 : inputs.front().values.size();
     gradcomp::error_feedback<C> layer(n, std::move(compressor));
@@ -412,8 +430,8 @@ void check_output_prefix(const std::string& prefix, std::size_t iterations) {
   const fs::path parent = fs::path(prefix).parent_path();
   std::error_code ec;
   if (!parent.empty() && !fs::is_directory(parent, ec)) {
-    throw usage_error(
-        cat("--out: output directory '", parent.string(), "' does not exist or is not a directory"));
+    throw usage_error(cat("--out: output directory '", parent.string(),
+                          "' does not exist or is not a directory"));
   }
   for (std::size_t i = 0; i < iterations; ++i) {
     for (const char* kind : {"indices", "values"}) {
@@ -490,7 +508,7 @@ void declare_options(CLI::App& app, raw_options& raw) {
                  "Output prefix: writes PREFIX.<i>.indices.npy and PREFIX.<i>.values.npy")
       ->required()
       ->type_name("PREFIX");
-  app.add_option("inputs", raw.inputs,
+  app.add_option("INPUT", raw.inputs,
                  "1-D float32 .npy gradients of one layer, one per iteration, in order")
       ->required()
       ->type_name("INPUT.npy");
@@ -512,8 +530,7 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
     throw usage_error(cat("--density is required for --method ", s.method.name));
   }
   if (app.count("--interval") > 0) {
-    const auto interval =
-        parse_number<std::int64_t>("--interval", raw.interval, "an integer >= 1");
+    const auto interval = parse_number<std::int64_t>("--interval", raw.interval, "an integer >= 1");
     if (interval < 1) {
       throw usage_error(cat("--interval: ", interval, " is below the minimum 1"));
     }
@@ -534,8 +551,8 @@ int run(const settings& s, const std::vector<std::string>& paths) {
     const gradient_file& first = inputs.front();
     const gradient_file& last = inputs.back();
     if (last.values.size() != first.values.size()) {
-      throw usage_error(cat("input '", last.path, "' has ", last.values.size(),
-                            " elements but '", first.path, "' has ", first.values.size(),
+      throw usage_error(cat("input '", last.path, "' has ", last.values.size(), " elements but '",
+                            first.path, "' has ", first.values.size(),
                             "; all inputs must be iterations of one layer"));
     }
   }

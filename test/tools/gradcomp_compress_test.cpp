@@ -24,13 +24,12 @@
 #include <random>
 #include <sstream>
 #include <string>
+#include <sys/wait.h>
 #include <system_error>
 #include <tuple>
+#include <unistd.h>
 #include <utility>
 #include <vector>
-
-#include <sys/wait.h>
-#include <unistd.h>
 
 #ifndef GRADCOMP_COMPRESS_EXE
 #error "GRADCOMP_COMPRESS_EXE must be the path of the gradcomp-compress binary"
@@ -102,9 +101,8 @@ public:
     return (root_ / "out" / name).string();
   }
   //! Path of output `kind` ("indices" or "values") of iteration `i` for prefix `name`.
-  [[nodiscard]] std::string output(std::size_t i,
-                                   const std::string& kind,
-                                   const std::string& name = "result") const {
+  [[nodiscard]] std::string
+  output(std::size_t i, const std::string& kind, const std::string& name = "result") const {
     return prefix(name) + "." + std::to_string(i) + "." + kind + ".npy";
   }
   //! Names of everything in out/, sorted.
@@ -196,8 +194,8 @@ std::string make_npy(unsigned char major,
 //! The version 1.0 .npy file `npy` with its header dictionary replaced by `dict`, padded to the
 //! same header length (so the data stays where it was).
 std::string with_dict(const std::string& npy, const std::string& dict) {
-  const std::size_t header_length = static_cast<unsigned char>(npy[8]) |
-                                    std::size_t{static_cast<unsigned char>(npy[9])} << 8;
+  const std::size_t header_length =
+      static_cast<unsigned char>(npy[8]) | std::size_t{static_cast<unsigned char>(npy[9])} << 8;
   return make_npy(1, dict, header_length, npy.substr(10 + header_length));
 }
 
@@ -245,8 +243,8 @@ nlohmann::ordered_json parse_stats(const std::string& line) {
   for (const auto& item : j.items()) {
     keys.push_back(item.key());
   }
-  REQUIRE(keys == std::vector<std::string>{"iteration", "method", "numel", "k_target",
-                                           "k_selected", "threshold", "fallback", "seconds"});
+  REQUIRE(keys == std::vector<std::string>{"iteration", "method", "numel", "k_target", "k_selected",
+                                           "threshold", "fallback", "seconds"});
   for (const char* key : {"iteration", "numel", "k_target", "k_selected"}) {
     REQUIRE(j[key].is_number_unsigned());
   }
@@ -368,9 +366,8 @@ std::size_t ceil_k(double density, std::size_t n) {
   return static_cast<std::size_t>(std::ceil(density * static_cast<double>(n)));
 }
 
-const std::vector<std::string> selecting_methods{
-    "exact_topk", "sampled_topk", "gaussian_threshold", "lognormal_threshold",
-    "reused_threshold"};
+const std::vector<std::string> selecting_methods{"exact_topk", "sampled_topk", "gaussian_threshold",
+                                                 "lognormal_threshold", "reused_threshold"};
 
 } // namespace
 
@@ -386,10 +383,9 @@ TEST_CASE("exact_topk sends the ceil(d n) largest magnitudes of each input") {
     paths.push_back(write_input(s, "grad" + std::to_string(i) + ".npy", x.back()));
   }
   // 0.1 x 37 = 3.7 -> 4 and 0.07 x 37 = 2.59 -> 3 round up; 1.0 sends everything.
-  for (const auto& [density, density_text, k] : {std::tuple{0.25, "0.25", std::size_t{10}},
-                                                 std::tuple{0.1, "0.1", std::size_t{4}},
-                                                 std::tuple{0.07, "0.07", std::size_t{3}},
-                                                 std::tuple{1.0, "1", n}}) {
+  for (const auto& [density, density_text, k] :
+       {std::tuple{0.25, "0.25", std::size_t{10}}, std::tuple{0.1, "0.1", std::size_t{4}},
+        std::tuple{0.07, "0.07", std::size_t{3}}, std::tuple{1.0, "1", n}}) {
     INFO("density " << density_text);
     REQUIRE(k == ceil_k(density, n));
     const std::string name = std::string("d") + density_text;
@@ -458,8 +454,8 @@ TEST_CASE("reused_threshold with --interval 3 is exact on iterations 0 3 and 6")
   for (const bool error_feedback : {false, true}) {
     INFO("error feedback: " << error_feedback);
     const std::string name = error_feedback ? "ef" : "plain";
-    std::vector<std::string> args{"--method", "reused_threshold", "--density", "0.05",
-                                  "--interval", "3"};
+    std::vector<std::string> args{"--method", "reused_threshold", "--density",
+                                  "0.05",     "--interval",       "3"};
     if (error_feedback) {
       args.emplace_back("--error-feedback");
     }
@@ -603,8 +599,8 @@ TEST_CASE("empty 1-D inputs are valid and select nothing") {
     for (const bool error_feedback : {false, true}) {
       INFO("method " << method << (error_feedback ? " with error feedback" : ""));
       const std::string name = method + (error_feedback ? "-ef" : "");
-      std::vector<std::string> args{"--method", method, "--density", "0.5", p0, p1,
-                                    "--out",    s.prefix(name)};
+      std::vector<std::string> args{"--method", method, "--density", "0.5",
+                                    p0,         p1,     "--out",     s.prefix(name)};
       if (error_feedback) {
         args.emplace_back("--error-feedback");
       }
@@ -618,23 +614,34 @@ TEST_CASE("empty 1-D inputs are valid and select nothing") {
   }
 }
 
-TEST_CASE("sampled_topk gives the same output for the same seed") {
+TEST_CASE("sampled_topk gives the same output for the same seed and uses the seed") {
   const scratch s;
   const auto x = normal_values(8000, 70);
   const std::string p0 = write_input(s, "grad0.npy", x);
   const std::string p1 = write_input(s, "grad1.npy", normal_values(8000, 71));
-  std::vector<std::vector<iteration_output>> runs;
-  for (const std::string name : {"a", "b"}) {
-    runs.push_back(read_outputs(s,
-                                s.run({"--method", "sampled_topk", "--density", "0.003", "--seed",
-                                       "12345", p0, p1, "--out", s.prefix(name)}),
-                                2, "sampled_topk", x.size(), name));
-  }
+  //! Runs sampled_topk with the seed arguments `seed` into prefix `name`.
+  const auto run_with = [&](std::vector<std::string> seed, const std::string& name) {
+    std::vector<std::string> args{"--method", "sampled_topk", "--density",   "0.003", p0,
+                                  p1,         "--out",        s.prefix(name)};
+    args.insert(args.end(), seed.begin(), seed.end());
+    return read_outputs(s, s.run(args), 2, "sampled_topk", x.size(), name);
+  };
+  const auto a = run_with({"--seed", "12345"}, "a");
+  const auto b = run_with({"--seed", "12345"}, "b");
+  const auto other = run_with({"--seed", "1"}, "other");
+  const auto zero = run_with({"--seed", "0"}, "zero");
+  const auto unseeded = run_with({}, "default");
+  bool seed_matters = false;
   for (std::size_t i = 0; i < 2; ++i) {
-    CHECK(runs[0][i].indices == runs[1][i].indices);
-    CHECK(runs[0][i].values == runs[1][i].values);
-    CHECK(runs[0][i].stats["threshold"] == runs[1][i].stats["threshold"]);
+    INFO("iteration " << i);
+    CHECK(a[i].indices == b[i].indices);
+    CHECK(a[i].values == b[i].values);
+    CHECK(a[i].stats["threshold"] == b[i].stats["threshold"]);
+    CHECK(unseeded[i].indices == zero[i].indices); // the default seed is 0
+    // The seed picks the sample, hence the threshold (for these inputs it differs).
+    seed_matters = seed_matters || a[i].stats["threshold"] != other[i].stats["threshold"];
   }
+  CHECK(seed_matters);
 }
 
 TEST_CASE("other valid .npy layouts give the same output as xtensor's") {
@@ -650,8 +657,8 @@ TEST_CASE("other valid .npy layouts give the same output as xtensor's") {
       // format version 2.0 (4-byte header length)
       {"version-2", make_npy(2, dict, 128 - 12, raw_bytes(x))},
       // NumPy-style spacing variants of the dictionary
-      {"spacing", make_npy(1, "{'descr':'<f4','fortran_order':False,'shape':(40,)}", 118,
-                           raw_bytes(x))}};
+      {"spacing",
+       make_npy(1, "{'descr':'<f4','fortran_order':False,'shape':(40,)}", 118, raw_bytes(x))}};
   const auto expected = read_outputs(
       s, s.run({"--method", "exact_topk", "--density", "0.2", reference, "--out", s.prefix()}), 1,
       "exact_topk", x.size());
@@ -661,14 +668,14 @@ TEST_CASE("other valid .npy layouts give the same output as xtensor's") {
     const std::string path = s.input(name + ".npy");
     write_bytes(path, bytes);
     const auto got = read_outputs(
-        s, s.run({"--method", "exact_topk", "--density", "0.2", path, "--out", s.prefix(name)}),
-        1, "exact_topk", x.size(), name);
+        s, s.run({"--method", "exact_topk", "--density", "0.2", path, "--out", s.prefix(name)}), 1,
+        "exact_topk", x.size(), name);
     CHECK(got[0].indices == expected[0].indices);
     CHECK(got[0].values == expected[0].values);
   }
 }
 
-TEST_CASE("--help prints the usage on stdout and exits 0") {
+TEST_CASE("the help option prints the usage on stdout and exits 0") {
   const scratch s;
   const run_result r = s.run({"--help"});
   CHECK(r.status == 0);
@@ -701,9 +708,9 @@ TEST_CASE("bad input: a dtype other than float32") {
     INFO("input dtype " << name);
     const std::string path = s.input(name + ".npy");
     write_bytes(path, bytes);
-    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
-                         s.prefix()},
-                     "dtype");
+    require_rejected(
+        s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out", s.prefix()},
+        "dtype");
   }
 }
 
@@ -722,9 +729,8 @@ TEST_CASE("bad input: not a 1-D array") {
     INFO("input " << name);
     const std::string path = s.input("input.npy");
     write_bytes(path, bytes);
-    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
-                         s.prefix()},
-                     "1-D");
+    require_rejected(
+        s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out", s.prefix()}, "1-D");
   }
 }
 
@@ -765,8 +771,8 @@ TEST_CASE("bad input: not a valid .npy file") {
        with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (abc,), }"), "header"},
       {"negative shape",
        with_dict(f32, "{'descr': '<f4', 'fortran_order': False, 'shape': (-4,), }"), "header"},
-      {"bad fortran_order",
-       with_dict(f32, "{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }"), "header"},
+      {"bad fortran_order", with_dict(f32, "{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }"),
+       "header"},
       {"structured dtype",
        with_dict(f32, "{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }"),
        "header"},
@@ -788,9 +794,9 @@ TEST_CASE("bad input: not a valid .npy file") {
     INFO("input: " << name);
     const std::string path = s.input("input.npy");
     write_bytes(path, bytes);
-    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
-                         s.prefix()},
-                     expected);
+    require_rejected(
+        s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out", s.prefix()},
+        expected);
   }
 }
 
@@ -802,9 +808,9 @@ TEST_CASE("bad input: an unreadable path") {
       {s.input(""), "directory"}, // the in/ directory itself
       {"", "empty"}};
   for (const auto& [path, expected] : cases) {
-    require_rejected(s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out",
-                         s.prefix()},
-                     expected);
+    require_rejected(
+        s, {"--method", "exact_topk", "--density", "0.5", good, path, "--out", s.prefix()},
+        expected);
   }
 }
 
@@ -819,8 +825,7 @@ TEST_CASE("bad input: NaN in a gradient") {
   for (const std::string method : {"exact_topk", "none"}) {
     for (const auto& values : cases) {
       const std::string path = write_input(s, "nan.npy", values);
-      require_rejected(s, {"--method", method, "--density", "0.5", good, path, "--out",
-                           s.prefix()},
+      require_rejected(s, {"--method", method, "--density", "0.5", good, path, "--out", s.prefix()},
                        "NaN");
     }
   }
@@ -835,14 +840,13 @@ TEST_CASE("bad input: inputs of different lengths") {
   for (const std::string method : {"exact_topk", "fp16"}) {
     require_rejected(s, {"--method", method, "--density", "0.5", a, b, c, "--out", s.prefix()},
                      "elements");
-    require_rejected(s,
-                     {"--method", method, "--density", "0.5", "--error-feedback", e, a, "--out",
-                      s.prefix()},
-                     "elements");
+    require_rejected(
+        s, {"--method", method, "--density", "0.5", "--error-feedback", e, a, "--out", s.prefix()},
+        "elements");
   }
 }
 
-TEST_CASE("bad input: density outside (0 1] or not a number") {
+TEST_CASE("bad input: density out of range or not a number") {
   const scratch s;
   const std::string good = write_input(s, "good.npy", normal_values(4, 150));
   for (const std::string density :
@@ -859,10 +863,10 @@ TEST_CASE("bad input: density outside (0 1] or not a number") {
   }
   require_rejected(s, {"--method", "exact_topk", good, "--out", s.prefix(), "--density"},
                    "--density");
-  require_rejected(s,
-                   {"--method", "exact_topk", "--density", "0.1", "--density", "0.2", good,
-                    "--out", s.prefix()},
-                   "--density");
+  require_rejected(
+      s,
+      {"--method", "exact_topk", "--density", "0.1", "--density", "0.2", good, "--out", s.prefix()},
+      "--density");
 }
 
 TEST_CASE("bad input: interval below 1 or not an integer") {
@@ -900,8 +904,7 @@ TEST_CASE("bad input: unknown options and unparsable values") {
       {{"--method", "sampled_topk", "--density", "0.5", "--seed", "18446744073709551616", good,
         "--out", out},
        "--seed"},
-      {{"--method", "exact_topk", "--density", "0.5", "--error-feedback=maybe", good, "--out",
-        out},
+      {{"--method", "exact_topk", "--density", "0.5", "--error-feedback=maybe", good, "--out", out},
        "--error-feedback"}};
   for (const auto& [args, expected] : cases) {
     require_rejected(s, args, expected);
@@ -912,8 +915,8 @@ TEST_CASE("bad input: an output path that is a directory") {
   const scratch s;
   const std::string good = write_input(s, "good.npy", normal_values(4, 180));
   fs::create_directory(s.output(1, "values"));
-  const run_result r = s.run({"--method", "exact_topk", "--density", "0.5", good, good, "--out",
-                              s.prefix()});
+  const run_result r =
+      s.run({"--method", "exact_topk", "--density", "0.5", good, good, "--out", s.prefix()});
   INFO("stderr: " << r.err);
   CHECK(r.status == 2);
   CHECK(r.out.empty());

@@ -8,6 +8,7 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <span>
 #include <utility>
