@@ -424,7 +424,11 @@ std::uint32_t exact_top_k_select(const Source& src,
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), keys.end(),
                      std::greater<>());
     const std::uint32_t lower_key = keys[rank - 1];
-    const std::size_t cap = 3 * k + 64;
+    // the sample's rank-th key admits about rank x stride values (more than 3k at low density)
+    const double upper_hits =
+        static_cast<double>(rank) + 5.0 * std::sqrt(static_cast<double>(rank)) + 8.0;
+    const std::size_t cap = std::max<std::size_t>(
+        3 * k + 64, static_cast<std::size_t>(upper_hits * static_cast<double>(stride)));
     const std::size_t count =
         threshold_select(src, first_pass, n, lower_key, cap, threads, ws, out);
     first_pass = false;

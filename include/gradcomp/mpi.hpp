@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Umbrella header of gradcomp::mpi: communicator handling, wait policies and the MPI
+//! transports. Needs MPI (link gradcomp::mpi); includes the core (gradcomp.hpp) as well.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/ring_allreduce.hpp>
+#include <gradcomp/mpi/sparse_allgather.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>

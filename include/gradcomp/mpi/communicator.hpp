@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::communicator: gradcomp's own duplicate of the user's communicator.
+#pragma once
+
+#include <gradcomp/mpi/error.hpp>
+
+#include <mpi.h>
+
+#include <utility>
+
+namespace gradcomp::mpi {
+
+//! @brief An RAII duplicate (MPI_Comm_dup) of a communicator the user passes, with
+//! MPI_ERRORS_RETURN set on it, so that gradcomp's messages never match the user's and every MPI
+//! error becomes a gradcomp::mpi::mpi_error instead of aborting the job.
+//!
+//! gradcomp never assumes MPI_COMM_WORLD: every transport takes one of these. Construction and
+//! destruction are collective (MPI_Comm_dup / MPI_Comm_free): every rank of `parent` must
+//! construct and destroy it, in the same order as other collectives on `parent`.
+//! Threads: gradcomp issues MPI calls from at most one thread at a time per communicator (the
+//! pipeline's communication thread, or the caller). MPI must be initialised with at least
+//! MPI_THREAD_SERIALIZED if that thread is not the one that called MPI_Init, and with
+//! MPI_THREAD_MULTIPLE if the application itself calls MPI concurrently with gradcomp.
+//! Move-only.
+class communicator {
+public:
+  //! @param parent  the user's communicator (MPI must be initialised).
+  //! @throws mpi_error if duplicating fails.
+  explicit communicator(MPI_Comm parent) {
+    detail::check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
+    detail::check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  }
+  communicator(const communicator&) = delete;
+  communicator& operator=(const communicator&) = delete;
+  communicator(communicator&& other) noexcept
+      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), rank_(other.rank_), size_(other.size_) {}
+  communicator& operator=(communicator&& other) noexcept {
+    if (this != &other) {
+      release();
+      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
+      rank_ = other.rank_;
+      size_ = other.size_;
+    }
+    return *this;
+  }
+  ~communicator() { release(); }
+
+  //! This process's rank, 0 .. size() - 1.
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  //! Number of ranks.
+  [[nodiscard]] int size() const noexcept { return size_; }
+  //! The duplicated communicator, for MPI calls.
+  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+
+private:
+  void release() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && !finalized) {
+      MPI_Comm_free(&comm_);
+    }
+    comm_ = MPI_COMM_NULL;
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+//! @brief RAII MPI initialisation for programs that do not initialise MPI themselves: calls
+//! MPI_Init_thread (if MPI is not yet initialised) and MPI_Finalize on destruction (only if it
+//! initialised MPI). Not collective in itself, but every process must create one.
+class environment {
+public:
+  //! @param required  thread level asked for (MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE).
+  //! @throws mpi_error if MPI provides a lower level than `required`.
+  explicit environment(int required = MPI_THREAD_MULTIPLE,
+                       int* argc = nullptr,
+                       char*** argv = nullptr) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      detail::check(MPI_Init_thread(argc, argv, required, &provided_), "MPI_Init_thread");
+      owner_ = true;
+    } else {
+      MPI_Query_thread(&provided_);
+    }
+    if (provided_ < required) {
+      throw mpi_error(gradcomp::detail::concat("gradcomp mpi: MPI provides thread level ",
+                                               provided_, ", below the required ", required));
+    }
+  }
+  environment(const environment&) = delete;
+  environment& operator=(const environment&) = delete;
+  ~environment() {
+    if (owner_) {
+      MPI_Finalize();
+    }
+  }
+  //! The thread level MPI provides.
+  [[nodiscard]] int thread_level() const noexcept { return provided_; }
+
+private:
+  int provided_ = MPI_THREAD_SINGLE;
+  bool owner_ = false;
+};
+
+} // namespace gradcomp::mpi

@@ -1,0 +1,55 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::mpi_error and the check that turns MPI return codes into it.
+#pragma once
+
+#include <gradcomp/error.hpp>
+
+#include <mpi.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace gradcomp::mpi {
+
+//! @brief Thrown when an MPI call returns an error (communicators made by gradcomp use
+//! MPI_ERRORS_RETURN), or when ranks disagree about a collective's arguments (lengths,
+//! layouts): then every rank of the communicator throws it. The message names the MPI call, the
+//! MPI error string, and what disagreed.
+class mpi_error : public std::runtime_error {
+public:
+  explicit mpi_error(const std::string& what, int code = MPI_SUCCESS)
+      : std::runtime_error(what), code_(code) {}
+  //! The MPI error code (MPI_SUCCESS when the error is a disagreement between ranks).
+  [[nodiscard]] int code() const noexcept { return code_; }
+
+private:
+  int code_;
+};
+
+namespace detail {
+
+//! Throws mpi_error naming `call` and MPI's description of `rc` unless rc == MPI_SUCCESS.
+inline void check(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) {
+    return;
+  }
+  char text[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(rc, text, &length);
+  throw mpi_error(gradcomp::detail::concat("gradcomp mpi: ", call, " failed: ",
+                                           std::string(text, static_cast<std::size_t>(length))),
+                  rc);
+}
+
+//! Throws gradcomp::wire_error if a message received from `rank` does not have the dense
+//! length every rank agreed on (its header was validated, but could still lie about the length).
+template <class Message>
+void check_length(const Message& m, std::size_t expected, int rank) {
+  gradcomp::detail::require_wire(m.dense_length_elements == expected, "message from rank ", rank,
+                                 " has dense length ", m.dense_length_elements, ", expected ",
+                                 expected);
+}
+
+} // namespace detail
+} // namespace gradcomp::mpi

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+// Sparse allgather: the sum of every rank's message, bit-identical to a locally computed sum in
+// rank order, with overlapping, disjoint and empty messages; the dense switch; and faults (a
+// dense-length mismatch, a malformed message) that every rank reports.
+#include <gradcomp/mpi.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <random>
+
+#include "mpi_test_util.hpp"
+
+using namespace gradcomp;
+using gradcomp::test::identical_on_all_ranks;
+using gradcomp::test::world_rank;
+
+namespace {
+
+enum class overlap { random, disjoint, identical, empty_on_odd_ranks };
+
+// Rank r's message, computable by every rank.
+sparse_message message_of(int rank, std::size_t n, double density, overlap kind) {
+  sparse_message m;
+  m.clear(n);
+  std::mt19937_64 rng(static_cast<std::uint64_t>(kind == overlap::identical ? 0 : rank) * 7 + n);
+  std::bernoulli_distribution pick(density);
+  std::normal_distribution<float> normal;
+  if (kind == overlap::empty_on_odd_ranks && rank % 2 == 1) {
+    return m;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool mine =
+        kind == overlap::disjoint ? i % 64 == static_cast<std::size_t>(rank) % 64 : pick(rng);
+    if (mine) {
+      m.indices.push_back(static_cast<std::uint32_t>(i));
+      m.values.push_back(normal(rng));
+    }
+  }
+  return m;
+}
+
+} // namespace
+
+TEST_CASE("sparse allgather sums every rank's message, identically on every rank",
+          "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  for (overlap kind :
+       {overlap::random, overlap::disjoint, overlap::identical, overlap::empty_on_odd_ranks}) {
+    for (std::size_t n : {0, 1, 100, 50000}) {
+      for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
+        CAPTURE(static_cast<int>(kind), n, to_string(enc), comm.size());
+        const sparse_message mine = message_of(comm.rank(), n, 0.01, kind);
+        std::vector<float> sum(n, -1.0f);
+        mpi::sparse_allgather exchange(comm, {.indices = enc, .dense_switch = false});
+        exchange(mine, sum);
+        std::vector<float> expected(n, 0.0f);
+        for (int r = 0; r < comm.size(); ++r) {
+          accumulate(message_of(r, n, 0.01, kind), expected);
+        }
+        CHECK_FALSE(exchange.used_dense());
+        CHECK(sum == expected);
+        CHECK(identical_on_all_ranks(sum));
+      }
+    }
+  }
+}
+
+TEST_CASE("sparse allgather switches to a dense allreduce when that moves fewer bytes",
+          "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const std::size_t n = 20000;
+  const sparse_message mine = message_of(comm.rank(), n, 0.9, overlap::random);
+  std::vector<float> sum(n);
+  mpi::sparse_allgather exchange(comm);
+  exchange(mine, sum);
+  std::vector<float> expected(n, 0.0f);
+  for (int r = 0; r < comm.size(); ++r) {
+    accumulate(message_of(r, n, 0.9, overlap::random), expected);
+  }
+  CHECK(exchange.used_dense() == (comm.size() > 1));
+  double worst = 0.0;
+  for (std::size_t i = 0; i < n; ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(sum[i]) - expected[i]));
+  }
+  CHECK(worst <= 1e-5 * comm.size());
+  CHECK(identical_on_all_ranks(sum));
+}
+
+TEST_CASE("a dense-length mismatch makes every rank throw", "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() == 1) {
+    SUCCEED("a single rank cannot disagree with itself");
+    return;
+  }
+  const std::size_t n = comm.rank() == comm.size() - 1 ? 101 : 100;
+  sparse_message mine;
+  mine.clear(n);
+  std::vector<float> sum(n);
+  mpi::sparse_allgather exchange(comm);
+  CHECK_THROWS_WITH(exchange(mine, sum), Catch::Contains("different dense lengths"));
+}
+
+TEST_CASE("a malformed message from one rank makes every rank throw a wire_error",
+          "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  sparse_message mine;
+  mine.clear(100);
+  if (comm.rank() == 0) { // unsorted indices: encodable, but rejected by every decoder
+    mine.indices = {50, 10};
+    mine.values = {1.0f, 2.0f};
+  }
+  std::vector<float> sum(100);
+  mpi::sparse_allgather exchange(comm, {.indices = index_encoding::u32});
+  CHECK_THROWS_AS(exchange(mine, sum), wire_error);
+  // the communicator stays usable afterwards
+  sparse_message fine;
+  fine.clear(100);
+  fine.indices = {static_cast<std::uint32_t>(comm.rank())};
+  fine.values = {1.0f};
+  exchange(fine, sum);
+  CHECK(sum[0] == 1.0f);
+}
