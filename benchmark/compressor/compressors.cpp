@@ -3,7 +3,7 @@
 // (compress_accumulate), side by side in one run with the baselines on the same buffers:
 // std::nth_element on a copy of |x|, LibTorch's torch::topk(x.abs(), k) (only when built with
 // GRADCOMP_BENCH_WITH_TORCH), and two memory floors run on gradcomp's own thread pool: a
-// vectorised max-|x| reduction (one read of x) and r[i] += g[i] (read g and r, write r).
+// vectorised sum reduction (one read of x) and r[i] += g[i] (read g and r, write r).
 //
 // Cases are named <method>/<distribution>/<log2 n>[/<density>] and registered n-major, so that
 // the cases a ratio compares run next to each other. Data: i.i.d. normal or Student-t (nu = 3)
@@ -12,7 +12,7 @@
 // timed region. Compressors and messages persist across Google Benchmark's repeated runs of a case
 // and are warmed up by one untimed call, so timed calls are steady state (no allocation).
 // Items/s count gradient elements; bytes/s count the minimum traffic: 4n for compress and for the
-// read floor, 12n for error feedback and its floor. benchmark/run_compressor_table.sh runs this and
+// read floor, 12n for error feedback and its floor. benchmark/run_compressor_table.py runs this and
 // writes docs/benchmarks.md.
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/gradcomp.hpp>
@@ -25,7 +25,7 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -53,7 +53,9 @@ enum class distribution : std::size_t { normal = 0, student_t3 = 1 };
 constexpr std::array<distribution, 2> distributions = {distribution::normal,
                                                        distribution::student_t3};
 
-const char* name_of(distribution d) { return d == distribution::normal ? "normal" : "student_t3"; }
+const char* name_of(distribution d) {
+  return d == distribution::normal ? "normal" : "student_t3";
+}
 
 // ---- data ----------------------------------------------------------------------------------
 
@@ -148,13 +150,37 @@ struct compressor_case {
   bool warm = false;
 };
 
-void set_throughput(benchmark::State& state, std::size_t n, std::size_t bytes_per_element) {
-  const auto iterations = static_cast<std::int64_t>(state.iterations());
-  state.SetItemsProcessed(iterations * static_cast<std::int64_t>(n));
-  state.SetBytesProcessed(iterations * static_cast<std::int64_t>(n * bytes_per_element));
-}
+// Wall time of every timed call. Google Benchmark reports their mean; the minimum and the median
+// are added as counters (min_ms, median_ms), since the machine may be shared and noisy.
+class call_timer {
+public:
+  void start() { start_ = clock::now(); }
+  void stop() {
+    times_ms_.push_back(std::chrono::duration<double, std::milli>(clock::now() - start_).count());
+  }
 
-void restore_residual(benchmark::State& state, const std::vector<float>& from,
+  // Sets the counters and the throughput (items: n per call; bytes: bytes_per_element x n).
+  void report(benchmark::State& state, std::size_t n, std::size_t bytes_per_element) {
+    const auto iterations = static_cast<std::int64_t>(state.iterations());
+    state.SetItemsProcessed(iterations * static_cast<std::int64_t>(n));
+    state.SetBytesProcessed(iterations * static_cast<std::int64_t>(n * bytes_per_element));
+    if (times_ms_.empty()) {
+      return;
+    }
+    const auto middle = times_ms_.begin() + static_cast<std::ptrdiff_t>(times_ms_.size() / 2);
+    std::nth_element(times_ms_.begin(), middle, times_ms_.end());
+    state.counters["median_ms"] = *middle;
+    state.counters["min_ms"] = *std::min_element(times_ms_.begin(), times_ms_.end());
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+  clock::time_point start_;
+  std::vector<double> times_ms_;
+};
+
+void restore_residual(benchmark::State& state,
+                      const std::vector<float>& from,
                       std::vector<float>& to) {
   state.PauseTiming();
   std::copy(from.begin(), from.end(), to.begin());
@@ -165,8 +191,8 @@ void restore_residual(benchmark::State& state, const std::vector<float>& from,
 // residual reset to the same initial draw before every call. Reports the mean achieved k / k
 // and the fractions of calls that ran an exact selection and that fell back to exact top-k.
 template <bool error_feedback, class Compressor, class Make>
-void run_compressor(benchmark::State& state, std::size_t case_id, std::size_t n, distribution d,
-                    Make make) {
+void run_compressor(
+    benchmark::State& state, std::size_t case_id, std::size_t n, distribution d, Make make) {
   const auto& g = gradient(n, d);
   const std::vector<float>* r0 = nullptr;
   std::vector<float>* r = nullptr;
@@ -174,8 +200,9 @@ void run_compressor(benchmark::State& state, std::size_t case_id, std::size_t n,
     r0 = &initial_residual(n, d);
     r = &working_buffer(&data_store::residual, n);
   }
-  auto& c = case_state<compressor_case<Compressor>>(
-      case_id, [&] { return compressor_case<Compressor>{make(), {}, false}; });
+  auto& c = case_state<compressor_case<Compressor>>(case_id, [&] {
+    return compressor_case<Compressor>{make(), {}, false};
+  });
   auto call = [&] {
     if constexpr (error_feedback) {
       return c.compressor.compress_accumulate(*r, g, c.out);
@@ -191,11 +218,14 @@ void run_compressor(benchmark::State& state, std::size_t case_id, std::size_t n,
     c.warm = true;
   }
   double selected = 0, exact = 0, fallback = 0, target = 0;
+  call_timer timer;
   for (auto _ : state) {
     if constexpr (error_feedback) {
       restore_residual(state, *r0, *r);
     }
+    timer.start();
     const gradcomp::selection_stats s = call();
+    timer.stop();
     benchmark::DoNotOptimize(c.out.values.data());
     benchmark::ClobberMemory();
     selected += static_cast<double>(s.k_selected);
@@ -207,28 +237,44 @@ void run_compressor(benchmark::State& state, std::size_t case_id, std::size_t n,
   state.counters["k_ratio"] = calls > 0 && target > 0 ? selected / calls / target : 0.0;
   state.counters["exact"] = calls > 0 ? exact / calls : 0.0;
   state.counters["fallback"] = calls > 0 ? fallback / calls : 0.0;
-  set_throughput(state, n, error_feedback ? 12 : 4);
+  timer.report(state, n, error_feedback ? 12 : 4);
 }
 
 // ---- baselines -----------------------------------------------------------------------------
 
-// The read floor: max of the 31 magnitude bits over x, one read, on all of gradcomp's threads
-// with gradcomp's chunking (so it pays the same pool overhead as the compressors).
+// The read floor: a sum over x with 16 independent accumulators (vectorised, no dependency
+// chain), one read, on all of gradcomp's threads with gradcomp's chunking, so that it pays the
+// same thread-pool overhead as the compressors.
 void run_read_floor(benchmark::State& state, std::size_t n, distribution d) {
   const auto& g = gradient(n, d);
   const float* x = g.data();
-  std::vector<std::uint32_t> partial(chunk_count(n));
+  std::vector<float> partial(chunk_count(n));
+  call_timer timer;
   for (auto _ : state) {
+    timer.start();
     parallel_chunks(n, 0, [&](std::size_t c, std::size_t b, std::size_t e) {
-      std::uint32_t m = 0;
-      for (std::size_t i = b; i < e; ++i) {
-        m = std::max(m, std::bit_cast<std::uint32_t>(x[i]) & 0x7fffffffu);
+      constexpr std::size_t lanes = 16;
+      std::array<float, lanes> sum{};
+      std::size_t i = b;
+      for (; i + lanes <= e; i += lanes) {
+        for (std::size_t j = 0; j < lanes; ++j) {
+          sum[j] += x[i + j];
+        }
       }
-      partial[c] = m;
+      for (; i < e; ++i) {
+        sum[0] += x[i];
+      }
+      float total = 0.0f;
+      for (float s : sum) {
+        total += s;
+      }
+      partial[c] = total;
     });
-    benchmark::DoNotOptimize(*std::max_element(partial.begin(), partial.end()));
+    timer.stop();
+    benchmark::DoNotOptimize(partial.data());
+    benchmark::ClobberMemory();
   }
-  set_throughput(state, n, 4);
+  timer.report(state, n, 4);
 }
 
 // The error-feedback floor: r[i] += g[i] (read g and r, write r), with the residual restored
@@ -239,16 +285,19 @@ void run_error_feedback_floor(benchmark::State& state, std::size_t n, distributi
   auto& r = working_buffer(&data_store::residual, n);
   const float* gp = g.data();
   float* rp = r.data();
+  call_timer timer;
   for (auto _ : state) {
     restore_residual(state, r0, r);
+    timer.start();
     parallel_chunks(n, 0, [&](std::size_t, std::size_t b, std::size_t e) {
       for (std::size_t i = b; i < e; ++i) {
         rp[i] += gp[i];
       }
     });
+    timer.stop();
     benchmark::ClobberMemory();
   }
-  set_throughput(state, n, 12);
+  timer.report(state, n, 12);
 }
 
 // The classic way: copy |x|, std::nth_element for the k-th largest (the threshold only; a
@@ -258,12 +307,15 @@ void run_nth_element(benchmark::State& state, std::size_t n, distribution d, dou
   auto& a = working_buffer(&data_store::scratch, n);
   const std::size_t k = gradcomp::k_for_density(n, density);
   const auto kth = static_cast<std::ptrdiff_t>(k - 1);
+  call_timer timer;
   for (auto _ : state) {
+    timer.start();
     std::transform(g.begin(), g.end(), a.begin(), [](float v) { return std::abs(v); });
     std::nth_element(a.begin(), a.begin() + kth, a.end(), std::greater<>());
+    timer.stop();
     benchmark::DoNotOptimize(a[k - 1]);
   }
-  set_throughput(state, n, 4);
+  timer.report(state, n, 4);
 }
 
 #ifdef GRADCOMP_BENCH_WITH_TORCH
@@ -272,15 +324,18 @@ void run_nth_element(benchmark::State& state, std::size_t n, distribution d, dou
 void run_torch_topk(benchmark::State& state, std::size_t n, distribution d, double density) {
   const auto& g = gradient(n, d);
   const auto k = static_cast<std::int64_t>(gradcomp::k_for_density(n, density));
-  const torch::Tensor x = torch::from_blob(const_cast<float*>(g.data()),
-                                           {static_cast<std::int64_t>(n)}, torch::kFloat);
+  const torch::Tensor x =
+      torch::from_blob(const_cast<float*>(g.data()), {static_cast<std::int64_t>(n)}, torch::kFloat);
   torch::NoGradGuard no_grad;
+  call_timer timer;
   for (auto _ : state) {
+    timer.start();
     auto [values, indices] = torch::topk(x.abs(), k);
+    timer.stop();
     benchmark::DoNotOptimize(values.data_ptr<float>());
     benchmark::DoNotOptimize(indices.data_ptr<std::int64_t>());
   }
-  set_throughput(state, n, 4);
+  timer.report(state, n, 4);
 }
 #endif
 
@@ -336,8 +391,8 @@ void register_all() {
           "dense_fp16", q, [] { return gradcomp::dense(gradcomp::value_type::fp16); });
       for (double density : densities) {
         const sweep_point p{log2n, dist, density};
-        register_compressor<gradcomp::exact_top_k>(
-            "exact_top_k", p, [=] { return gradcomp::exact_top_k(density); });
+        register_compressor<gradcomp::exact_top_k>("exact_top_k", p,
+                                                   [=] { return gradcomp::exact_top_k(density); });
         register_compressor<gradcomp::sampled_threshold>(
             "sampled_threshold", p, [=] { return gradcomp::sampled_threshold(density); });
         register_compressor<gradcomp::gaussian_threshold>(
@@ -379,6 +434,8 @@ void add_context() {
   benchmark::AddCustomContext(
       "data", "i.i.d. normal and Student-t(3) x 1e-3, seeded; EF residual: an independent draw");
 #ifdef GRADCOMP_BENCH_WITH_TORCH
+  // LibTorch's own default, as a user gets it. A 1-D topk on CPU runs on one thread whatever
+  // the setting (it parallelises across slices only); only x.abs() could use more.
   benchmark::AddCustomContext("torch_version", TORCH_VERSION);
   benchmark::AddCustomContext("torch_threads", std::to_string(torch::get_num_threads()));
 #else
