@@ -8,6 +8,7 @@
 //! shows up at the receiver rather than hiding in a residual).
 #pragma once
 
+#include <gradcomp/compressor/detail/scan_kernel.hpp>
 #include <gradcomp/compressor/detail/source.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -24,10 +25,6 @@
 #include <utility>
 #include <vector>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#endif
-
 namespace gradcomp::detail {
 
 [[nodiscard]] inline std::uint32_t magnitude_key(float v) noexcept {
@@ -43,63 +40,6 @@ namespace gradcomp::detail {
   return t <= 0.0f ? 0u : magnitude_key(t);
 }
 
-//! Elements per block of the threshold filter.
-inline constexpr std::size_t hit_block = 8;
-
-//! Bit j set when magnitude_key(values[j]) >= threshold_key, j < 8. SSE2 where available.
-[[nodiscard]] inline unsigned hit_mask(const float* values, std::uint32_t threshold_key) noexcept {
-#if defined(__SSE2__)
-  if (threshold_key == 0) {
-    return 0xffu;
-  }
-  // keys are below 2^31, so a signed compare against key - 1 is exact
-  const __m128i limit = _mm_set1_epi32(static_cast<int>(threshold_key - 1));
-  const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
-  const __m128i lo =
-      _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values)), magnitude);
-  const __m128i hi =
-      _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(values + 4)), magnitude);
-  const int mask_lo = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(lo, limit)));
-  const int mask_hi = _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(hi, limit)));
-  return static_cast<unsigned>(mask_lo | (mask_hi << 4));
-#else
-  unsigned mask = 0;
-  for (std::size_t j = 0; j < hit_block; ++j) {
-    mask |= (magnitude_key(values[j]) >= threshold_key ? 1u : 0u) << j;
-  }
-  return mask;
-#endif
-}
-
-//! Materializes the block of 8 elements at i (the first pass) and returns its hit mask, as
-//! hit_mask(materialized + i). For error feedback the accumulation, the store and the compare
-//! run in registers (SSE2), without reading the stored block back.
-template <class Source>
-[[nodiscard]] inline unsigned
-materialize_hits(const Source& src, std::size_t i, std::uint32_t threshold_key) noexcept {
-#if defined(__SSE2__)
-  if constexpr (Source::accumulates) {
-    if (threshold_key != 0) {
-      float* r = src.residual + i;
-      const float* g = src.grad + i;
-      const __m128 a_lo = _mm_add_ps(_mm_loadu_ps(r), _mm_loadu_ps(g));
-      const __m128 a_hi = _mm_add_ps(_mm_loadu_ps(r + 4), _mm_loadu_ps(g + 4));
-      _mm_storeu_ps(r, a_lo);
-      _mm_storeu_ps(r + 4, a_hi);
-      const __m128i limit = _mm_set1_epi32(static_cast<int>(threshold_key - 1));
-      const __m128i magnitude = _mm_set1_epi32(0x7fffffff);
-      const __m128i k_lo = _mm_and_si128(_mm_castps_si128(a_lo), magnitude);
-      const __m128i k_hi = _mm_and_si128(_mm_castps_si128(a_hi), magnitude);
-      return static_cast<unsigned>(
-          _mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(k_lo, limit))) |
-          (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpgt_epi32(k_hi, limit))) << 4));
-    }
-  }
-#endif
-  src.materialize(i, i + hit_block);
-  return hit_mask(src.materialized() + i, threshold_key);
-}
-
 inline constexpr unsigned radix_top_bits = 11; // first digit: key bits 30..20
 inline constexpr unsigned radix_top_shift = 20;
 inline constexpr std::size_t radix_top_buckets = std::size_t{1} << radix_top_bits;
@@ -110,8 +50,7 @@ struct selection_workspace {
   std::vector<std::size_t> chunk_offsets;
   std::vector<std::uint32_t> above_indices, candidate_indices;
   std::vector<float> above_values, candidate_values;
-  std::vector<std::vector<std::uint32_t>> chunk_indices;
-  std::vector<std::vector<float>> chunk_values;
+  std::vector<hit_list> chunk_hits;
   std::vector<std::size_t> chunk_counts;
   std::vector<std::uint32_t> sample_keys;
 };
@@ -187,70 +126,27 @@ std::size_t threshold_select(const Source& src,
                              selection_workspace& ws,
                              sparse_message& out) {
   const std::size_t chunks = chunk_count(n);
-  if (ws.chunk_indices.size() < chunks) {
-    ws.chunk_indices.resize(chunks);
-    ws.chunk_values.resize(chunks);
+  if (ws.chunk_hits.size() < chunks) {
+    ws.chunk_hits.resize(chunks);
   }
-  ws.chunk_counts.assign(chunks, 0);
-  const float* const x = src.materialized();
   parallel_chunks(n, threads, [&](std::size_t c, std::size_t b, std::size_t e) {
-    auto& idx = ws.chunk_indices[c]; // used as raw buffers: size = capacity in use
-    auto& val = ws.chunk_values[c];
-    const std::size_t limit = cap;
-    std::size_t count = 0; // hits already dropped because the cap was exceeded
-    std::size_t used = 0;  // hits stored in idx / val
-    bool overflow = false;
-    auto emit = [&](std::size_t base, unsigned mask) {
-      if (used + hit_block > idx.size()) {
-        idx.resize(std::max<std::size_t>(2 * idx.size(), 1024));
-        val.resize(idx.size());
-      }
-      for (; mask != 0; mask &= mask - 1) {
-        const auto j = base + static_cast<std::size_t>(std::countr_zero(mask));
-        idx[used] = static_cast<std::uint32_t>(j);
-        val[used++] = x[j];
-      }
-      if (used > limit) { // over the cap: keep counting, stop storing
-        count += used;
-        used = 0;
-        overflow = true;
-      }
-    };
-    // Blocks of 8: a vector compare gives a bit mask; only the hits cost scalar work. The first
-    // pass materializes block by block, fused with the compare.
-    std::size_t i = b;
-    if (first_pass) {
-      for (; i + hit_block <= e; i += hit_block) {
-        const unsigned mask = materialize_hits(src, i, threshold_key);
-        if (mask != 0) {
-          emit(i, mask);
-        }
-      }
-      src.materialize(i, e);
-    } else {
-      for (; i + hit_block <= e; i += hit_block) {
-        const unsigned mask = hit_mask(x + i, threshold_key);
-        if (mask != 0) {
-          emit(i, mask);
-        }
+    hit_list& hits = ws.chunk_hits[c];
+    hits.reset();
+    if constexpr (Source::accumulates) {
+      if (first_pass) { // the error-feedback accumulation, fused with the compare
+        scan_hits<true>(src.residual, src.grad, b, e, threshold_key, cap, hits);
+        hits.finish();
+        return;
       }
     }
-    for (; i < e; ++i) {
-      if (magnitude_key(x[i]) >= threshold_key) {
-        emit(i, 1u);
-      }
-    }
-    count += used;
-    if (overflow) {
-      used = 0;
-    }
-    idx.resize(used);
-    val.resize(used);
-    ws.chunk_counts[c] = count;
+    // a read-only source needs no materializing; an accumulating one was handled above
+    scan_hits<false>(const_cast<float*>(src.materialized()), nullptr, b, e, threshold_key, cap,
+                     hits);
+    hits.finish();
   });
   std::size_t total = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    total += ws.chunk_counts[c];
+    total += ws.chunk_hits[c].count;
   }
   out.dense = false;
   out.indices.clear();
@@ -258,11 +154,17 @@ std::size_t threshold_select(const Source& src,
   if (total > cap) {
     return total;
   }
-  out.indices.reserve(total);
-  out.values.reserve(total);
+  out.indices.resize(total);
+  out.values.resize(total);
+  std::size_t offset = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
-    out.indices.insert(out.indices.end(), ws.chunk_indices[c].begin(), ws.chunk_indices[c].end());
-    out.values.insert(out.values.end(), ws.chunk_values[c].begin(), ws.chunk_values[c].end());
+    const hit_list& hits = ws.chunk_hits[c];
+    const auto stored = static_cast<std::ptrdiff_t>(hits.stored);
+    std::copy(hits.indices.begin(), hits.indices.begin() + stored,
+              out.indices.begin() + static_cast<std::ptrdiff_t>(offset));
+    std::copy(hits.values.begin(), hits.values.begin() + stored,
+              out.values.begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += hits.stored;
   }
   return total;
 }
