@@ -9,29 +9,26 @@
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xnpy.hpp>
 
-#include <algorithm>
 #include <array>
 #include <charconv>
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <limits>
 #include <new>
 #include <numeric>
 #include <optional>
-#include <regex>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "npy_input.hpp"
 
 namespace {
 
@@ -40,8 +37,6 @@ namespace fs = std::filesystem;
 constexpr std::string_view program_name = "gradcomp-compress";
 constexpr int exit_bad_input = 2; //!< bad command line or input: nothing was written.
 constexpr int exit_failure = 1;   //!< the outputs could not be written (or out of memory).
-//! Longest .npy header accepted: NumPy's own default limit (np.load's max_header_size).
-constexpr std::uint64_t max_header_bytes = 10000;
 
 //! A bad command line or a bad input file: reported on stderr, exit code 2, nothing written.
 class usage_error : public std::runtime_error {
@@ -55,14 +50,7 @@ public:
   using std::runtime_error::runtime_error;
 };
 
-//! Concatenates the streamable arguments into one string.
-template <class... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream out;
-  out.precision(9);
-  (out << ... << args);
-  return out.str();
-}
+using gradcomp_tools::cat; // concatenates the streamable arguments into one string
 
 //! Writes `message` to stderr as the tool's single error line (line breaks become "; ").
 void report_error(std::string_view message) {
@@ -158,45 +146,8 @@ struct gradient_file {
   std::vector<float> values;
 };
 
-//! Reads exactly `count` bytes into `out`. @throws usage_error naming `what` when short.
-void read_exactly(std::istream& in,
-                  char* out,
-                  std::uint64_t count,
-                  const std::string& path,
-                  std::string_view what) {
-  in.read(out, static_cast<std::streamsize>(count));
-  if (!in || static_cast<std::uint64_t>(in.gcount()) != count) {
-    throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated ", what, ")"));
-  }
-}
-
-//! `text` cut to at most `limit` characters (with "..." marking the cut) for an error message.
-std::string abbreviate(std::string text, std::size_t limit = 60) {
-  if (text.size() > limit) {
-    text.resize(limit - 3);
-    text += "...";
-  }
-  return text;
-}
-
-//! The shape as NumPy prints it, e.g. "(2, 3)" or "(5,)".
-std::string shape_text(const std::vector<std::size_t>& shape) {
-  std::string s = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    s += (i == 0 ? "" : ", ") + std::to_string(shape[i]);
-  }
-  return s + (shape.size() == 1 ? ",)" : ")");
-}
-
-//! @brief Loads a 1-D float32 .npy file in the host's byte order ('<f4' on little-endian
-//! hosts), format version 1.0 or 2.0.
-//!
-//! The header dictionary is parsed by xtensor (xt::detail::parse_header) and the dtype compared
-//! with xtensor's own float typestring. The fixed-size preamble (magic, version, header length)
-//! is read here because xtensor 0.24.3 sign-extends the header-length bytes and does not check
-//! short reads; the data size is checked against the file size before anything is allocated.
-//! Headers longer than NumPy's default limit are refused (they also bound the regex below).
-//! A 1-D array is stored identically in C and Fortran order, so fortran_order is accepted.
+//! @brief Loads a 1-D float32 .npy file (see gradcomp_tools::read_npy_float32_1d for what is
+//! accepted) after checking that `path` names a readable regular file.
 //! @throws usage_error with a one-line reason for anything but such a file, or for NaN values.
 gradient_file load_gradient(const std::string& path) {
   if (path.empty()) {
@@ -219,97 +170,11 @@ gradient_file load_gradient(const std::string& path) {
   if (ec || !in) {
     throw usage_error(cat("cannot open input '", path, "' for reading"));
   }
-
-  unsigned char major = 0;
-  unsigned char minor = 0;
   try {
-    xt::detail::read_magic(in, &major, &minor);
-  } catch (const std::runtime_error&) {
-    throw usage_error(cat("input '", path, "' is not a .npy file (no NumPy magic string)"));
+    return {path, gradcomp_tools::read_npy_float32_1d(in, file_bytes, path)};
+  } catch (const gradcomp_tools::npy_input_error& e) {
+    throw usage_error(e.what());
   }
-  if ((major != 1 && major != 2) || minor != 0) {
-    throw usage_error(cat("input '", path, "' uses .npy format version ", int{major}, ".",
-                          int{minor}, "; only 1.0 and 2.0 are supported"));
-  }
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  std::array<unsigned char, 4> length{};
-  read_exactly(in, reinterpret_cast<char*>(length.data()), length_bytes, path, "header");
-  std::uint64_t header_length = 0;
-  for (std::size_t i = 0; i < length_bytes; ++i) {
-    header_length |= std::uint64_t{length[i]} << (8 * i);
-  }
-  const std::uint64_t preamble_bytes = xt::detail::magic_string_length + 2 + length_bytes;
-  if (header_length > max_header_bytes) {
-    throw usage_error(cat("input '", path, "' has a .npy header of ", header_length,
-                          " bytes; at most ", max_header_bytes, " are accepted"));
-  }
-  if (header_length > file_bytes - preamble_bytes) {
-    throw usage_error(cat("input '", path, "' is not a valid .npy file (truncated header)"));
-  }
-  std::string header(header_length, '\0');
-  read_exactly(in, header.data(), header_length, path, "header");
-
-  // xtensor's parse_header needs a well-formed dictionary (it reads the back of strings that
-  // may be empty otherwise), so check the form first; the values are parsed by xtensor.
-  std::string compact = header;
-  if (!compact.empty() && compact.back() == '\n') {
-    compact.pop_back();
-  }
-  compact.erase(std::remove(compact.begin(), compact.end(), ' '), compact.end());
-  static const std::regex header_form(
-      R"(\{'descr':('[^']*'),'fortran_order':(True|False),'shape':\(([0-9]+(,[0-9]+)*,?)?\),?\})");
-  std::smatch form;
-  if (header.empty() || header.back() != '\n' || !std::regex_match(compact, form, header_form)) {
-    throw usage_error(cat("input '", path, "' is not a valid .npy file (malformed header)"));
-  }
-  const std::string float32 = xt::detail::build_typestring<float>();
-  if (form[1].str() != "'" + float32 + "'") {
-    throw usage_error(cat("input '", path, "' has dtype ", abbreviate(form[1].str()),
-                          "; expected float32 ('", float32, "')"));
-  }
-  std::string descr;
-  bool fortran_order = false;
-  std::vector<std::size_t> shape;
-  try {
-    xt::detail::parse_header(header, descr, &fortran_order, shape);
-  } catch (const std::runtime_error& e) {
-    throw usage_error(cat("input '", path, "' is not a valid .npy file (header: ", e.what(), ")"));
-  }
-  if (descr != float32) {
-    throw usage_error(
-        cat("input '", path, "' has dtype '", descr, "'; expected float32 ('", float32, "')"));
-  }
-  if (shape.size() != 1) {
-    throw usage_error(cat("input '", path, "' has shape ", abbreviate(shape_text(shape)), " (",
-                          shape.size(), "-D); expected a 1-D array"));
-  }
-
-  const std::uint64_t n = shape[0];
-  if (n > gradcomp::max_sparse_dense_length_elements) {
-    throw usage_error(cat("input '", path, "' has ", n, " elements; at most ",
-                          gradcomp::max_sparse_dense_length_elements,
-                          " are supported (32-bit indices)"));
-  }
-  const std::uint64_t data_bytes = n * sizeof(float);
-  const std::uint64_t available = file_bytes - preamble_bytes - header_length;
-  if (available < data_bytes) {
-    throw usage_error(cat("input '", path, "' is truncated: its header declares ", n,
-                          " float32 values (", data_bytes, " bytes) but only ", available,
-                          " bytes of data follow"));
-  }
-  if (available > data_bytes) {
-    throw usage_error(cat("input '", path, "' has ", available - data_bytes,
-                          " unexpected bytes after its ", n, " float32 values"));
-  }
-  gradient_file result{path, std::vector<float>(n)};
-  read_exactly(in, reinterpret_cast<char*>(result.values.data()), data_bytes, path, "data");
-  const auto nan = std::find_if(result.values.begin(), result.values.end(),
-                                [](float v) { return std::isnan(v); });
-  if (nan != result.values.end()) {
-    throw usage_error(
-        cat("input '", path, "' contains NaN (first at index ", nan - result.values.begin(), ")"));
-  }
-  return result;
 }
 
 // ---- compression ---------------------------------------------------------------------------
