@@ -5,8 +5,11 @@
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/hierarchical_allreduce.hpp>
+#include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>

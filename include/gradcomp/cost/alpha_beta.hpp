@@ -64,6 +64,11 @@ sparse_allgather_seconds(double k, double bytes_per_pair, int ranks, const netwo
 //! pulling `pull_bytes`, keys sharded evenly: each server receives W pushes of push_bytes / S
 //! and sends W pulls of pull_bytes / S over its one link, so the round takes
 //! 2 alpha W + W beta (push_bytes + pull_bytes) / S + W gamma push_bytes / S.
+//! This is the busiest server link of gradcomp::mpi::parameter_server up to small terms: there
+//! a co-located server keeps its own push and pull local (W - 1 of each cross the link), a
+//! dedicated server also sends its shard to the other S - 1 servers (every rank ends with the
+//! average: W + S - 1 pulls), and each round adds one MPI_Ialltoall of 56 bytes per rank pair
+//! (argument check and push sizes) and an 8-byte status per pull.
 [[nodiscard]] inline double parameter_server_seconds(
     double push_bytes, double pull_bytes, int workers, int servers, const network& net) {
   detail::check_ranks(workers);
@@ -76,9 +81,14 @@ sparse_allgather_seconds(double k, double bytes_per_pair, int ranks, const netwo
 }
 
 //! @brief Leader-based hierarchical allreduce (S4): reduce to the leader inside each group of G
-//! (a ring reduce: (G-1) alpha + (G-1)/G M (beta + gamma)), ring allreduce among the P/G
+//! (a ring reduce: (G-1) alpha + (G-1)/G M (beta + gamma)), ring allreduce among the ceil(P/G)
 //! leaders, broadcast inside the group ((G-1) alpha + (G-1)/G M beta, pipelined), with
 //! separate intra-group and inter-group networks.
+//! The intra-group terms are the bandwidth-optimal bounds; gradcomp::mpi::hierarchical_allreduce
+//! (leader variant) runs MPI_Ireduce and MPI_Ibcast there, whose algorithms are the MPI
+//! library's and can move up to about twice that volume. For its reduce-scatter variant (same
+//! intra-group volume, then G rings of ceil(P/G) ranks on shards of M/G bytes in parallel),
+//! replace the middle term by ring_allreduce_seconds(bytes / group, ceil(P/G), inter).
 [[nodiscard]] inline double hierarchical_allreduce_seconds(
     double bytes, int ranks, int group, const network& intra, const network& inter) {
   detail::check_ranks(ranks);

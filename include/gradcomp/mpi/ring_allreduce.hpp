@@ -79,8 +79,8 @@ public:
     data_ = data;
     const int p = comm_->size();
     constexpr std::size_t max_segments = 64;
-    const std::size_t largest_block = (data.size() + static_cast<std::size_t>(p) - 1) /
-                                      static_cast<std::size_t>(p);
+    const std::size_t largest_block =
+        (data.size() + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
     segment_elements_ = std::max({std::size_t{1}, options_.segment_bytes / sizeof(float),
                                   (largest_block + max_segments - 1) / max_segments});
     step_ = 0;

@@ -1,0 +1,355 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::hierarchical_allreduce: a two-level allreduce (sum) of dense float
+//! gradients over groups of ranks (nodes, or fixed-size groups), leader-based (S4) or
+//! reduce-scatter based, blocking or nonblocking.
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/split.hpp>
+#include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/ring_allreduce.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>
+
+#include <climits>
+#include <mpi.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace gradcomp::mpi {
+
+//! @brief The two schedules of hierarchical_allreduce.
+enum class hierarchical_variant {
+  //! S4 (Tencent Jizhi): reduce to each group's leader (MPI_Ireduce), ring allreduce among the
+  //! leaders, broadcast inside each group (MPI_Ibcast). Only the leaders use the inter-group
+  //! links, with the whole vector.
+  leader,
+  //! Reduce-scatter inside each group (MPI_Ireduce_scatter), ring allreduce of each shard among
+  //! the ranks holding that shard index in every group, allgather inside each group
+  //! (MPI_Iallgatherv), as Horovod's hierarchical allreduce and Sony's 2D scheme: every rank
+  //! that holds a shard uses the inter-group links, with 1/shards of the vector.
+  reduce_scatter,
+};
+
+//! @brief Options of hierarchical_allreduce. Every rank must pass the same options.
+struct hierarchical_allreduce_options {
+  //! Ranks per group. 0: one group per shared-memory node (MPI_Comm_split_type with
+  //! MPI_COMM_TYPE_SHARED; its ranks in communicator order, the lowest one leading). g >= 1:
+  //! groups of g consecutive ranks (rank r is in group r / g; the last group has P mod g ranks
+  //! when g does not divide P), to emulate nodes on one machine.
+  int group_size = 0;
+  //! Schedule (see hierarchical_variant).
+  hierarchical_variant variant = hierarchical_variant::leader;
+  //! Check first that every rank passes the same length (one 16-byte allreduce; a mismatch
+  //! makes every rank throw instead of hanging).
+  bool check_lengths = true;
+  //! Largest message of the inter-group ring allreduce, bytes (its segment_bytes; >= 4).
+  std::size_t segment_bytes = std::size_t{1} << 18;
+  //! Largest piece of the vector taken through the three stages at once, bytes (>= 4, capped at
+  //! INT_MAX floats, since MPI counts are int): longer vectors are processed piece after piece.
+  std::size_t piece_bytes = std::size_t{1} << 30;
+  //! How waits complete (see wait_policy.hpp).
+  wait_policy wait{};
+};
+
+//! @brief Hierarchical allreduce, sum of float vectors in place (S4's hierarchical
+//! synchronisation): the P ranks are split into groups, the intra-group stages use MPI's
+//! nonblocking collectives on a group communicator and the inter-group stage is a
+//! gradcomp::mpi::ring_allreduce over fewer ranks, which cuts the ring's 2(P-1) alpha latency
+//! term to 2(G-1) alpha for G groups.
+//!
+//! Leader variant, per piece: (1) MPI_Ireduce to local rank 0 of the group; (2) the leaders'
+//! ring allreduce (G leaders); (3) MPI_Ibcast from the leader. Reduce-scatter variant, with
+//! m_min = smallest_group_size(): (1) MPI_Ireduce_scatter of the piece in m_min near-equal
+//! contiguous shards onto local ranks 0 .. m_min-1 (larger groups' extra ranks contribute but
+//! hold no shard); (2) for each shard index j, ring allreduce of shard j among the G ranks with
+//! local rank j; (3) MPI_Iallgatherv of the shards inside the group.
+//! Groups of unequal size (P not divisible by the group size, or nodes with different rank
+//! counts) thus work in both variants; in the reduce-scatter variant the extra ranks of larger
+//! groups sit out the inter-group stage.
+//!
+//! Results are bit-identical on every rank: each element is reduced inside a group on one rank
+//! (the leader, or the shard's holder), the ring makes its sums identical across groups, and
+//! the last stage copies them. The intra-group summation order is the MPI library's choice, so
+//! results can differ from a flat ring allreduce in the last bits (and between runs, should the
+//! library's choice vary); integer-valued data sums exactly.
+//!
+//! Bytes per piece of M = 4 x length bytes, groups of m ranks, G groups: leader variant, a
+//! leader moves 2 (G-1)/G M in the ring, plus what MPI's reduce and broadcast move inside the
+//! group (at least (m-1)/m M each; cost::hierarchical_allreduce_seconds models this variant);
+//! reduce-scatter variant, a shard holder moves 2 (G-1)/G M/m_min in its ring, plus MPI's
+//! reduce-scatter and allgather inside the group (about (m-1)/m M each). Memory: one shard of
+//! scratch (reduce-scatter) plus the ring's block. Stages of one piece run one after another;
+//! pieces are not pipelined.
+//!
+//! Collective: every rank of the communicator must construct and destroy the object (it creates
+//! and frees sub-communicators) and call start() (or operator()) with a vector of the same
+//! length, in the same order relative to other collectives on the communicator. Operations use
+//! the object's own sub-communicators, so they never match other traffic and need no tags. Any
+//! rank count and length (0 included). Nonblocking use: start(), then test() until true, or
+//! wait(); the vector must not be touched until then. One operation at a time per object.
+//! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
+class hierarchical_allreduce {
+public:
+  using options = hierarchical_allreduce_options;
+
+  //! Collective over `comm`: splits it into the groups and the inter-group communicators
+  //! (MPI_Comm_split / MPI_Comm_split_type, blocking, once) and gathers the group layout.
+  //! @throws std::invalid_argument if group_size < 0, segment_bytes < 4 or piece_bytes < 4
+  //! (before any communication, so on every rank alike); mpi_error if splitting fails.
+  explicit hierarchical_allreduce(const communicator& comm, options o = {})
+      : comm_(&comm), options_(o) {
+    gradcomp::detail::require(o.group_size >= 0, "hierarchical_allreduce: group_size ",
+                              o.group_size, " is negative");
+    gradcomp::detail::require(o.segment_bytes >= sizeof(float),
+                              "hierarchical_allreduce: segment_bytes ", o.segment_bytes,
+                              " is below the minimum 4");
+    gradcomp::detail::require(o.piece_bytes >= sizeof(float),
+                              "hierarchical_allreduce: piece_bytes ", o.piece_bytes,
+                              " is below the minimum 4");
+    const int r = comm.rank();
+    group_.emplace(o.group_size == 0 ? detail::split_by_node(comm)
+                                     : std::move(*detail::split(comm, r / o.group_size, r)));
+    // every rank's (local rank, group size): the group count and the smallest group
+    const std::array<int, 2> mine = {group_->rank(), group_->size()};
+    std::vector<int> layout(2 * static_cast<std::size_t>(comm.size()));
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::check(
+        MPI_Iallgather(mine.data(), 2, MPI_INT, layout.data(), 2, MPI_INT, comm.native(), &request),
+        "MPI_Iallgather");
+    mpi::wait(request, o.wait);
+    groups_ = 0;
+    min_group_ = INT_MAX;
+    for (std::size_t j = 0; j < layout.size(); j += 2) {
+      groups_ += layout[j] == 0 ? 1 : 0;
+      min_group_ = std::min(min_group_, layout[j + 1]);
+    }
+    const bool leader = o.variant == hierarchical_variant::leader;
+    const int local = group_->rank();
+    const bool member = leader ? local == 0 : local < min_group_;
+    inter_ = detail::split(comm, member ? (leader ? 0 : local) : MPI_UNDEFINED, r);
+    if (inter_ && inter_->size() > 1) {
+      ring_.emplace(*inter_, ring_allreduce_options{.segment_bytes = o.segment_bytes,
+                                                    .check_lengths = false,
+                                                    .wait = o.wait});
+    }
+    counts_.resize(static_cast<std::size_t>(group_->size()));
+    displacements_.resize(static_cast<std::size_t>(group_->size()));
+  }
+  hierarchical_allreduce(const hierarchical_allreduce&) = delete;
+  hierarchical_allreduce& operator=(const hierarchical_allreduce&) = delete;
+  ~hierarchical_allreduce() { reset(); }
+
+  //! Blocking form: start(data) then wait().
+  void operator()(std::span<float> data) {
+    start(data);
+    wait();
+  }
+
+  //! Starts summing `data` (n floats, host memory) across all ranks, in place.
+  void start(std::span<float> data) {
+    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
+                              "hierarchical_allreduce: start() while an operation is in progress");
+    data_ = data;
+    piece_begin_ = piece_end_ = 0;
+    if (options_.check_lengths && comm_->size() > 1) {
+      const auto n = static_cast<std::int64_t>(data.size());
+      lengths_ = {n, -n};
+      detail::check(MPI_Iallreduce(MPI_IN_PLACE, lengths_.data(), 2, MPI_INT64_T, MPI_MIN,
+                                   comm_->native(), &request_),
+                    "MPI_Iallreduce");
+      phase_ = phase::checking;
+    } else {
+      begin_piece();
+    }
+  }
+
+  //! Makes progress without blocking; true once the sum is in place on this rank.
+  //! @throws mpi_error as described for the class.
+  bool test() {
+    try {
+      for (;;) {
+        switch (phase_) {
+        case phase::idle:
+        case phase::done:
+          return true;
+        case phase::checking:
+          if (!complete(request_)) {
+            return false;
+          }
+          if (lengths_[0] != -lengths_[1]) {
+            phase_ = phase::idle;
+            throw mpi_error(gradcomp::detail::concat(
+                "gradcomp mpi: hierarchical_allreduce: ranks pass different lengths (from ",
+                lengths_[0], " to ", -lengths_[1], " elements); this rank passed ", data_.size()));
+          }
+          begin_piece();
+          continue;
+        case phase::intra_reduce:
+          if (!complete(request_)) {
+            return false;
+          }
+          start_inter();
+          continue;
+        case phase::inter:
+          if (!ring_->test()) {
+            return false;
+          }
+          start_intra_spread();
+          continue;
+        case phase::intra_spread:
+          if (!complete(request_)) {
+            return false;
+          }
+          phase_ = phase::piece_done;
+          continue;
+        case phase::piece_done:
+          piece_begin_ = piece_end_;
+          begin_piece();
+          continue;
+        }
+      }
+    } catch (...) {
+      reset();
+      throw;
+    }
+  }
+
+  //! Completes the operation, waiting per the options' wait policy.
+  void wait() {
+    for (unsigned round = 0; !test(); ++round) {
+      options_.wait.pause(round);
+    }
+  }
+
+  //! Number of groups G.
+  [[nodiscard]] int group_count() const noexcept { return groups_; }
+  //! Size of this rank's group.
+  [[nodiscard]] int group_size() const noexcept { return group_->size(); }
+  //! This rank's rank inside its group (0 leads it).
+  [[nodiscard]] int group_rank() const noexcept { return group_->rank(); }
+  //! Size of the smallest group: the number of shards of the reduce-scatter variant.
+  [[nodiscard]] int smallest_group_size() const noexcept { return min_group_; }
+  //! Whether this rank takes part in the inter-group stage (a leader, or a shard holder).
+  [[nodiscard]] bool in_inter_group_stage() const noexcept { return inter_.has_value(); }
+
+private:
+  enum class phase { idle, checking, intra_reduce, inter, intra_spread, piece_done, done };
+
+  static bool complete(MPI_Request& request) {
+    int done = 0;
+    detail::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    return done != 0;
+  }
+
+  [[nodiscard]] bool leader_variant() const noexcept {
+    return options_.variant == hierarchical_variant::leader;
+  }
+
+  // Starts stage 1 on the next piece, or finishes. Stages with nothing to do move on at once;
+  // a finished piece leaves phase piece_done for test() to start the next (no recursion).
+  void begin_piece() {
+    if (piece_begin_ >= data_.size() || comm_->size() == 1) {
+      phase_ = phase::done;
+      return;
+    }
+    const std::size_t piece = std::min<std::size_t>(
+        std::max<std::size_t>(options_.piece_bytes / sizeof(float), 1), INT_MAX);
+    piece_end_ = piece_begin_ + std::min(piece, data_.size() - piece_begin_);
+    const auto length = static_cast<int>(piece_end_ - piece_begin_);
+    float* base = data_.data() + piece_begin_;
+    const MPI_Comm group = group_->native();
+    if (group_->size() == 1) {
+      shard_ = std::span<float>(base, static_cast<std::size_t>(length));
+      start_inter();
+      return;
+    }
+    if (leader_variant()) {
+      const bool root = group_->rank() == 0;
+      detail::check(MPI_Ireduce(root ? MPI_IN_PLACE : base, root ? base : nullptr, length,
+                                MPI_FLOAT, MPI_SUM, 0, group, &request_),
+                    "MPI_Ireduce");
+      shard_ = std::span<float>(base, static_cast<std::size_t>(length));
+    } else {
+      const auto shards = static_cast<std::size_t>(min_group_);
+      for (std::size_t j = 0; j < counts_.size(); ++j) {
+        const std::size_t begin = std::min(j, shards) * static_cast<std::size_t>(length) / shards;
+        const std::size_t end = std::min(j + 1, shards) * static_cast<std::size_t>(length) / shards;
+        counts_[j] = static_cast<int>(end - begin);
+        displacements_[j] = static_cast<int>(begin);
+      }
+      const auto own = static_cast<std::size_t>(counts_[static_cast<std::size_t>(group_->rank())]);
+      scratch_.resize(std::max<std::size_t>({scratch_.size(), own, 1}));
+      shard_ = std::span<float>(scratch_.data(), own);
+      detail::check(MPI_Ireduce_scatter(base, scratch_.data(), counts_.data(), MPI_FLOAT, MPI_SUM,
+                                        group, &request_),
+                    "MPI_Ireduce_scatter");
+    }
+    phase_ = phase::intra_reduce;
+  }
+
+  // Stage 2: the ring among the leaders or the shard holders, where this rank is one.
+  void start_inter() {
+    if (ring_) { // only members of the inter-group communicator have a ring
+      ring_->start(shard_);
+      phase_ = phase::inter;
+      return;
+    }
+    start_intra_spread();
+  }
+
+  // Stage 3: broadcast or allgather inside the group.
+  void start_intra_spread() {
+    if (group_->size() == 1) {
+      phase_ = phase::piece_done;
+      return;
+    }
+    float* base = data_.data() + piece_begin_;
+    const MPI_Comm group = group_->native();
+    if (leader_variant()) {
+      detail::check(MPI_Ibcast(base, static_cast<int>(piece_end_ - piece_begin_), MPI_FLOAT, 0,
+                               group, &request_),
+                    "MPI_Ibcast");
+    } else {
+      detail::check(MPI_Iallgatherv(scratch_.data(), static_cast<int>(shard_.size()), MPI_FLOAT,
+                                    base, counts_.data(), displacements_.data(), MPI_FLOAT, group,
+                                    &request_),
+                    "MPI_Iallgatherv");
+    }
+    phase_ = phase::intra_spread;
+  }
+
+  // An operation dropped mid-way (an exception, or destruction): release what is pending and
+  // make the object ready for a new start().
+  void reset() noexcept {
+    phase_ = phase::idle;
+    if (request_ != MPI_REQUEST_NULL) {
+      MPI_Request_free(&request_);
+    }
+  }
+
+  const communicator* comm_;
+  options options_;
+  std::optional<communicator> group_;
+  std::optional<communicator> inter_;
+  std::optional<ring_allreduce> ring_;
+  int groups_ = 1;
+  int min_group_ = 1;
+  phase phase_ = phase::idle;
+  std::span<float> data_;
+  std::span<float> shard_;
+  std::size_t piece_begin_ = 0, piece_end_ = 0;
+  std::vector<int> counts_, displacements_;
+  std::vector<float> scratch_;
+  std::array<std::int64_t, 2> lengths_{};
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
+} // namespace gradcomp::mpi

@@ -1,0 +1,642 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::parameter_server: synchronous push/pull through S server ranks (S1), with
+//! the keys (element indices) sharded by contiguous range, sparse or dense pushes in the wire
+//! format, and the averaged dense gradient pulled back by every rank.
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/wire.hpp>
+
+#include <climits>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace gradcomp::mpi {
+
+//! @brief Which ranks of a parameter_server serve.
+enum class server_placement {
+  //! Every rank is a worker, and ranks 0 .. S-1 also serve (W = P; S <= P).
+  colocated,
+  //! Ranks P-S .. P-1 only serve; ranks 0 .. P-S-1 are the workers (W = P - S; S < P).
+  dedicated,
+};
+
+//! @brief Options of parameter_server. Every rank must pass the same options (checked: a
+//! disagreement makes every rank throw).
+struct parameter_server_options {
+  //! Number of server ranks S, >= 1. Server s owns the elements [n s / S, n (s+1) / S).
+  int servers = 1;
+  //! Co-located (servers are also workers) or dedicated server ranks.
+  server_placement placement = server_placement::colocated;
+  //! Index encoding of sparse pushes on the wire (never index_encoding::none; dense pushes are
+  //! always sent without indices).
+  index_encoding indices = index_encoding::delta_varint;
+  //! Largest point-to-point message, bytes (>= 4; capped at INT_MAX): longer pushes and pulls
+  //! are sent as several messages, since MPI counts are int.
+  std::size_t max_message_bytes = std::size_t{1} << 30;
+  //! How waits complete (see wait_policy.hpp).
+  wait_policy wait{};
+  //! First message tag: the operation uses tags tag_base .. tag_base + 2. Operations in flight at
+  //! the same time on one communicator need disjoint tag ranges. >= 0.
+  int tag_base = 0;
+};
+
+namespace detail {
+
+//! First element of block `b` of `blocks` near-equal contiguous blocks of `n` elements:
+//! floor(n b / blocks), computed without overflow. Block b ends where block b + 1 begins.
+[[nodiscard]] inline std::size_t block_begin(std::size_t n, int b, int blocks) noexcept {
+  const auto ub = static_cast<std::size_t>(b);
+  const auto ublocks = static_cast<std::size_t>(blocks);
+  return n / ublocks * ub + n % ublocks * ub / ublocks;
+}
+
+//! @brief Point-to-point transfers (sends and receives) posted in the order they were added,
+//! with at most `window` requests in flight, so that the request count stays bounded whatever
+//! the rank count (MPICH aborts when too many requests are outstanding). The earliest
+//! unfinished transfer is always posted, which keeps two such queues whose orders agree (the
+//! sender's order of its receivers, the receiver's order of its senders) free of deadlock.
+//! Not collective; the buffers must stay valid until the transfers complete or cancel().
+class transfer_queue {
+public:
+  explicit transfer_queue(std::size_t window) : window_(window) {}
+  transfer_queue(const transfer_queue&) = delete;
+  transfer_queue& operator=(const transfer_queue&) = delete;
+  ~transfer_queue() { cancel(); }
+
+  //! Empties the queue; nothing may be in flight (call cancel() first otherwise).
+  void clear() noexcept {
+    items_.clear();
+    requests_.clear();
+    posted_ = completed_ = in_flight_ = 0;
+  }
+
+  //! Adds a send (or receive) of `count` elements of `element_bytes` bytes each, as messages of
+  //! at most `chunk` elements, in order. Adds nothing when count is 0.
+  void add(bool send,
+           const void* data,
+           std::size_t count,
+           std::size_t element_bytes,
+           MPI_Datatype type,
+           std::size_t chunk,
+           int peer,
+           int tag) {
+    for (std::size_t offset = 0; offset < count; offset += chunk) {
+      items_.push_back({static_cast<const std::byte*>(data) + offset * element_bytes,
+                        static_cast<int>(std::min(chunk, count - offset)), type, peer, tag, send});
+      requests_.push_back(MPI_REQUEST_NULL);
+    }
+  }
+
+  //! Number of transfers added.
+  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
+  //! Length of the completed prefix: transfers 0 .. completed() - 1 are done.
+  [[nodiscard]] std::size_t completed() const noexcept { return completed_; }
+
+  //! Posts and tests without blocking; true once every transfer is done.
+  //! @throws mpi_error if an MPI call fails.
+  bool progress(MPI_Comm comm) {
+    for (;;) {
+      while (in_flight_ < window_ && posted_ < items_.size()) {
+        post(comm, posted_++);
+        ++in_flight_;
+      }
+      bool any = false;
+      for (std::size_t i = completed_; i < posted_; ++i) {
+        if (requests_[i] == MPI_REQUEST_NULL) {
+          continue;
+        }
+        int done = 0;
+        check(MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
+        if (done) {
+          --in_flight_;
+          any = true;
+        }
+      }
+      while (completed_ < posted_ && requests_[completed_] == MPI_REQUEST_NULL) {
+        ++completed_;
+      }
+      if (completed_ == items_.size()) {
+        return true;
+      }
+      if (!any || posted_ == items_.size()) {
+        return false;
+      }
+    }
+  }
+
+  //! Cancels and frees whatever is in flight, then empties the queue.
+  void cancel() noexcept {
+    for (std::size_t i = 0; i < posted_; ++i) {
+      if (requests_[i] != MPI_REQUEST_NULL) {
+        MPI_Cancel(&requests_[i]);
+        MPI_Request_free(&requests_[i]);
+      }
+    }
+    clear();
+  }
+
+private:
+  struct transfer {
+    const std::byte* data;
+    int count;
+    MPI_Datatype type;
+    int peer;
+    int tag;
+    bool send;
+  };
+
+  void post(MPI_Comm comm, std::size_t i) {
+    const transfer& t = items_[i];
+    if (t.send) {
+      check(MPI_Isend(t.data, t.count, t.type, t.peer, t.tag, comm, &requests_[i]), "MPI_Isend");
+    } else {
+      // the buffer was handed in as writable by the owner of the receive
+      check(MPI_Irecv(const_cast<std::byte*>(t.data), t.count, t.type, t.peer, t.tag, comm,
+                      &requests_[i]),
+            "MPI_Irecv");
+    }
+  }
+
+  std::vector<transfer> items_;
+  std::vector<MPI_Request> requests_;
+  std::size_t posted_ = 0, completed_ = 0, in_flight_ = 0;
+  std::size_t window_;
+};
+
+} // namespace detail
+
+//! @brief Synchronous parameter-server round (S1, eq. 1's (1/W) sum_n C(g_n)): every worker
+//! pushes a compressed gradient, S servers each aggregate the contiguous shard of elements they
+//! own, and every rank pulls the averaged dense gradient.
+//!
+//! A round, per rank:
+//! 1. one MPI_Ialltoall of 56 bytes per rank pair: every rank's dense length, options and the
+//!    byte size of its push part for each destination; every rank checks that all agree (so a
+//!    mismatch makes every rank throw, before any payload moves);
+//! 2. each worker splits its push by shard (indices rebased to the shard), encodes each part in
+//!    the wire format (gradcomp::encode) and sends it to its server (MPI_Isend);
+//! 3. each server decodes (validating) its W parts and sums them into its shard in worker-rank
+//!    order, starting from zero, then divides by W; a co-located server's own part stays local;
+//! 4. each server sends an 8-byte status and its averaged shard (raw floats) to every other
+//!    rank, which receives it straight into its output.
+//! Every element is summed by exactly one server in a fixed order, so the averages are
+//! bit-identical on every rank, and equal to summing the workers' messages in worker-rank order
+//! with gradcomp::accumulate() into zeros and dividing by float(W) (deterministic, run to run).
+//!
+//! Roles: see server_placement. Dedicated servers pass a push that is ignored (any message,
+//! e.g. a default-constructed one) and an output of the same n floats as everyone: they receive
+//! the full average too (the other servers' shards), so every rank ends with the same vector.
+//!
+//! Bytes on the wire (payloads only: the alltoall's 56 bytes per peer and the 8-byte statuses
+//! are excluded), with n_s = the shard's length: a worker sends, to each server other than
+//! itself, its part (32 bytes + 4 n_s dense, or 32 + index bytes + 4 nnz_s sparse at fp32) and
+//! receives 4 n_s from each such server; a server receives the parts of the W workers other
+//! than itself and sends 4 n_s to each of the P - 1 other ranks. Messages: two latency rounds
+//! plus the alltoall; a server handles W pushes and P - 1 pulls (cost::parameter_server_seconds
+//! models its link). Work: O(nnz + S log nnz) per worker push, O(sum of the parts' nnz + n_s)
+//! per server. Memory: the encoded parts of the push and, on a server, the W received parts.
+//! At most 4 x 16 point-to-point requests are in flight per rank (each kind of transfer is
+//! posted through a window of 16).
+//!
+//! Collective: every rank of the communicator must call start() (or operator()) with an output
+//! of the same length n (and, on workers, a push of dense length n), with the same options, in
+//! the same order relative to other collectives on the communicator. Any rank count (1
+//! included), any n (0 included; servers beyond n own empty shards), empty pushes. Nonblocking
+//! use: start(), then test() until true, or wait(); `average` must not be touched until then;
+//! the push may be reused as soon as start() returns (it is split and encoded there). One
+//! operation at a time per object.
+//! @throws mpi_error on an MPI failure, or, on every rank, when ranks pass different output
+//! lengths or options, or a worker's push is invalid (fails sparse_message::validate(), or its
+//! dense length differs from its output's); gradcomp::wire_error on every rank when a server
+//! rejects a received part (it does not decode, e.g. a push carries NaN).
+class parameter_server {
+public:
+  using options = parameter_server_options;
+
+  //! Not collective (no communicator is created).
+  //! @throws std::invalid_argument if servers < 1, servers > P (co-located) or servers >= P
+  //! (dedicated: no worker left), max_message_bytes < 4, tag_base outside [0, INT_MAX - 2], or
+  //! indices is none.
+  explicit parameter_server(const communicator& comm, options o = {})
+      : comm_(&comm), options_(o), push_sends_(window), push_receives_(window), pull_sends_(window),
+        pull_receives_(window) {
+    const int p = comm.size();
+    gradcomp::detail::require(o.servers >= 1, "parameter_server: servers ", o.servers,
+                              " is below 1");
+    if (o.placement == server_placement::colocated) {
+      gradcomp::detail::require(o.servers <= p, "parameter_server: ", o.servers,
+                                " co-located servers exceed the ", p, " ranks");
+    } else {
+      gradcomp::detail::require(o.servers < p, "parameter_server: ", o.servers,
+                                " dedicated servers leave no worker among the ", p,
+                                " ranks (servers must be fewer than ranks)");
+    }
+    gradcomp::detail::require(o.max_message_bytes >= sizeof(float),
+                              "parameter_server: max_message_bytes ", o.max_message_bytes,
+                              " is below the minimum 4");
+    gradcomp::detail::require(o.tag_base >= 0 && o.tag_base <= INT_MAX - 2,
+                              "parameter_server: tag_base ", o.tag_base,
+                              " is outside [0, INT_MAX - 2]");
+    gradcomp::detail::require(o.indices != index_encoding::none,
+                              "parameter_server: index encoding none cannot carry sparse pushes");
+    workers_ = o.placement == server_placement::colocated ? p : p - o.servers;
+    const int r = comm.rank();
+    my_server_ = o.placement == server_placement::colocated ? (r < o.servers ? r : -1)
+                                                            : (r >= workers_ ? r - workers_ : -1);
+    parts_.resize(static_cast<std::size_t>(o.servers));
+    received_parts_.resize(static_cast<std::size_t>(workers_));
+    last_transfer_.resize(static_cast<std::size_t>(workers_));
+    statuses_.resize(static_cast<std::size_t>(o.servers));
+  }
+  parameter_server(const parameter_server&) = delete;
+  parameter_server& operator=(const parameter_server&) = delete;
+  ~parameter_server() { reset(); }
+
+  //! Blocking form: start(push, average) then wait().
+  void operator()(const sparse_message& push, std::span<float> average) {
+    start(push, average);
+    wait();
+  }
+
+  //! Starts a round: `push` (dense length n; ignored on a dedicated server) goes to the
+  //! servers, and `average` (n floats, host memory) receives the average over the W workers.
+  //! Argument problems are not thrown here but reported to every rank (see the class).
+  void start(const sparse_message& push, std::span<float> average) {
+    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
+                              "parameter_server: start() while an operation is in progress");
+    average_ = average;
+    problem_.clear();
+    std::int64_t status = 0;
+    if (is_worker()) {
+      try {
+        push.validate();
+        if (push.dense_length_elements != average.size()) {
+          status = 2;
+          problem_ =
+              gradcomp::detail::concat("its push has dense length ", push.dense_length_elements,
+                                       ", its output ", average.size(), " elements");
+        } else {
+          split_and_encode(push);
+        }
+      } catch (const std::invalid_argument& e) {
+        status = 1;
+        problem_ = e.what();
+      }
+    }
+    const int p = comm_->size();
+    headers_out_.assign(static_cast<std::size_t>(p) * fields, 0);
+    headers_in_.assign(static_cast<std::size_t>(p) * fields, 0);
+    for (int j = 0; j < p; ++j) {
+      std::int64_t* h = &headers_out_[static_cast<std::size_t>(j) * fields];
+      h[f_length] = static_cast<std::int64_t>(average.size());
+      h[f_status] = status;
+      h[f_servers] = options_.servers;
+      h[f_placement] = static_cast<std::int64_t>(options_.placement);
+      h[f_tag] = options_.tag_base;
+      h[f_max_bytes] = static_cast<std::int64_t>(options_.max_message_bytes);
+      const int s = server_index(j);
+      if (status == 0 && is_worker() && s >= 0 && j != comm_->rank()) {
+        h[f_part_bytes] = static_cast<std::int64_t>(parts_[static_cast<std::size_t>(s)].size());
+      }
+    }
+    bytes_sent_ = bytes_received_ = 0;
+    detail::check(MPI_Ialltoall(headers_out_.data(), static_cast<int>(fields), MPI_INT64_T,
+                                headers_in_.data(), static_cast<int>(fields), MPI_INT64_T,
+                                comm_->native(), &request_),
+                  "MPI_Ialltoall");
+    phase_ = phase::headers;
+  }
+
+  //! Makes progress without blocking; true once `average` holds the result on this rank.
+  //! @throws mpi_error, gradcomp::wire_error as described for the class.
+  bool test() {
+    try {
+      for (;;) {
+        switch (phase_) {
+        case phase::idle:
+        case phase::done:
+          return true;
+        case phase::headers: {
+          int done = 0;
+          detail::check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
+          if (!done) {
+            return false;
+          }
+          check_headers();
+          post_exchange();
+          phase_ = phase::exchange;
+          continue;
+        }
+        case phase::exchange:
+          if (!progress_exchange()) {
+            return false;
+          }
+          check_statuses();
+          phase_ = phase::done;
+          return true;
+        }
+      }
+    } catch (...) {
+      reset();
+      throw;
+    }
+  }
+
+  //! Completes the operation, waiting per the options' wait policy.
+  void wait() {
+    for (unsigned round = 0; !test(); ++round) {
+      options_.wait.pause(round);
+    }
+  }
+
+  //! Number of servers S.
+  [[nodiscard]] int servers() const noexcept { return options_.servers; }
+  //! Number of workers W (the divisor of the average).
+  [[nodiscard]] int workers() const noexcept { return workers_; }
+  //! Rank (in the communicator) of server s, 0 <= s < S.
+  [[nodiscard]] int server_rank(int s) const noexcept {
+    return options_.placement == server_placement::colocated ? s : workers_ + s;
+  }
+  //! Rank of worker w, 0 <= w < W (workers are ranks 0 .. W-1 in both placements).
+  [[nodiscard]] static int worker_rank(int w) noexcept { return w; }
+  //! Whether this rank serves a shard.
+  [[nodiscard]] bool is_server() const noexcept { return my_server_ >= 0; }
+  //! Whether this rank pushes (its push counts in the average).
+  [[nodiscard]] bool is_worker() const noexcept { return comm_->rank() < workers_; }
+  //! First element of server s's shard of an n-element gradient (s = S gives n).
+  [[nodiscard]] std::size_t shard_begin(std::size_t n, int s) const noexcept {
+    return detail::block_begin(n, s, options_.servers);
+  }
+  //! Payload bytes this rank sent in the last round (push parts and pulled shards).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
+  //! Payload bytes this rank received in the last round.
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
+
+private:
+  enum class phase { idle, headers, exchange, done };
+  // Fields of the per-destination header of the alltoall (int64 each).
+  static constexpr std::size_t f_length = 0, f_status = 1, f_servers = 2, f_placement = 3,
+                               f_tag = 4, f_max_bytes = 5, f_part_bytes = 6, fields = 7;
+  static constexpr std::size_t window = 16;
+
+  // Server index of rank r, or -1.
+  [[nodiscard]] int server_index(int r) const noexcept {
+    const int s = options_.placement == server_placement::colocated ? r : r - workers_;
+    return s >= 0 && s < options_.servers ? s : -1;
+  }
+
+  [[nodiscard]] std::size_t byte_chunk() const noexcept {
+    return std::min<std::size_t>(options_.max_message_bytes, INT_MAX);
+  }
+  [[nodiscard]] std::size_t float_chunk() const noexcept {
+    return std::min<std::size_t>(options_.max_message_bytes / sizeof(float), INT_MAX);
+  }
+
+  void split_and_encode(const sparse_message& push) {
+    const std::size_t n = push.dense_length_elements;
+    for (int s = 0; s < options_.servers; ++s) {
+      const std::size_t lo = shard_begin(n, s);
+      const std::size_t hi = shard_begin(n, s + 1);
+      part_.clear(hi - lo);
+      part_.values_type = push.values_type;
+      if (push.dense) {
+        part_.dense = true;
+        part_.values.assign(push.values.begin() + static_cast<std::ptrdiff_t>(lo),
+                            push.values.begin() + static_cast<std::ptrdiff_t>(hi));
+      } else {
+        const auto below = [](std::uint32_t index, std::size_t bound) { return index < bound; };
+        const auto first = std::lower_bound(push.indices.begin(), push.indices.end(), lo, below);
+        const auto last = std::lower_bound(first, push.indices.end(), hi, below);
+        for (auto it = first; it != last; ++it) {
+          part_.indices.push_back(static_cast<std::uint32_t>(*it - lo));
+          part_.values.push_back(push.values[static_cast<std::size_t>(it - push.indices.begin())]);
+        }
+      }
+      encode(part_, options_.indices, parts_[static_cast<std::size_t>(s)]);
+    }
+  }
+
+  [[nodiscard]] static std::string describe(const std::int64_t* h) {
+    return gradcomp::detail::concat(
+        "servers ", h[f_servers],
+        h[f_placement] == static_cast<std::int64_t>(server_placement::colocated) ? " co-located"
+                                                                                 : " dedicated",
+        ", tag_base ", h[f_tag], ", max_message_bytes ", h[f_max_bytes]);
+  }
+
+  // Same checks, in the same order, on every rank's copy of every rank's header, so every rank
+  // throws (or none does).
+  void check_headers() const {
+    const int p = comm_->size();
+    const std::int64_t* first = headers_in_.data();
+    for (int j = 0; j < p; ++j) {
+      const std::int64_t* h = &headers_in_[static_cast<std::size_t>(j) * fields];
+      if (h[f_servers] != first[f_servers] || h[f_placement] != first[f_placement] ||
+          h[f_tag] != first[f_tag] || h[f_max_bytes] != first[f_max_bytes]) {
+        throw mpi_error(gradcomp::detail::concat(
+            "gradcomp mpi: parameter_server: ranks pass different options (rank 0: ",
+            describe(first), "; rank ", j, ": ", describe(h), ")"));
+      }
+    }
+    for (int j = 0; j < p; ++j) {
+      const std::int64_t length = headers_in_[static_cast<std::size_t>(j) * fields + f_length];
+      if (length != first[f_length]) {
+        throw mpi_error(gradcomp::detail::concat(
+            "gradcomp mpi: parameter_server: ranks pass different lengths (rank 0: ",
+            first[f_length], ", rank ", j, ": ", length, " elements)"));
+      }
+    }
+    for (int j = 0; j < p; ++j) {
+      if (headers_in_[static_cast<std::size_t>(j) * fields + f_status] != 0) {
+        throw mpi_error(gradcomp::detail::concat(
+            "gradcomp mpi: parameter_server: worker rank ", j, " passed an invalid push",
+            j == comm_->rank() ? ": " + problem_ : std::string(" (its own exception says why)")));
+      }
+    }
+  }
+
+  void post_exchange() {
+    const int me = comm_->rank();
+    const int tag = options_.tag_base;
+    const std::size_t n = average_.size();
+    push_sends_.clear();
+    push_receives_.clear();
+    pull_sends_.clear();
+    pull_receives_.clear();
+    pulls_posted_ = false;
+    if (is_worker()) {
+      for (int s = 0; s < options_.servers; ++s) {
+        const std::vector<std::byte>& part = parts_[static_cast<std::size_t>(s)];
+        if (server_rank(s) != me) {
+          push_sends_.add(true, part.data(), part.size(), 1, MPI_BYTE, byte_chunk(), server_rank(s),
+                          tag);
+          bytes_sent_ += part.size();
+        }
+      }
+    }
+    next_worker_ = 0;
+    rejected_worker_ = -1;
+    rejection_.clear();
+    if (is_server()) {
+      const std::size_t lo = shard_begin(n, my_server_);
+      const std::size_t hi = shard_begin(n, my_server_ + 1);
+      std::fill(average_.begin() + static_cast<std::ptrdiff_t>(lo),
+                average_.begin() + static_cast<std::ptrdiff_t>(hi), 0.0f);
+      for (int w = 0; w < workers_; ++w) {
+        const int source = worker_rank(w);
+        std::vector<std::byte>& part = received_parts_[static_cast<std::size_t>(w)];
+        if (source != me) {
+          const auto bytes = static_cast<std::size_t>(
+              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes]);
+          part.resize(bytes);
+          push_receives_.add(false, part.data(), bytes, 1, MPI_BYTE, byte_chunk(), source, tag);
+          bytes_received_ += bytes;
+        }
+        last_transfer_[static_cast<std::size_t>(w)] = push_receives_.size();
+      }
+    }
+    for (int s = 0; s < options_.servers; ++s) {
+      const int source = server_rank(s);
+      if (source == me) {
+        continue;
+      }
+      const std::size_t lo = shard_begin(n, s);
+      const std::size_t length = shard_begin(n, s + 1) - lo;
+      pull_receives_.add(false, &statuses_[static_cast<std::size_t>(s)], 1, sizeof(std::int64_t),
+                         MPI_INT64_T, 1, source, tag + 1);
+      pull_receives_.add(false, average_.data() + lo, length, sizeof(float), MPI_FLOAT,
+                         float_chunk(), source, tag + 2);
+      bytes_received_ += length * sizeof(float);
+    }
+  }
+
+  // Decodes and sums the received parts in worker order, as far as they have arrived.
+  void accumulate_ready() {
+    const std::size_t n = average_.size();
+    const std::size_t lo = shard_begin(n, my_server_);
+    const std::span<float> shard = average_.subspan(lo, shard_begin(n, my_server_ + 1) - lo);
+    while (next_worker_ < workers_) {
+      const auto w = static_cast<std::size_t>(next_worker_);
+      const int source = worker_rank(next_worker_);
+      if (push_receives_.completed() < last_transfer_[w]) {
+        return;
+      }
+      if (rejected_worker_ < 0) {
+        const std::vector<std::byte>& bytes = source == comm_->rank()
+                                                  ? parts_[static_cast<std::size_t>(my_server_)]
+                                                  : received_parts_[w];
+        try {
+          decode(bytes, received_);
+          detail::check_length(received_, shard.size(), source);
+          accumulate(received_, shard);
+        } catch (const wire_error& e) {
+          rejected_worker_ = source;
+          rejection_ = e.what();
+        }
+      }
+      ++next_worker_;
+    }
+  }
+
+  void post_pulls() {
+    const int p = comm_->size();
+    const int me = comm_->rank();
+    const std::size_t n = average_.size();
+    const std::size_t lo = shard_begin(n, my_server_);
+    const std::size_t length = shard_begin(n, my_server_ + 1) - lo;
+    if (rejected_worker_ < 0) {
+      const auto w = static_cast<float>(workers_);
+      for (float& v : average_.subspan(lo, length)) {
+        v /= w;
+      }
+    }
+    status_out_ = rejected_worker_;
+    for (int r = 0; r < p; ++r) {
+      if (r == me) {
+        continue;
+      }
+      pull_sends_.add(true, &status_out_, 1, sizeof(std::int64_t), MPI_INT64_T, 1, r,
+                      options_.tag_base + 1);
+      pull_sends_.add(true, average_.data() + lo, length, sizeof(float), MPI_FLOAT, float_chunk(),
+                      r, options_.tag_base + 2);
+      bytes_sent_ += length * sizeof(float);
+    }
+    pulls_posted_ = true;
+  }
+
+  // One pass over every queue; true when this rank's part of the round is complete.
+  bool progress_exchange() {
+    const MPI_Comm comm = comm_->native();
+    const bool pushed = push_sends_.progress(comm);
+    if (is_server() && !pulls_posted_) {
+      push_receives_.progress(comm);
+      accumulate_ready();
+      if (next_worker_ == workers_) {
+        post_pulls();
+      }
+    }
+    const bool served = !is_server() || (pulls_posted_ && pull_sends_.progress(comm));
+    const bool pulled = pull_receives_.progress(comm);
+    return pushed && served && pulled;
+  }
+
+  // Every rank received every server's status: the same verdict everywhere.
+  void check_statuses() const {
+    for (int s = 0; s < options_.servers; ++s) {
+      const bool mine = s == my_server_;
+      const std::int64_t status = mine ? status_out_ : statuses_[static_cast<std::size_t>(s)];
+      if (status >= 0) {
+        throw wire_error(gradcomp::detail::concat(
+            "gradcomp wire: parameter_server: server rank ", server_rank(s),
+            " rejected the push of worker rank ", status,
+            mine ? ": " + rejection_ : std::string(" (the server's exception says why)")));
+      }
+    }
+  }
+
+  // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
+  // make the object ready for a new start().
+  void reset() noexcept {
+    phase_ = phase::idle;
+    if (request_ != MPI_REQUEST_NULL) {
+      MPI_Request_free(&request_);
+    }
+    push_sends_.cancel();
+    push_receives_.cancel();
+    pull_sends_.cancel();
+    pull_receives_.cancel();
+  }
+
+  const communicator* comm_;
+  options options_;
+  int workers_ = 1;
+  int my_server_ = -1;
+  phase phase_ = phase::idle;
+  std::span<float> average_;
+  std::string problem_, rejection_;
+  sparse_message part_, received_;
+  std::vector<std::vector<std::byte>> parts_, received_parts_;
+  std::vector<std::size_t> last_transfer_;
+  std::vector<std::int64_t> headers_out_, headers_in_, statuses_;
+  std::int64_t status_out_ = -1;
+  int next_worker_ = 0;
+  std::int64_t rejected_worker_ = -1;
+  bool pulls_posted_ = false;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  detail::transfer_queue push_sends_, push_receives_, pull_sends_, pull_receives_;
+  std::size_t bytes_sent_ = 0, bytes_received_ = 0;
+};
+
+} // namespace gradcomp::mpi

@@ -1,0 +1,180 @@
+// SPDX-License-Identifier: Apache-2.0
+// Hierarchical allreduce, both variants, grouped by node or by 1, 2, 3 consecutive ranks (groups
+// that do and do not divide the rank count): against MPI_Allreduce (tolerance for
+// reassociation), exact on integer data, bit-identical on every rank, several pieces,
+// nonblocking progress, the group layout, and a length mismatch that every rank reports.
+// Collective: every rank runs every test.
+#include <gradcomp/mpi.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "mpi_test_util.hpp"
+
+using namespace gradcomp;
+using gradcomp::test::identical_on_all_ranks;
+using gradcomp::test::rank_values;
+using gradcomp::test::world_rank;
+
+namespace {
+
+constexpr mpi::hierarchical_variant variants[] = {mpi::hierarchical_variant::leader,
+                                                  mpi::hierarchical_variant::reduce_scatter};
+
+double worst_error(std::span<const float> got, std::span<const float> expected) {
+  double worst = 0.0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    worst = std::max(worst, std::abs(static_cast<double>(got[i]) - expected[i]));
+  }
+  return worst;
+}
+
+} // namespace
+
+TEST_CASE("hierarchical allreduce equals MPI_Allreduce and is bit-identical on every rank",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  for (mpi::hierarchical_variant variant : variants) {
+    for (int group_size : {0, 1, 2, 3, 4}) {
+      mpi::hierarchical_allreduce allreduce(comm, {.group_size = group_size, .variant = variant});
+      for (std::size_t n : {0, 1, 2, 3, 5, 7, 1000, 65537}) {
+        CAPTURE(static_cast<int>(variant), group_size, n, comm.size());
+        std::vector<float> data = rank_values(n, world_rank(), n + 3);
+        std::vector<float> expected(n);
+        MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                      MPI_COMM_WORLD);
+        allreduce(data);
+        CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
+        CHECK(identical_on_all_ranks(data));
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical allreduce sums exactly on integer-valued data",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const std::size_t n = 12345;
+  for (mpi::hierarchical_variant variant : variants) {
+    for (int group_size : {1, 2, 3}) {
+      CAPTURE(static_cast<int>(variant), group_size, p);
+      std::vector<float> data(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        data[i] = static_cast<float>((i % 17) * (comm.rank() + 1));
+      }
+      mpi::hierarchical_allreduce allreduce(comm, {.group_size = group_size, .variant = variant});
+      allreduce(data);
+      bool all_exact = true;
+      for (std::size_t i = 0; i < n; ++i) {
+        all_exact = all_exact && data[i] == static_cast<float>((i % 17) * p * (p + 1) / 2);
+      }
+      CHECK(all_exact);
+    }
+  }
+}
+
+TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  struct sizes {
+    std::size_t n, piece_bytes;
+  };
+  for (mpi::hierarchical_variant variant : variants) {
+    for (auto [n, piece_bytes] : {sizes{37, 4}, sizes{10007, 1000}, sizes{10007, 4096}}) {
+      CAPTURE(static_cast<int>(variant), n, piece_bytes, comm.size());
+      std::vector<float> data = rank_values(n, world_rank(), 5);
+      std::vector<float> expected(n);
+      MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      mpi::hierarchical_allreduce allreduce(
+          comm,
+          {.group_size = 2, .variant = variant, .segment_bytes = 64, .piece_bytes = piece_bytes});
+      allreduce(data);
+      CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
+      CHECK(identical_on_all_ranks(data));
+    }
+  }
+}
+
+TEST_CASE("hierarchical allreduce progresses through test() while the caller computes",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  for (mpi::hierarchical_variant variant : variants) {
+    CAPTURE(static_cast<int>(variant), comm.size());
+    std::vector<float> data = rank_values(200000, world_rank(), 42);
+    std::vector<float> expected(data.size());
+    MPI_Allreduce(data.data(), expected.data(), static_cast<int>(data.size()), MPI_FLOAT, MPI_SUM,
+                  MPI_COMM_WORLD);
+    mpi::hierarchical_allreduce allreduce(
+        comm, {.group_size = 2, .variant = variant, .segment_bytes = 8192});
+    allreduce.start(data);
+    volatile double busy = 0.0;
+    while (!allreduce.test()) {
+      for (int i = 0; i < 1000; ++i) {
+        busy = busy + std::sqrt(static_cast<double>(i)); // work overlapped with communication
+      }
+      std::this_thread::yield();
+    }
+    CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
+    CHECK(identical_on_all_ranks(data));
+    // the object is reusable
+    allreduce(data);
+    CHECK(identical_on_all_ranks(data));
+  }
+}
+
+TEST_CASE("hierarchical allreduce groups consecutive ranks", "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const int r = comm.rank();
+  for (mpi::hierarchical_variant variant : variants) {
+    for (int g : {1, 2, 3, 7}) {
+      CAPTURE(static_cast<int>(variant), g, p);
+      mpi::hierarchical_allreduce allreduce(comm, {.group_size = g, .variant = variant});
+      const int groups = (p + g - 1) / g;
+      const int smallest = std::min(g, p - (groups - 1) * g);
+      CHECK(allreduce.group_count() == groups);
+      CHECK(allreduce.group_rank() == r % g);
+      CHECK(allreduce.group_size() == std::min(g, p - r / g * g));
+      CHECK(allreduce.smallest_group_size() == smallest);
+      if (variant == mpi::hierarchical_variant::leader) {
+        CHECK(allreduce.in_inter_group_stage() == (r % g == 0));
+      } else {
+        CHECK(allreduce.in_inter_group_stage() == (r % g < smallest));
+      }
+    }
+  }
+  mpi::hierarchical_allreduce by_node(comm); // one node here: one group of every rank
+  CHECK(by_node.group_count() == 1);
+  CHECK(by_node.group_size() == p);
+}
+
+TEST_CASE("hierarchical allreduce: ranks passing different lengths all get an exception",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() == 1) {
+    SUCCEED("a single rank cannot disagree with itself");
+    return;
+  }
+  for (mpi::hierarchical_variant variant : variants) {
+    CAPTURE(static_cast<int>(variant));
+    mpi::hierarchical_allreduce allreduce(comm, {.group_size = 2, .variant = variant});
+    std::vector<float> data(100 + static_cast<std::size_t>(comm.rank() == 1 ? 1 : 0), 1.0f);
+    CHECK_THROWS_WITH(allreduce(data), Catch::Contains("different lengths"));
+    // the object and the communicator stay usable afterwards
+    std::vector<float> ok(10, 1.0f);
+    allreduce(ok);
+    CHECK(ok[9] == static_cast<float>(comm.size()));
+  }
+}
+
+TEST_CASE("hierarchical allreduce options are validated", "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  CHECK_THROWS_AS(mpi::hierarchical_allreduce(comm, {.group_size = -1}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::hierarchical_allreduce(comm, {.segment_bytes = 3}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::hierarchical_allreduce(comm, {.piece_bytes = 2}), std::invalid_argument);
+}

@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: Apache-2.0
+// Parameter server: the average of the workers' pushes, bit-identical to a locally computed sum
+// in worker order divided by W, on every rank; co-located and dedicated servers, S = 1, 2, 3,
+// sparse (overlapping, disjoint, empty) and dense pushes, small messages, nonblocking progress,
+// byte counts; and faults (length mismatch, invalid push, NaN, bad options) that every rank
+// reports. Collective: every rank runs every test.
+#include <gradcomp/mpi.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "mpi_test_util.hpp"
+
+using namespace gradcomp;
+using gradcomp::test::identical_on_all_ranks;
+using gradcomp::test::rank_values;
+using gradcomp::test::world_rank;
+
+namespace {
+
+enum class overlap { random, disjoint, identical, empty_on_odd_ranks, dense };
+
+// Worker rank r's push, computable by every rank.
+sparse_message push_of(int rank, std::size_t n, double density, overlap kind) {
+  sparse_message m;
+  m.clear(n);
+  if (kind == overlap::dense) {
+    m.dense = true;
+    m.values = rank_values(n, rank, n + 17);
+    return m;
+  }
+  if (kind == overlap::empty_on_odd_ranks && rank % 2 == 1) {
+    return m;
+  }
+  std::mt19937_64 rng(static_cast<std::uint64_t>(kind == overlap::identical ? 0 : rank) * 7 + n);
+  std::bernoulli_distribution pick(density);
+  std::normal_distribution<float> normal;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool mine =
+        kind == overlap::disjoint ? i % 8 == static_cast<std::size_t>(rank) % 8 : pick(rng);
+    if (mine) {
+      m.indices.push_back(static_cast<std::uint32_t>(i));
+      m.values.push_back(normal(rng));
+    }
+  }
+  return m;
+}
+
+// The average the server computes: the workers' pushes summed in worker order, divided by W.
+std::vector<float>
+expected_average(const mpi::parameter_server& ps, std::size_t n, double density, overlap kind) {
+  std::vector<float> sum(n, 0.0f);
+  for (int w = 0; w < ps.workers(); ++w) {
+    accumulate(push_of(mpi::parameter_server::worker_rank(w), n, density, kind), sum);
+  }
+  for (float& v : sum) {
+    v /= static_cast<float>(ps.workers());
+  }
+  return sum;
+}
+
+// Largest server count that fits the rank count with `placement`.
+int max_servers(int ranks, mpi::server_placement placement) {
+  return placement == mpi::server_placement::colocated ? ranks : ranks - 1;
+}
+
+} // namespace
+
+TEST_CASE("parameter server averages the workers' pushes, identically on every rank",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  for (mpi::server_placement placement :
+       {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
+    for (int servers : {1, 2, 3}) {
+      if (servers > max_servers(comm.size(), placement)) {
+        continue; // the same on every rank
+      }
+      for (overlap kind : {overlap::random, overlap::disjoint, overlap::identical,
+                           overlap::empty_on_odd_ranks, overlap::dense}) {
+        for (std::size_t n : {0, 1, 2, 5, 1000, 30000}) {
+          for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
+            CAPTURE(static_cast<int>(placement), servers, static_cast<int>(kind), n, to_string(enc),
+                    comm.size());
+            mpi::parameter_server ps(comm,
+                                     {.servers = servers, .placement = placement, .indices = enc});
+            const sparse_message push =
+                ps.is_worker() ? push_of(comm.rank(), n, 0.05, kind) : sparse_message{};
+            std::vector<float> average(n, -1.0f);
+            ps(push, average);
+            CHECK(average == expected_average(ps, n, 0.05, kind));
+            CHECK(identical_on_all_ranks(average));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("parameter server roles follow the placement", "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  for (int servers = 1; servers <= p; ++servers) {
+    mpi::parameter_server colocated(comm, {.servers = servers});
+    CHECK(colocated.workers() == p);
+    CHECK(colocated.is_worker());
+    CHECK(colocated.is_server() == (comm.rank() < servers));
+    CHECK(colocated.server_rank(servers - 1) == servers - 1);
+    if (servers < p) {
+      mpi::parameter_server dedicated(
+          comm, {.servers = servers, .placement = mpi::server_placement::dedicated});
+      CHECK(dedicated.workers() == p - servers);
+      CHECK(dedicated.is_worker() == (comm.rank() < p - servers));
+      CHECK(dedicated.is_server() == !dedicated.is_worker());
+      CHECK(dedicated.server_rank(0) == p - servers);
+    }
+  }
+  mpi::parameter_server two(comm, {.servers = std::min(2, p)});
+  CHECK(two.shard_begin(10, 0) == 0);
+  CHECK(two.shard_begin(10, two.servers()) == 10);
+  CHECK(two.shard_begin(3, 1) == (p >= 2 ? 1u : 3u));
+}
+
+TEST_CASE("parameter server equals MPI_Allreduce of the dense pushes divided by W",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const std::size_t n = 20000;
+  for (mpi::server_placement placement :
+       {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
+    if (max_servers(comm.size(), placement) < 1) {
+      SUCCEED("one rank cannot hold a dedicated server and a worker");
+      continue;
+    }
+    mpi::parameter_server ps(comm, {.servers = std::min(2, max_servers(comm.size(), placement)),
+                                    .placement = placement});
+    const sparse_message push =
+        ps.is_worker() ? push_of(comm.rank(), n, 0.3, overlap::random) : sparse_message{};
+    std::vector<float> mine(n, 0.0f);
+    if (ps.is_worker()) {
+      decompress(push, mine);
+    }
+    std::vector<float> sum(n);
+    MPI_Allreduce(mine.data(), sum.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    std::vector<float> average(n);
+    ps(push, average);
+    double worst = 0.0;
+    for (std::size_t i = 0; i < n; ++i) {
+      worst = std::max(worst, std::abs(static_cast<double>(average[i]) - sum[i] / ps.workers()));
+    }
+    CHECK(worst <= 1e-5 * comm.size());
+    CHECK(identical_on_all_ranks(average));
+  }
+}
+
+TEST_CASE("parameter server splits long messages and progresses through test()",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  struct sizes {
+    std::size_t n, max_bytes;
+  };
+  for (auto [n, max_bytes] : {sizes{300, 4}, sizes{2000, 20}, sizes{5000, 4096}}) {
+    for (overlap kind : {overlap::random, overlap::dense}) {
+      CAPTURE(n, max_bytes, static_cast<int>(kind), comm.size());
+      mpi::parameter_server ps(
+          comm,
+          {.servers = std::min(2, comm.size()), .max_message_bytes = max_bytes, .tag_base = 7});
+      const sparse_message push = push_of(comm.rank(), n, 0.1, kind);
+      std::vector<float> average(n);
+      ps.start(push, average);
+      volatile double busy = 0.0;
+      while (!ps.test()) {
+        for (int i = 0; i < 100; ++i) {
+          busy = busy + std::sqrt(static_cast<double>(i)); // work overlapped with communication
+        }
+        std::this_thread::yield();
+      }
+      CHECK(average == expected_average(ps, n, 0.1, kind));
+      CHECK(identical_on_all_ranks(average));
+      // the object is reusable
+      std::fill(average.begin(), average.end(), 0.0f);
+      ps(push, average);
+      CHECK(average == expected_average(ps, n, 0.1, kind));
+    }
+  }
+}
+
+TEST_CASE("parameter server reports the payload bytes it moves", "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const std::size_t n = 1000;
+  // one co-located server, dense pushes: each part is the 32-byte header plus 4n value bytes
+  mpi::parameter_server ps(comm, {.servers = 1});
+  const sparse_message push = push_of(comm.rank(), n, 0.0, overlap::dense);
+  std::vector<float> average(n);
+  ps(push, average);
+  const std::size_t part = wire_header_bytes + 4 * n;
+  if (comm.rank() == 0) {
+    CHECK(ps.bytes_received() == static_cast<std::size_t>(p - 1) * part);
+    CHECK(ps.bytes_sent() == static_cast<std::size_t>(p - 1) * 4 * n);
+  } else {
+    CHECK(ps.bytes_sent() == part);
+    CHECK(ps.bytes_received() == 4 * n);
+  }
+  // every byte sent is received somewhere, in every configuration
+  for (mpi::server_placement placement :
+       {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
+    for (int servers = 1; servers <= max_servers(p, placement); ++servers) {
+      mpi::parameter_server sharded(comm, {.servers = servers, .placement = placement});
+      const sparse_message sparse = push_of(comm.rank(), n, 0.1, overlap::random);
+      sharded(sparse, average);
+      const std::uint64_t mine[2] = {sharded.bytes_sent(), sharded.bytes_received()};
+      std::uint64_t total[2] = {};
+      MPI_Allreduce(mine, total, 2, MPI_UINT64_T, MPI_SUM, MPI_COMM_WORLD);
+      CAPTURE(static_cast<int>(placement), servers);
+      CHECK(total[0] == total[1]);
+    }
+  }
+}
+
+TEST_CASE("parameter server: ranks passing different lengths all get an exception",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() == 1) {
+    SUCCEED("a single rank cannot disagree with itself");
+    return;
+  }
+  for (mpi::server_placement placement :
+       {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
+    CAPTURE(static_cast<int>(placement));
+    mpi::parameter_server ps(comm, {.servers = 1, .placement = placement});
+    // the last rank (a server when dedicated) passes one element more
+    const std::size_t n = comm.rank() == comm.size() - 1 ? 101 : 100;
+    sparse_message push;
+    push.clear(n);
+    std::vector<float> average(n);
+    CHECK_THROWS_WITH(ps(push, average), Catch::Contains("different lengths"));
+    // the object and the communicator stay usable afterwards
+    const sparse_message fine = push_of(comm.rank(), 100, 0.1, overlap::random);
+    std::vector<float> ok(100);
+    ps(fine, ok);
+    CHECK(ok == expected_average(ps, 100, 0.1, overlap::random));
+  }
+}
+
+TEST_CASE("parameter server: an invalid push makes every rank throw", "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  mpi::parameter_server ps(comm, {.servers = std::min(2, comm.size())});
+  const int culprit = comm.size() - 1;
+  std::vector<float> average(100);
+  {
+    sparse_message push;
+    push.clear(100);
+    if (comm.rank() == culprit) { // unsorted indices
+      push.indices = {50, 10};
+      push.values = {1.0f, 2.0f};
+    }
+    CHECK_THROWS_WITH(ps(push, average), Catch::Contains("invalid push"));
+  }
+  {
+    sparse_message push; // a push whose dense length differs from the output's
+    push.clear(comm.rank() == culprit ? 99 : 100);
+    CHECK_THROWS_WITH(ps(push, average), Catch::Contains("invalid push"));
+  }
+  {
+    sparse_message push;
+    push.clear(100);
+    if (comm.rank() == culprit) { // an index beyond the dense length
+      push.indices = {100};
+      push.values = {1.0f};
+    }
+    CHECK_THROWS_AS(ps(push, average), mpi::mpi_error);
+  }
+  const sparse_message fine = push_of(comm.rank(), 100, 0.1, overlap::random);
+  ps(fine, average);
+  CHECK(average == expected_average(ps, 100, 0.1, overlap::random));
+}
+
+TEST_CASE("parameter server: a push its server rejects makes every rank throw a wire_error",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  for (int servers : {1, std::min(2, comm.size())}) {
+    CAPTURE(servers);
+    mpi::parameter_server ps(comm, {.servers = servers});
+    sparse_message push;
+    push.clear(100);
+    if (comm.rank() == comm.size() - 1) { // valid, but NaN does not pass the wire decoder
+      push.indices = {3, 99};
+      push.values = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+    }
+    std::vector<float> average(100);
+    CHECK_THROWS_AS(ps(push, average), wire_error);
+    const sparse_message fine = push_of(comm.rank(), 100, 0.1, overlap::random);
+    ps(fine, average);
+    CHECK(average == expected_average(ps, 100, 0.1, overlap::random));
+  }
+}
+
+TEST_CASE("parameter server options are validated", "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  using mpi::server_placement;
+  CHECK_THROWS_AS(mpi::parameter_server(comm, {.servers = 0}), std::invalid_argument);
+  CHECK_THROWS_WITH(mpi::parameter_server(comm, {.servers = p + 1}),
+                    Catch::Contains("co-located servers exceed"));
+  CHECK_THROWS_WITH(
+      mpi::parameter_server(comm, {.servers = p, .placement = server_placement::dedicated}),
+      Catch::Contains("leave no worker"));
+  CHECK_THROWS_AS(mpi::parameter_server(comm, {.max_message_bytes = 3}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::parameter_server(comm, {.tag_base = -1}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::parameter_server(comm, {.indices = index_encoding::none}),
+                  std::invalid_argument);
+}
+
+TEST_CASE("parameter server: ranks passing different options all get an exception",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() == 1) {
+    SUCCEED("a single rank cannot disagree with itself");
+    return;
+  }
+  // rank 0 asks for 2 servers, the others for 1: every rank notices before any payload moves
+  mpi::parameter_server ps(comm, {.servers = comm.rank() == 0 ? 2 : 1});
+  sparse_message push;
+  push.clear(10);
+  std::vector<float> average(10);
+  CHECK_THROWS_WITH(ps(push, average), Catch::Contains("different options"));
+}
