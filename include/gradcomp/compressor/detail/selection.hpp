@@ -156,16 +156,20 @@ std::size_t threshold_select(const Source& src,
   }
   out.indices.resize(total);
   out.values.resize(total);
+  // chunk c's hits go after those of chunks 0..c-1: copy them in parallel, one chunk each
+  ws.chunk_offsets.resize(chunks);
   std::size_t offset = 0;
   for (std::size_t c = 0; c < chunks; ++c) {
+    ws.chunk_offsets[c] = offset;
+    offset += ws.chunk_hits[c].stored;
+  }
+  parallel_chunks(n, threads, [&](std::size_t c, std::size_t, std::size_t) {
     const hit_list& hits = ws.chunk_hits[c];
     const auto stored = static_cast<std::ptrdiff_t>(hits.stored);
-    std::copy(hits.indices.begin(), hits.indices.begin() + stored,
-              out.indices.begin() + static_cast<std::ptrdiff_t>(offset));
-    std::copy(hits.values.begin(), hits.values.begin() + stored,
-              out.values.begin() + static_cast<std::ptrdiff_t>(offset));
-    offset += hits.stored;
-  }
+    const auto at = static_cast<std::ptrdiff_t>(ws.chunk_offsets[c]);
+    std::copy(hits.indices.begin(), hits.indices.begin() + stored, out.indices.begin() + at);
+    std::copy(hits.values.begin(), hits.values.begin() + stored, out.values.begin() + at);
+  });
   return total;
 }
 
