@@ -1,0 +1,120 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::schedule::cost_model: the cost functions the iteration-time simulator and
+//! the merge strategies use (communication time of a message, compression time of a group,
+//! message size, and where compression runs).
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/error.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace gradcomp::schedule {
+
+//! @brief t = fixed_seconds + seconds_per_unit * units: the alpha-beta model of a transport
+//! (units = bytes; S4's t = alpha + beta M) or an affine compression cost (units = elements).
+struct affine_cost {
+  double fixed_seconds = 0.0;    //!< alpha (communication) or a (compression), seconds.
+  double seconds_per_unit = 0.0; //!< beta (seconds per byte) or b (seconds per element).
+
+  [[nodiscard]] double operator()(std::uint64_t units) const noexcept {
+    return fixed_seconds + seconds_per_unit * static_cast<double>(units);
+  }
+};
+
+//! @brief Size of a group's message: 4 bytes per element (dense fp32), or, with a density D,
+//! 8 bytes per selected element ((u32 index, fp32 value) pairs) for k = ceil(D x numel)
+//! elements, k computed as gradcomp::k_for_density does for the compressors.
+struct message_format {
+  std::optional<double> density; //!< empty: dense fp32; else D in (0, 1].
+
+  //! Bytes of the message of a group of `numel` elements. O(1).
+  //! @throws std::invalid_argument if the density is outside (0, 1].
+  [[nodiscard]] std::uint64_t bytes(std::uint64_t numel) const {
+    if (!density) {
+      return 4 * numel;
+    }
+    return 8 * static_cast<std::uint64_t>(k_for_density(static_cast<std::size_t>(numel), *density));
+  }
+};
+
+//! @brief Where compression runs.
+enum class compression_placement {
+  //! Compressions run one at a time, in group order, on their own stream: a group's compression
+  //! starts at max(end of its backward, end of the previous compression); backward goes on.
+  off_compute_stream,
+  //! S1 (DLGS, OMGS): compression runs on the compute stream, the next layer's backward waits
+  //! for it (S1 eqs. 2-5).
+  on_compute_stream,
+};
+
+//! @brief Everything the simulator needs besides the profile.
+//!
+//! Requirements: both functions return finite values >= 0 (checked where they are called, with
+//! std::invalid_argument); they need not be monotone or affine for the simulator nor for the
+//! exact planner (gradcomp::schedule::optimal), only deterministic.
+struct cost_model {
+  //! T(bytes): seconds to communicate one message of `bytes` bytes. Required.
+  std::function<double(std::uint64_t bytes)> communication_seconds;
+  //! s(numel): seconds to compress one group of `numel` elements. Empty: no compression step
+  //! (0 seconds, and the planner's exact algorithm needs only one state per prefix).
+  std::function<double(std::uint64_t numel)> compression_seconds;
+  message_format message;
+  compression_placement placement = compression_placement::off_compute_stream;
+
+  //! @brief The planner's model (gradcomp-plan): T = alpha + beta * bytes, s = a + b * numel if
+  //! `compression` is given, messages per `density`.
+  [[nodiscard]] static cost_model
+  affine(double alpha_seconds,
+         double beta_seconds_per_byte,
+         std::optional<affine_cost> compression = std::nullopt,
+         std::optional<double> density = std::nullopt,
+         compression_placement placement = compression_placement::off_compute_stream) {
+    gradcomp::detail::require(std::isfinite(alpha_seconds) && alpha_seconds >= 0.0, "alpha ",
+                              alpha_seconds, " s is not a finite value >= 0");
+    gradcomp::detail::require(std::isfinite(beta_seconds_per_byte) && beta_seconds_per_byte >= 0.0,
+                              "beta ", beta_seconds_per_byte, " s/B is not a finite value >= 0");
+    if (density) {
+      check_density(*density);
+    }
+    cost_model m;
+    m.communication_seconds = affine_cost{alpha_seconds, beta_seconds_per_byte};
+    if (compression) {
+      gradcomp::detail::require(
+          std::isfinite(compression->fixed_seconds) && compression->fixed_seconds >= 0.0 &&
+              std::isfinite(compression->seconds_per_unit) && compression->seconds_per_unit >= 0.0,
+          "compression cost (", compression->fixed_seconds, ", ", compression->seconds_per_unit,
+          ") is not finite and >= 0");
+      m.compression_seconds = *compression;
+    }
+    m.message.density = density;
+    m.placement = placement;
+    return m;
+  }
+};
+
+namespace detail {
+
+//! A cost function's value, checked to be finite and >= 0.
+//! @throws std::invalid_argument naming `what` and the argument otherwise.
+[[nodiscard]] inline double checked_cost(double seconds, const char* what, std::uint64_t arg) {
+  gradcomp::detail::require(std::isfinite(seconds) && seconds >= 0.0, what, "(", arg,
+                            ") = ", seconds, " s is not a finite value >= 0");
+  return seconds;
+}
+
+//! @throws std::invalid_argument if the model has no communication cost function.
+inline void validate(const cost_model& model) {
+  gradcomp::detail::require(static_cast<bool>(model.communication_seconds),
+                            "cost_model: communication_seconds is empty");
+  if (model.message.density) {
+    check_density(*model.message.density);
+  }
+}
+
+} // namespace detail
+} // namespace gradcomp::schedule
