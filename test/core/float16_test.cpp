@@ -133,3 +133,25 @@ TEST_CASE("round_to keeps fp32 and rounds to the wire type", "[float16]") {
   CHECK(round_to(value_type::fp16, 1e6f) == 65504.0f);
   CHECK(round_to(value_type::bf16, 0.1f) == bfloat16_bits_to_float(float_to_bfloat16_bits(0.1f)));
 }
+
+TEST_CASE("rounding arrays to fp16 equals round_to on every kind of value", "[float16]") {
+  std::mt19937 rng(11);
+  std::uniform_int_distribution<std::uint32_t> any_bits;
+  std::vector<float> values(100003);
+  for (float& v : values) {
+    v = std::bit_cast<float>(any_bits(rng)); // every exponent: subnormals, huge, inf, NaN
+  }
+  for (std::size_t i = 0; i < values.size(); i += 97) {
+    values[i] = std::ldexp(static_cast<float>(i % 1000) - 500.0f, -20); // half subnormals
+  }
+  values[5] = 65519.0f;
+  values[6] = 65520.0f;
+  values[7] = -INFINITY;
+  std::vector<float> rounded = values;
+  gradcomp::round_values_to(gradcomp::value_type::fp16, rounded);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    const float expected = gradcomp::round_to(gradcomp::value_type::fp16, values[i]);
+    CAPTURE(i, values[i]);
+    REQUIRE(std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(expected));
+  }
+}

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gradcomp/sparse/detail/float16.hpp>
+#include <gradcomp/sparse/detail/float16_round.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -58,9 +59,7 @@ inline void round_values_to(value_type t, std::span<float> values) noexcept {
   case value_type::fp32:
     return;
   case value_type::fp16:
-    for (float& v : values) {
-      v = detail::half_bits_to_float(detail::float_to_half_bits_saturating(v));
-    }
+    detail::round_to_half_saturating(values);
     return;
   case value_type::bf16:
     for (float& v : values) {
