@@ -7,6 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/detail/split.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
@@ -96,7 +97,9 @@ struct hierarchical_allreduce_options {
 //! rank count and length (0 included). Nonblocking use: start(), then test() until true, or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class hierarchical_allreduce {
+class hierarchical_allreduce : public detail::nonblocking_operation<hierarchical_allreduce> {
+  friend class detail::nonblocking_operation<hierarchical_allreduce>;
+
 public:
   using options = hierarchical_allreduce_options;
 
@@ -147,12 +150,6 @@ public:
   hierarchical_allreduce& operator=(const hierarchical_allreduce&) = delete;
   ~hierarchical_allreduce() { reset(); }
 
-  //! Blocking form: start(data) then wait().
-  void operator()(std::span<float> data) {
-    start(data);
-    wait();
-  }
-
   //! Starts summing `data` (n floats, host memory) across all ranks, in place.
   void start(std::span<float> data) {
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
@@ -160,72 +157,52 @@ public:
     data_ = data;
     piece_begin_ = piece_end_ = 0;
     if (options_.check_lengths && comm_->size() > 1) {
-      const auto n = static_cast<std::int64_t>(data.size());
-      lengths_ = {n, -n};
-      detail::check(MPI_Iallreduce(MPI_IN_PLACE, lengths_.data(), 2, MPI_INT64_T, MPI_MIN,
-                                   comm_->native(), &request_),
-                    "MPI_Iallreduce");
+      lengths_.start(*comm_, data.size(), request_);
       phase_ = phase::checking;
     } else {
       begin_piece();
     }
   }
 
-  //! Makes progress without blocking; true once the sum is in place on this rank.
-  //! @throws mpi_error as described for the class.
-  bool test() {
-    try {
-      for (;;) {
-        switch (phase_) {
-        case phase::idle:
-        case phase::done:
-          return true;
-        case phase::checking:
-          if (!complete(request_)) {
-            return false;
-          }
-          if (lengths_[0] != -lengths_[1]) {
-            phase_ = phase::idle;
-            throw mpi_error(gradcomp::detail::concat(
-                "gradcomp mpi: hierarchical_allreduce: ranks pass different lengths (from ",
-                lengths_[0], " to ", -lengths_[1], " elements); this rank passed ", data_.size()));
-          }
-          begin_piece();
-          continue;
-        case phase::intra_reduce:
-          if (!complete(request_)) {
-            return false;
-          }
-          start_inter();
-          continue;
-        case phase::inter:
-          if (!ring_->test()) {
-            return false;
-          }
-          start_intra_spread();
-          continue;
-        case phase::intra_spread:
-          if (!complete(request_)) {
-            return false;
-          }
-          phase_ = phase::piece_done;
-          continue;
-        case phase::piece_done:
-          piece_begin_ = piece_end_;
-          begin_piece();
-          continue;
+  //! @private The nonblocking_operation hooks.
+  [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private
+  bool progress() {
+    for (;;) {
+      switch (phase_) {
+      case phase::idle:
+      case phase::done:
+        return true;
+      case phase::checking:
+        if (!detail::complete(request_)) {
+          return false;
         }
+        lengths_.verify("hierarchical_allreduce");
+        begin_piece();
+        continue;
+      case phase::intra_reduce:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        start_inter();
+        continue;
+      case phase::inter:
+        if (!ring_->test()) {
+          return false;
+        }
+        start_intra_spread();
+        continue;
+      case phase::intra_spread:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        phase_ = phase::piece_done;
+        continue;
+      case phase::piece_done:
+        piece_begin_ = piece_end_;
+        begin_piece();
+        continue;
       }
-    } catch (...) {
-      reset();
-      throw;
-    }
-  }
-
-  //! Completes the operation, waiting per the options' wait policy.
-  void wait() {
-    for (unsigned round = 0; !test(); ++round) {
-      options_.wait.pause(round);
     }
   }
 
@@ -242,12 +219,6 @@ public:
 
 private:
   enum class phase { idle, checking, intra_reduce, inter, intra_spread, piece_done, done };
-
-  static bool complete(MPI_Request& request) {
-    int done = 0;
-    detail::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    return done != 0;
-  }
 
   [[nodiscard]] bool leader_variant() const noexcept {
     return options_.variant == hierarchical_variant::leader;
@@ -348,7 +319,7 @@ private:
   std::size_t piece_begin_ = 0, piece_end_ = 0;
   std::vector<int> counts_, displacements_;
   std::vector<float> scratch_;
-  std::array<std::int64_t, 2> lengths_{};
+  detail::length_agreement lengths_;
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 

@@ -7,6 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -117,9 +118,7 @@ public:
         if (requests_[i] == MPI_REQUEST_NULL) {
           continue;
         }
-        int done = 0;
-        check(MPI_Test(&requests_[i], &done, MPI_STATUS_IGNORE), "MPI_Test");
-        if (done) {
+        if (complete(requests_[i])) {
           --in_flight_;
           any = true;
         }
@@ -221,7 +220,9 @@ private:
 //! lengths or options, or a worker's push is invalid (fails sparse_message::validate(), or its
 //! dense length differs from its output's); gradcomp::wire_error on every rank when a server
 //! rejects a received part (it does not decode, e.g. a push carries NaN).
-class parameter_server {
+class parameter_server : public detail::nonblocking_operation<parameter_server> {
+  friend class detail::nonblocking_operation<parameter_server>;
+
 public:
   using options = parameter_server_options;
 
@@ -263,12 +264,6 @@ public:
   parameter_server(const parameter_server&) = delete;
   parameter_server& operator=(const parameter_server&) = delete;
   ~parameter_server() { reset(); }
-
-  //! Blocking form: start(push, average) then wait().
-  void operator()(const sparse_message& push, std::span<float> average) {
-    start(push, average);
-    wait();
-  }
 
   //! Starts a round: `push` (dense length n; ignored on a dedicated server) goes to the
   //! servers, and `average` (n floats, host memory) receives the average over the W workers.
@@ -319,45 +314,32 @@ public:
     phase_ = phase::headers;
   }
 
-  //! Makes progress without blocking; true once `average` holds the result on this rank.
-  //! @throws mpi_error, gradcomp::wire_error as described for the class.
-  bool test() {
-    try {
-      for (;;) {
-        switch (phase_) {
-        case phase::idle:
-        case phase::done:
-          return true;
-        case phase::headers: {
-          int done = 0;
-          detail::check(MPI_Test(&request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-          if (!done) {
-            return false;
-          }
-          check_headers();
-          post_exchange();
-          phase_ = phase::exchange;
-          continue;
+  //! @private The nonblocking_operation hooks.
+  [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private
+  bool progress() {
+    for (;;) {
+      switch (phase_) {
+      case phase::idle:
+      case phase::done:
+        return true;
+      case phase::headers: {
+        if (!detail::complete(request_)) {
+          return false;
         }
-        case phase::exchange:
-          if (!progress_exchange()) {
-            return false;
-          }
-          check_statuses();
-          phase_ = phase::done;
-          return true;
-        }
+        check_headers();
+        post_exchange();
+        phase_ = phase::exchange;
+        continue;
       }
-    } catch (...) {
-      reset();
-      throw;
-    }
-  }
-
-  //! Completes the operation, waiting per the options' wait policy.
-  void wait() {
-    for (unsigned round = 0; !test(); ++round) {
-      options_.wait.pause(round);
+      case phase::exchange:
+        if (!progress_exchange()) {
+          return false;
+        }
+        check_statuses();
+        phase_ = phase::done;
+        return true;
+      }
     }
   }
 

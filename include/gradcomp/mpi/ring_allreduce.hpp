@@ -6,6 +6,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
@@ -52,7 +53,9 @@ struct ring_allreduce_options {
 //! test() until true (each test() makes whatever progress is possible without blocking), or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class ring_allreduce {
+class ring_allreduce : public detail::nonblocking_operation<ring_allreduce> {
+  friend class detail::nonblocking_operation<ring_allreduce>;
+
 public:
   using options = ring_allreduce_options;
 
@@ -65,12 +68,6 @@ public:
   ring_allreduce(const ring_allreduce&) = delete;
   ring_allreduce& operator=(const ring_allreduce&) = delete;
   ~ring_allreduce() { reset(); }
-
-  //! Blocking form: start(data) then wait().
-  void operator()(std::span<float> data) {
-    start(data);
-    wait();
-  }
 
   //! Starts summing `data` (n floats, host memory) across all ranks, in place.
   void start(std::span<float> data) {
@@ -85,58 +82,36 @@ public:
                                   (largest_block + max_segments - 1) / max_segments});
     step_ = 0;
     if (options_.check_lengths && p > 1) {
-      const auto n = static_cast<std::int64_t>(data.size());
-      lengths_ = {n, -n};
-      detail::check(MPI_Iallreduce(MPI_IN_PLACE, lengths_.data(), 2, MPI_INT64_T, MPI_MIN,
-                                   comm_->native(), &check_request_),
-                    "MPI_Iallreduce");
+      lengths_.start(*comm_, data.size(), check_request_);
       phase_ = phase::checking;
     } else {
       begin_ring();
     }
   }
 
-  //! Makes progress without blocking; true once the sum is in place on this rank.
-  //! @throws mpi_error as described for the class.
-  bool test() {
-    try {
-      for (;;) {
-        switch (phase_) {
-        case phase::idle:
-        case phase::done:
-          return true;
-        case phase::checking: {
-          int done = 0;
-          detail::check(MPI_Test(&check_request_, &done, MPI_STATUS_IGNORE), "MPI_Test");
-          if (!done) {
-            return false;
-          }
-          if (lengths_[0] != -lengths_[1]) {
-            phase_ = phase::idle;
-            throw mpi_error(gradcomp::detail::concat(
-                "gradcomp mpi: ring_allreduce: ranks pass different lengths (from ", lengths_[0],
-                " to ", -lengths_[1], " elements); this rank passed ", data_.size()));
-          }
-          begin_ring();
-          continue;
+  //! @private The nonblocking_operation hooks.
+  [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private
+  bool progress() {
+    for (;;) {
+      switch (phase_) {
+      case phase::idle:
+      case phase::done:
+        return true;
+      case phase::checking: {
+        if (!detail::complete(check_request_)) {
+          return false;
         }
-        case phase::ring:
-          if (!progress_step()) {
-            return false;
-          }
-          continue;
-        }
+        lengths_.verify("ring_allreduce");
+        begin_ring();
+        continue;
       }
-    } catch (...) {
-      reset();
-      throw;
-    }
-  }
-
-  //! Completes the operation, waiting per the options' wait policy.
-  void wait() {
-    for (unsigned round = 0; !test(); ++round) {
-      options_.wait.pause(round);
+      case phase::ring:
+        if (!progress_step()) {
+          return false;
+        }
+        continue;
+      }
     }
   }
 
@@ -211,9 +186,7 @@ private:
     const int p = comm_->size();
     const bool scatter = step_ < p - 1;
     while (next_recv_ < requests_.size()) {
-      int done = 0;
-      detail::check(MPI_Test(&requests_[next_recv_], &done, MPI_STATUS_IGNORE), "MPI_Test");
-      if (!done) {
+      if (!detail::complete(requests_[next_recv_])) {
         return false;
       }
       if (scatter) {
@@ -268,7 +241,7 @@ private:
   std::size_t first_recv_ = 0, next_recv_ = 0;
   std::vector<MPI_Request> requests_;
   std::vector<float> scratch_;
-  std::array<std::int64_t, 2> lengths_{};
+  detail::length_agreement lengths_;
   MPI_Request check_request_ = MPI_REQUEST_NULL;
 };
 

@@ -6,6 +6,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -48,7 +49,9 @@ struct sparse_allgather_options {
 //! @throws mpi_error on an MPI failure, on different dense lengths (on every rank), or when the
 //! gathered bytes exceed MPI's int counts and the dense switch is off; gradcomp::wire_error if
 //! a rank's message is malformed (on every rank, since every rank decodes every message).
-class sparse_allgather {
+class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> {
+  friend class detail::nonblocking_operation<sparse_allgather>;
+
 public:
   using options = sparse_allgather_options;
 
@@ -57,12 +60,6 @@ public:
   sparse_allgather(const sparse_allgather&) = delete;
   sparse_allgather& operator=(const sparse_allgather&) = delete;
   ~sparse_allgather() { reset(); }
-
-  //! Blocking form: start() then wait().
-  void operator()(const sparse_message& mine, std::span<float> sum) {
-    start(mine, sum);
-    wait();
-  }
 
   //! Starts the exchange; `sum` (n floats) receives the sum of every rank's message.
   //! `mine` may be reused as soon as start() returns (it is encoded here).
@@ -86,45 +83,35 @@ public:
     phase_ = phase::headers;
   }
 
-  //! Makes progress without blocking; true once `sum` holds the result.
-  bool test() {
-    try {
-      for (;;) {
-        switch (phase_) {
-        case phase::idle:
-        case phase::done:
-          return true;
-        case phase::headers:
-          if (!complete(request_)) {
-            return false;
-          }
-          after_headers();
-          continue;
-        case phase::messages:
-          if (!complete(request_)) {
-            return false;
-          }
-          sum_messages();
-          phase_ = phase::done;
-          return true;
-        case phase::dense:
-          if (!dense_.test()) {
-            return false;
-          }
-          phase_ = phase::done;
-          return true;
+  //! @private The nonblocking_operation hooks.
+  [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private
+  bool progress() {
+    for (;;) {
+      switch (phase_) {
+      case phase::idle:
+      case phase::done:
+        return true;
+      case phase::headers:
+        if (!detail::complete(request_)) {
+          return false;
         }
+        after_headers();
+        continue;
+      case phase::messages:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        sum_messages();
+        phase_ = phase::done;
+        return true;
+      case phase::dense:
+        if (!dense_.test()) {
+          return false;
+        }
+        phase_ = phase::done;
+        return true;
       }
-    } catch (...) {
-      reset();
-      throw;
-    }
-  }
-
-  //! Completes the operation, waiting per the wait policy.
-  void wait() {
-    for (unsigned round = 0; !test(); ++round) {
-      options_.wait.pause(round);
     }
   }
 
@@ -145,12 +132,6 @@ private:
     if (request_ != MPI_REQUEST_NULL) {
       MPI_Request_free(&request_);
     }
-  }
-
-  static bool complete(MPI_Request& request) {
-    int done = 0;
-    detail::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
-    return done != 0;
   }
 
   void after_headers() {
