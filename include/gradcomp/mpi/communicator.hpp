@@ -3,6 +3,7 @@
 //! @brief gradcomp::mpi::communicator: gradcomp's own duplicate of the user's communicator.
 #pragma once
 
+#include <gradcomp/mpi/detail/owned_comm.hpp>
 #include <gradcomp/mpi/error.hpp>
 
 #include <mpi.h>
@@ -28,44 +29,27 @@ public:
   //! @param parent  the user's communicator (MPI must be initialised).
   //! @throws mpi_error if duplicating fails.
   explicit communicator(MPI_Comm parent) {
-    detail::check(MPI_Comm_dup(parent, &comm_), "MPI_Comm_dup");
-    detail::check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-    detail::check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
-    detail::check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    detail::check(MPI_Comm_dup(parent, comm_.out()), "MPI_Comm_dup");
+    detail::check(MPI_Comm_set_errhandler(comm_.get(), MPI_ERRORS_RETURN),
+                  "MPI_Comm_set_errhandler");
+    detail::check(MPI_Comm_rank(comm_.get(), &rank_), "MPI_Comm_rank");
+    detail::check(MPI_Comm_size(comm_.get(), &size_), "MPI_Comm_size");
   }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
-  communicator(communicator&& other) noexcept
-      : comm_(std::exchange(other.comm_, MPI_COMM_NULL)), rank_(other.rank_), size_(other.size_) {}
-  communicator& operator=(communicator&& other) noexcept {
-    if (this != &other) {
-      release();
-      comm_ = std::exchange(other.comm_, MPI_COMM_NULL);
-      rank_ = other.rank_;
-      size_ = other.size_;
-    }
-    return *this;
-  }
-  ~communicator() { release(); }
+  communicator(communicator&&) noexcept = default;
+  communicator& operator=(communicator&&) noexcept = default;
+  ~communicator() = default;
 
   //! This process's rank, 0 .. size() - 1.
   [[nodiscard]] int rank() const noexcept { return rank_; }
   //! Number of ranks.
   [[nodiscard]] int size() const noexcept { return size_; }
   //! The duplicated communicator, for MPI calls.
-  [[nodiscard]] MPI_Comm native() const noexcept { return comm_; }
+  [[nodiscard]] MPI_Comm native() const noexcept { return comm_.get(); }
 
 private:
-  void release() noexcept {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (comm_ != MPI_COMM_NULL && !finalized) {
-      MPI_Comm_free(&comm_);
-    }
-    comm_ = MPI_COMM_NULL;
-  }
-
-  MPI_Comm comm_ = MPI_COMM_NULL;
+  detail::owned_comm comm_;
   int rank_ = 0;
   int size_ = 1;
 };
