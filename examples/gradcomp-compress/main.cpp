@@ -10,15 +10,12 @@
 #include <xtensor/xnpy.hpp>
 
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <new>
 #include <numeric>
 #include <optional>
 #include <stdexcept>
@@ -28,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/tool_support.hpp"
 #include "npy_input.hpp"
 
 namespace {
@@ -35,35 +33,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::string_view program_name = "gradcomp-compress";
-constexpr int exit_bad_input = 2; //!< bad command line or input: nothing was written.
-constexpr int exit_failure = 1;   //!< the outputs could not be written (or out of memory).
-
-//! A bad command line or a bad input file: reported on stderr, exit code 2, nothing written.
-class usage_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-//! The outputs could not be written: reported on stderr, exit code 1, partial outputs removed.
-class output_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
 using gradcomp_tools::cat; // concatenates the streamable arguments into one string
-
-//! Writes `message` to stderr as the tool's single error line (line breaks become "; ").
-void report_error(std::string_view message) {
-  std::string line(message);
-  std::size_t pos = 0;
-  while ((pos = line.find_first_of("\r\n", pos)) != std::string::npos) {
-    line.replace(pos, 1, "; ");
-  }
-  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) {
-    line.pop_back();
-  }
-  std::cerr << program_name << ": error: " << line << '\n';
-}
+using gradcomp_tools::output_error;
+using gradcomp_tools::parse_number;
+using gradcomp_tools::usage_error;
 
 // ---- the methods ---------------------------------------------------------------------------
 
@@ -114,28 +87,6 @@ const method_name& find_method(std::string_view name) {
   }
   throw usage_error(
       cat("--method: unknown method '", name, "' (expected one of ", method_list(), ")"));
-}
-
-// ---- strict number parsing -----------------------------------------------------------------
-
-//! Parses all of `text` as a decimal number of type T (an optional leading '+' is allowed).
-//! @throws usage_error naming `option` if the text is not exactly one number of type T.
-template <class T>
-T parse_number(const std::string& option, std::string_view text, std::string_view expected) {
-  std::string_view digits = text;
-  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-') {
-    digits.remove_prefix(1);
-  }
-  T value{};
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec == std::errc::result_out_of_range) {
-    throw usage_error(
-        cat(option, ": value '", text, "' is out of range (expected ", expected, ")"));
-  }
-  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
-    throw usage_error(cat(option, ": value '", text, "' is not ", expected));
-  }
-  return value;
 }
 
 // ---- input: 1-D float32 .npy files ---------------------------------------------------------
@@ -441,34 +392,11 @@ int main(int argc, char** argv) {
                std::string(program_name));
   raw_options raw;
   declare_options(app, raw);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      return app.exit(e); // --help: the usage on stdout, exit 0
+  return gradcomp_tools::tool_main<CLI::ParseError>(program_name, app, argc, argv, [&] {
+    try {
+      return run(make_settings(raw, app), raw.inputs);
+    } catch (const gradcomp::wire_error& e) { // a bad input: exit code 2 like usage_error
+      throw usage_error(e.what());
     }
-    report_error(e.what());
-    return exit_bad_input;
-  }
-  try {
-    return run(make_settings(raw, app), raw.inputs);
-  } catch (const usage_error& e) {
-    report_error(e.what());
-    return exit_bad_input;
-  } catch (const std::invalid_argument& e) { // the library's argument checks
-    report_error(e.what());
-    return exit_bad_input;
-  } catch (const gradcomp::wire_error& e) {
-    report_error(e.what());
-    return exit_bad_input;
-  } catch (const output_error& e) {
-    report_error(e.what());
-    return exit_failure;
-  } catch (const std::bad_alloc&) {
-    report_error("out of memory");
-    return exit_failure;
-  } catch (const std::exception& e) {
-    report_error(e.what());
-    return exit_failure;
-  }
+  });
 }

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "../common/tool_support.hpp"
+
 namespace gradcomp_tools {
 
 //! Longest .npy header accepted: NumPy's own default limit (np.load's max_header_size).
@@ -32,15 +34,6 @@ class npy_input_error : public std::runtime_error {
 public:
   using std::runtime_error::runtime_error;
 };
-
-//! Concatenates the streamable arguments into one string.
-template <class... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream out;
-  out.precision(9);
-  (out << ... << args);
-  return out.str();
-}
 
 namespace detail {
 

@@ -9,16 +9,13 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <charconv>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
-#include <new>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -28,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/tool_support.hpp"
 #include "timeline_svg.hpp"
 
 namespace {
@@ -36,63 +34,12 @@ namespace fs = std::filesystem;
 namespace gs = gradcomp::schedule;
 
 constexpr std::string_view program_name = "gradcomp-plan";
-constexpr int exit_bad_input = 2; //!< bad command line or profile.
-constexpr int exit_failure = 1;   //!< the SVG could not be written (or out of memory).
-
-//! A bad command line or profile: reported on stderr, exit code 2, nothing written.
-class usage_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-//! The SVG could not be written: exit code 1.
-class output_error : public std::runtime_error {
-public:
-  using std::runtime_error::runtime_error;
-};
-
-template <class... Args>
-std::string cat(const Args&... args) {
-  std::ostringstream out;
-  out.precision(9);
-  (out << ... << args);
-  return out.str();
-}
-
-//! Writes `message` to stderr as the tool's single error line (line breaks become "; ").
-void report_error(std::string_view message) {
-  std::string line(message);
-  std::size_t pos = 0;
-  while ((pos = line.find_first_of("\r\n", pos)) != std::string::npos) {
-    line.replace(pos, 1, "; ");
-  }
-  while (!line.empty() && (line.back() == ' ' || line.back() == ';')) {
-    line.pop_back();
-  }
-  std::cerr << program_name << ": error: " << line << '\n';
-}
+using gradcomp_tools::cat; // concatenates the streamable arguments into one string
+using gradcomp_tools::output_error;
+using gradcomp_tools::parse_number;
+using gradcomp_tools::usage_error;
 
 // ---- strict number parsing -----------------------------------------------------------------
-
-//! Parses all of `text` as a number of type T (an optional leading '+' is allowed).
-//! @throws usage_error naming `option` if the text is not exactly one number of type T.
-template <class T>
-T parse_number(std::string_view option, std::string_view text, std::string_view expected) {
-  std::string_view digits = text;
-  if (digits.size() > 1 && digits.front() == '+' && digits[1] != '-') {
-    digits.remove_prefix(1);
-  }
-  T value{};
-  const auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value);
-  if (ec == std::errc::result_out_of_range) {
-    throw usage_error(
-        cat(option, ": value '", text, "' is out of range (expected ", expected, ")"));
-  }
-  if (digits.empty() || ec != std::errc{} || end != digits.data() + digits.size()) {
-    throw usage_error(cat(option, ": value '", text, "' is not ", expected));
-  }
-  return value;
-}
 
 //! A finite number >= 0 (at most `limit`). @throws usage_error otherwise.
 double parse_nonnegative(std::string_view option, std::string_view text, double limit = 1e300) {
@@ -429,31 +376,6 @@ int main(int argc, char** argv) {
                std::string(program_name));
   raw_options raw;
   declare_options(app, raw);
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) {
-      return app.exit(e); // --help: the usage on stdout, exit 0
-    }
-    report_error(e.what());
-    return exit_bad_input;
-  }
-  try {
-    return run(make_settings(raw, app));
-  } catch (const usage_error& e) {
-    report_error(e.what());
-    return exit_bad_input;
-  } catch (const std::invalid_argument& e) { // the library's argument checks
-    report_error(e.what());
-    return exit_bad_input;
-  } catch (const output_error& e) {
-    report_error(e.what());
-    return exit_failure;
-  } catch (const std::bad_alloc&) {
-    report_error("out of memory");
-    return exit_failure;
-  } catch (const std::exception& e) {
-    report_error(e.what());
-    return exit_failure;
-  }
+  return gradcomp_tools::tool_main<CLI::ParseError>(program_name, app, argc, argv,
+                                                    [&] { return run(make_settings(raw, app)); });
 }

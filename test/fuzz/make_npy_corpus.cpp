@@ -19,43 +19,13 @@
 #include <string>
 #include <vector>
 
+#include "../tools/npy_builder.hpp"
+
 namespace {
 
-//! The .npy serialization of a 1-D vector, by xtensor.
-template <class T>
-std::string npy_of(const std::vector<T>& v) {
-  return xt::dump_npy(xt::adapt(v));
-}
-
-//! The raw bytes of `v` (the data section of a little-endian float32 .npy file).
-std::string raw_bytes(const std::vector<float>& v) {
-  std::string bytes(v.size() * sizeof(float), '\0');
-  if (!v.empty()) {
-    std::memcpy(bytes.data(), v.data(), bytes.size());
-  }
-  return bytes;
-}
-
-//! A .npy file built by hand: format version `major`.0, the header dictionary `dict` padded with
-//! spaces and a newline to `header_length` bytes (at least dict.size() + 1), then `data`.
-std::string make_npy(unsigned char major,
-                     const std::string& dict,
-                     std::size_t header_length,
-                     const std::string& data) {
-  if (dict.size() + 1 > header_length) {
-    std::fprintf(stderr, "make_npy_corpus: header length %zu is too short\n", header_length);
-    std::exit(1);
-  }
-  std::string bytes = "\x93NUMPY";
-  bytes += static_cast<char>(major);
-  bytes += '\0';
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  for (std::size_t i = 0; i < length_bytes; ++i) {
-    bytes += static_cast<char>((header_length >> (8 * i)) & 0xff);
-  }
-  bytes += dict + std::string(header_length - 1 - dict.size(), ' ') + "\n";
-  return bytes + data;
-}
+using gradcomp_tool_tests::make_npy;
+using gradcomp_tool_tests::npy_of;
+using gradcomp_tool_tests::raw_bytes;
 
 //! `s` with its first occurrence of `from` replaced by `to` (which must occur).
 std::string replace_once(std::string s, const std::string& from, const std::string& to) {

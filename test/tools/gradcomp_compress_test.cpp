@@ -24,12 +24,13 @@
 #include <random>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 #include <system_error>
 #include <tuple>
-#include <unistd.h>
 #include <utility>
 #include <vector>
+
+#include "npy_builder.hpp"
+#include "tool_runner.hpp"
 
 #ifndef GRADCOMP_COMPRESS_EXE
 #error "GRADCOMP_COMPRESS_EXE must be the path of the gradcomp-compress binary"
@@ -41,64 +42,31 @@ namespace fs = std::filesystem;
 
 const std::string error_prefix = "gradcomp-compress: error: ";
 
+using gradcomp_tool_tests::make_npy;
+using gradcomp_tool_tests::npy_of;
+using gradcomp_tool_tests::raw_bytes;
+using gradcomp_tool_tests::read_bytes;
+using gradcomp_tool_tests::run_result;
+using gradcomp_tool_tests::write_bytes;
+
 // ---- files and processes -------------------------------------------------------------------
-
-//! Quotes `s` for /bin/sh (single quotes; an embedded quote becomes '\'').
-std::string shell_quote(const std::string& s) {
-  std::string quoted = "'";
-  for (const char c : s) {
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return quoted + "'";
-}
-
-//! The whole content of a file ("" if it cannot be read).
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-//! Creates or replaces a file with `bytes`.
-void write_bytes(const fs::path& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  REQUIRE(out.good());
-}
-
-//! What one run of the tool did.
-struct run_result {
-  int status = -1; //!< exit status, or -1 if the process did not exit normally.
-  std::string out; //!< everything it wrote on stdout.
-  std::string err; //!< everything it wrote on stderr.
-};
 
 //! A fresh directory for one test: inputs in in/, the tool's outputs in out/, the captured
 //! stdout and stderr next to them. Removed with its contents at the end of the test.
-class scratch {
+class scratch : public gradcomp_tool_tests::scratch_dir {
 public:
-  scratch() {
-    static int counter = 0;
-    root_ = fs::current_path() / "gradcomp-compress-scratch" /
-            (std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_ / "in");
-    fs::create_directories(root_ / "out");
+  scratch() : scratch_dir("gradcomp-compress-scratch") {
+    fs::create_directories(root() / "in");
+    fs::create_directories(root() / "out");
   }
-  ~scratch() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
 
   //! Path of input file `name`.
   [[nodiscard]] std::string input(const std::string& name) const {
-    return (root_ / "in" / name).string();
+    return (root() / "in" / name).string();
   }
   //! The --out prefix `name` inside out/.
   [[nodiscard]] std::string prefix(const std::string& name = "result") const {
-    return (root_ / "out" / name).string();
+    return (root() / "out" / name).string();
   }
   //! Path of output `kind` ("indices" or "values") of iteration `i` for prefix `name`.
   [[nodiscard]] std::string
@@ -108,7 +76,7 @@ public:
   //! Names of everything in out/, sorted.
   [[nodiscard]] std::vector<std::string> outputs() const {
     std::vector<std::string> names;
-    for (const fs::directory_entry& e : fs::directory_iterator(root_ / "out")) {
+    for (const fs::directory_entry& e : fs::directory_iterator(root() / "out")) {
       names.push_back(e.path().filename().string());
     }
     std::sort(names.begin(), names.end());
@@ -117,36 +85,11 @@ public:
 
   //! Runs the tool with `args` (stdin from /dev/null) and captures its output.
   [[nodiscard]] run_result run(const std::vector<std::string>& args) const {
-    std::string command = shell_quote(GRADCOMP_COMPRESS_EXE);
-    for (const std::string& a : args) {
-      command += ' ';
-      command += shell_quote(a);
-    }
-    const fs::path out = root_ / "stdout.txt";
-    const fs::path err = root_ / "stderr.txt";
-    command += " < /dev/null > ";
-    command += shell_quote(out.string());
-    command += " 2> ";
-    command += shell_quote(err.string());
-    const int raw = std::system(command.c_str());
-    run_result r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = read_bytes(out);
-    r.err = read_bytes(err);
-    return r;
+    return run_tool(GRADCOMP_COMPRESS_EXE, args);
   }
-
-private:
-  fs::path root_;
 };
 
 // ---- .npy inputs ---------------------------------------------------------------------------
-
-//! The .npy serialization of a 1-D vector, by xtensor.
-template <class T>
-std::string npy_of(const std::vector<T>& v) {
-  return xt::dump_npy(xt::adapt(v));
-}
 
 //! Writes `v` as a 1-D float32 .npy input called `name`; returns its path.
 std::string write_input(const scratch& s, const std::string& name, const std::vector<float>& v) {
@@ -164,31 +107,6 @@ std::vector<float> normal_values(std::size_t n, unsigned seed, float scale = 1.0
     x = normal(rng);
   }
   return v;
-}
-
-//! The raw bytes of `v` (the data section of a little-endian float32 .npy file).
-std::string raw_bytes(const std::vector<float>& v) {
-  std::string bytes(v.size() * sizeof(float), '\0');
-  std::memcpy(bytes.data(), v.data(), bytes.size());
-  return bytes;
-}
-
-//! A .npy file built by hand: format version `major`.0, the header dictionary `dict` padded
-//! with spaces and a newline to `header_length` bytes, then `data`.
-std::string make_npy(unsigned char major,
-                     const std::string& dict,
-                     std::size_t header_length,
-                     const std::string& data) {
-  REQUIRE(dict.size() + 1 <= header_length);
-  std::string bytes = "\x93NUMPY";
-  bytes += static_cast<char>(major);
-  bytes += '\0';
-  const std::size_t length_bytes = major == 1 ? 2 : 4;
-  for (std::size_t i = 0; i < length_bytes; ++i) {
-    bytes += static_cast<char>((header_length >> (8 * i)) & 0xff);
-  }
-  bytes += dict + std::string(header_length - 1 - dict.size(), ' ') + "\n";
-  return bytes + data;
 }
 
 //! The version 1.0 .npy file `npy` with its header dictionary replaced by `dict`, padded to the

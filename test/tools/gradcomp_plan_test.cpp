@@ -7,16 +7,13 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
-#include <system_error>
-#include <unistd.h>
 #include <vector>
+
+#include "tool_runner.hpp"
 
 #ifndef GRADCOMP_PLAN_EXE
 #error "GRADCOMP_PLAN_EXE must be the path of the gradcomp-plan binary"
@@ -32,76 +29,30 @@ namespace gs = gradcomp::schedule;
 
 const std::string error_prefix = "gradcomp-plan: error: ";
 
-std::string shell_quote(const std::string& s) {
-  std::string quoted = "'";
-  for (const char c : s) {
-    quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  }
-  return quoted + "'";
-}
-
-std::string read_bytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+using gradcomp_tool_tests::read_bytes;
+using gradcomp_tool_tests::run_result;
 
 std::string shipped(const std::string& name) {
   return std::string(GRADCOMP_PROFILE_DIR) + "/" + name + ".csv";
 }
 
-struct run_result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
 //! A fresh directory for one test, removed at its end; runs the tool with stdout and stderr
 //! captured to files in it.
-class scratch {
+class scratch : public gradcomp_tool_tests::scratch_dir {
 public:
-  scratch() {
-    static int counter = 0;
-    root_ = fs::current_path() / "gradcomp-plan-scratch" /
-            (std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(root_);
-    fs::create_directories(root_);
-  }
-  ~scratch() {
-    std::error_code ignored;
-    fs::remove_all(root_, ignored);
-  }
-  scratch(const scratch&) = delete;
-  scratch& operator=(const scratch&) = delete;
+  scratch() : scratch_dir("gradcomp-plan-scratch") {}
 
-  [[nodiscard]] std::string path(const std::string& name) const { return (root_ / name).string(); }
+  [[nodiscard]] std::string path(const std::string& name) const { return (root() / name).string(); }
 
   //! Writes `text` as file `name` and returns its path.
   std::string write(const std::string& name, const std::string& text) const {
-    std::ofstream out(root_ / name, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    REQUIRE(out.good());
+    gradcomp_tool_tests::write_bytes(root() / name, text);
     return path(name);
   }
 
   [[nodiscard]] run_result run(const std::vector<std::string>& args) const {
-    std::string command = shell_quote(GRADCOMP_PLAN_EXE);
-    for (const std::string& a : args) {
-      command += ' ' + shell_quote(a);
-    }
-    const fs::path out = root_ / "stdout.txt";
-    const fs::path err = root_ / "stderr.txt";
-    command += " < /dev/null > " + shell_quote(out.string()) + " 2> " + shell_quote(err.string());
-    const int raw = std::system(command.c_str());
-    run_result r;
-    r.status = raw != -1 && WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = read_bytes(out);
-    r.err = read_bytes(err);
-    return r;
+    return run_tool(GRADCOMP_PLAN_EXE, args);
   }
-
-private:
-  fs::path root_;
 };
 
 //! The tool's arguments for `profile` at 10 Gbit/s with alpha 50 us, plus `extra`.
