@@ -1,0 +1,31 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::loopback_exchange: the single-worker transport (no MPI): the average of one
+//! worker's message is the message itself.
+#pragma once
+
+#include <gradcomp/pipeline/transport.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+
+#include <cstddef>
+#include <span>
+
+namespace gradcomp {
+
+//! @brief One-process transport for tests and single-worker runs: start() decompresses the
+//! message into the output (O(n + nnz)); the operation is then complete. Deterministic, never
+//! blocks. Reports 0 bytes sent and received.
+//! @throws std::invalid_argument from start() if the output length differs from the message's
+//! dense length.
+class loopback_exchange {
+public:
+  void start(const sparse_message& m, std::span<float> average) { decompress(m, average); }
+  [[nodiscard]] bool test() const noexcept { return true; }
+  void wait() const noexcept {}
+  [[nodiscard]] std::size_t bytes_sent() const noexcept { return 0; }
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return 0; }
+};
+
+static_assert(pipeline_policy::byte_counting_transport<loopback_exchange>);
+
+} // namespace gradcomp

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::pipeline: wait-free backward propagation with compression. Layer gradients
+//! are compressed (per-layer error feedback) as backward produces them, merged into groups of
+//! consecutive layers, and averaged by a transport on a communication thread that overlaps the
+//! rest of backward.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/error_feedback.hpp>
+#include <gradcomp/error.hpp>
+#include <gradcomp/pipeline/detail/group_message.hpp>
+#include <gradcomp/pipeline/grouping_policy.hpp>
+#include <gradcomp/pipeline/transport.hpp>
+#include <gradcomp/schedule/grouping.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/tensor/tensor.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <span>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+#include <vector>
+
+namespace gradcomp {
+
+//! @brief What one pipeline iteration (gradient_ready calls up to finish()) did.
+struct pipeline_iteration_stats {
+  double compress_seconds = 0.0;       //!< caller's thread, compressing in gradient_ready (s).
+  double communicate_seconds = 0.0;    //!< communication thread busy: start() to wait() (s).
+  double finish_wait_seconds = 0.0;    //!< finish() blocked on communication (not overlapped, s).
+  bool bytes_reported = false;         //!< the transport models byte_counting_transport.
+  std::size_t bytes_sent = 0;          //!< summed over groups (0 unless bytes_reported).
+  std::size_t bytes_received = 0;      //!< summed over groups (0 unless bytes_reported).
+  std::size_t numel = 0;               //!< elements of all layers.
+  std::size_t selected = 0;            //!< elements sent: sum of the layers' k_selected.
+  std::vector<selection_stats> layers; //!< per layer, forward order.
+};
+
+//! @brief Compresses layer gradients as they become ready and averages them across workers
+//! group by group on a communication thread (S1's WFBP with merged layers).
+//!
+//! Per iteration: call gradient_ready(layer, grad) once for every layer, in any order (the
+//! backward hook); then finish(). Each layer is compressed at once, on the caller's thread,
+//! with its own gradcomp::error_feedback (per-layer error feedback: one residual and one
+//! compressor state per layer, copied from the prototype). When every layer of a group has
+//! arrived, the group's message is the concatenation of its layers' messages in forward order,
+//! each layer's indices shifted by its element offset in the group (so a group's average, cut
+//! at the offsets, is the layers' averages). The communication thread (one std::thread per
+//! pipeline) runs the transport on the groups strictly in group order (backward order), one at
+//! a time, FIFO: a group that is ready waits for the previous ones, so every rank issues the
+//! same sequence of collectives whatever the hook order. finish() waits for the last group and
+//! leaves the averages in the pipeline (averaged()) or copies them into the caller's spans.
+//!
+//! Results are deterministic: the same gradients give bit-identical averages whatever the hook
+//! order (the transport decides cross-rank identity; the MPI adapters give it).
+//!
+//! Threads: gradient_ready() and finish() must be called from one thread at a time (the
+//! training thread). With an MPI transport, MPI must be initialised with at least
+//! MPI_THREAD_SERIALIZED and, between the first gradient_ready() and finish() of an iteration,
+//! no other thread may call MPI on any communicator (the communication thread does);
+//! MPI_THREAD_MULTIPLE lifts that restriction for other communicators.
+//!
+//! Collective (MPI transports): every rank must construct the pipeline with the same layer
+//! sizes and grouping and run the same iterations; each group is one collective on the
+//! transport's communicator.
+//!
+//! @tparam Compressor a gradcomp::compressor, copyable (the prototype is copied per layer).
+//! @tparam Transport  a pipeline_policy::transport (loopback_exchange, mpi::dense_exchange,
+//!                    mpi::sparse_exchange).
+//! @tparam Grouping   a pipeline_policy::grouping_policy (fixed_grouping, planned_grouping).
+template <compressor Compressor,
+          pipeline_policy::transport Transport,
+          pipeline_policy::grouping_policy Grouping = pipeline_policy::fixed_grouping>
+class pipeline {
+public:
+  //! @param layer_numel elements per layer, forward order; at least one layer.
+  //! @param grouping    the grouping policy, asked once for the groups of these layers.
+  //! @param prototype   the compressor every layer's error feedback starts from.
+  //! @param transport   the exchange; must outlive the pipeline and not be used elsewhere
+  //!                    while the pipeline lives.
+  //! Memory: 4n bytes of residual per layer, per-layer message buffers, and one dense average
+  //! buffer per group (4 bytes per element of the model). Starts the communication thread.
+  //! @throws std::invalid_argument if there are no layers or the grouping is not a partition
+  //! of the layers into consecutive groups in backward order.
+  pipeline(std::vector<std::size_t> layer_numel,
+           Grouping grouping,
+           Compressor prototype,
+           Transport& transport)
+      : numel_(std::move(layer_numel)), transport_(&transport) {
+    gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
+    const std::size_t layers = numel_.size();
+    grouping_ = grouping.groups(std::span<const std::size_t>(numel_));
+    schedule::validate(grouping_, layers);
+    feedback_.reserve(layers);
+    for (const std::size_t n : numel_) {
+      feedback_.emplace_back(n, prototype);
+    }
+    layer_messages_.resize(layers);
+    reported_.assign(layers, false);
+    group_of_.resize(layers);
+    offset_of_.resize(layers);
+    groups_.resize(grouping_.size());
+    for (std::size_t g = 0; g < grouping_.size(); ++g) {
+      group_state& state = groups_[g];
+      // backward positions [begin, end) are forward indices L-1-begin down to L-end
+      const std::size_t first = schedule::forward_index(grouping_[g].end - 1, layers);
+      const std::size_t last = schedule::forward_index(grouping_[g].begin, layers);
+      std::uint64_t offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        state.layers.push_back(l);
+        group_of_[l] = g;
+        offset_of_[l] = offset;
+        offset += numel_[l];
+      }
+      state.numel = offset;
+      state.pending = state.layers.size();
+      state.average.assign(static_cast<std::size_t>(offset), 0.0f);
+    }
+    ready_.assign(groups_.size(), false);
+    current_.layers.assign(layers, selection_stats{});
+    for (const std::size_t n : numel_) {
+      current_.numel += n;
+    }
+    last_ = current_;
+    comm_thread_ = std::thread([this] { communicate(); });
+  }
+
+  pipeline(const pipeline&) = delete;
+  pipeline& operator=(const pipeline&) = delete;
+
+  //! Stops the communication thread (after the operation it runs, if any). A started
+  //! iteration is abandoned.
+  ~pipeline() {
+    {
+      const std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    work_cv_.notify_all();
+    comm_thread_.join();
+  }
+
+  //! @brief Reports the gradient of `layer` (forward index) for this iteration: compresses it
+  //! with the layer's error feedback (O(n) plus the compressor's cost) and, if it completes its
+  //! group, assembles the group's message and hands it to the communication thread. `grad` is
+  //! read during the call only.
+  //! @throws std::invalid_argument naming the layer if it is out of range or was already
+  //! reported in this iteration, or naming both lengths if grad's length differs from the
+  //! layer's; nothing changes then.
+  template <host_float_tensor Grad>
+  void gradient_ready(std::size_t layer, const Grad& grad) {
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+    gradcomp::detail::require(!reported_[layer], "pipeline: layer ", layer,
+                              " reported twice in one iteration");
+    const auto g = host_span(grad);
+    gradcomp::detail::require(g.size() == numel_[layer], "pipeline: layer ", layer,
+                              ": gradient has ", g.size(), " elements, the layer has ",
+                              numel_[layer]);
+    const auto t0 = clock::now();
+    current_.layers[layer] = feedback_[layer].compress(g, layer_messages_[layer]);
+    reported_[layer] = true;
+    const std::size_t g_index = group_of_[layer];
+    group_state& state = groups_[g_index];
+    if (--state.pending == 0) {
+      pipeline_detail::begin_group(state.message, state.numel);
+      for (std::size_t i = 0; i < state.layers.size(); ++i) {
+        const std::size_t l = state.layers[i];
+        pipeline_detail::append_layer(state.message, layer_messages_[l], offset_of_[l], i == 0);
+      }
+      {
+        const std::lock_guard lock(mutex_);
+        ready_[g_index] = true;
+      }
+      work_cv_.notify_one();
+    }
+    current_.compress_seconds += seconds_since(t0);
+  }
+
+  //! @brief Waits for every group's exchange, records the iteration's statistics and starts a
+  //! new iteration. The averages are then readable through averaged() until the next iteration
+  //! completes the layer's group. Collective with an MPI transport.
+  //! @throws std::invalid_argument naming the first layer never reported (after waiting for
+  //! the groups in flight; the iteration is dropped, residuals keep their updates), or
+  //! rethrows the first exception of the communication thread (later groups of that iteration
+  //! are skipped). Either way the pipeline is ready for a new iteration.
+  void finish() {
+    const auto t0 = clock::now();
+    std::exception_ptr error;
+    {
+      std::unique_lock lock(mutex_);
+      done_cv_.wait(lock, [this] { return !busy_ && (next_ == groups_.size() || !ready_[next_]); });
+      error = std::exchange(error_, nullptr);
+      current_.communicate_seconds = std::exchange(comm_seconds_, 0.0);
+      current_.bytes_sent = std::exchange(bytes_sent_, 0);
+      current_.bytes_received = std::exchange(bytes_received_, 0);
+      next_ = 0;
+      ready_.assign(groups_.size(), false);
+    }
+    current_.finish_wait_seconds = seconds_since(t0);
+    current_.bytes_reported = pipeline_policy::byte_counting_transport<Transport>;
+    std::size_t missing = numel_.size();
+    current_.selected = 0;
+    for (std::size_t l = 0; l < numel_.size(); ++l) {
+      if (!reported_[l] && missing == numel_.size()) {
+        missing = l;
+      }
+      current_.selected += current_.layers[l].k_selected;
+    }
+    last_ = current_;
+    reset_iteration();
+    gradcomp::detail::require(missing == numel_.size(), "pipeline: finish(): layer ", missing,
+                              " was never reported in this iteration");
+    if (error) {
+      std::rethrow_exception(error);
+    }
+  }
+
+  //! @brief finish(), then copies every layer's average into `outputs` (one span per layer,
+  //! forward order). O(total elements).
+  //! @throws std::invalid_argument naming the counts or the layer and both lengths on a size
+  //! mismatch (checked before waiting; nothing changes then), and whatever finish() throws.
+  void finish(std::span<const std::span<float>> outputs) {
+    gradcomp::detail::require(outputs.size() == numel_.size(),
+                              "pipeline: finish(): ", outputs.size(), " outputs for ",
+                              numel_.size(), " layers");
+    for (std::size_t l = 0; l < outputs.size(); ++l) {
+      gradcomp::detail::require(outputs[l].size() == numel_[l],
+                                "pipeline: finish(): output of layer ", l, " has ",
+                                outputs[l].size(), " elements, the layer has ", numel_[l]);
+    }
+    finish();
+    for (std::size_t l = 0; l < outputs.size(); ++l) {
+      const auto a = averaged(l);
+      std::copy(a.begin(), a.end(), outputs[l].begin());
+    }
+  }
+
+  //! @brief The averaged gradient of `layer` (numel elements) from the last finish(). O(1).
+  //! @throws std::invalid_argument if layer is out of range.
+  [[nodiscard]] std::span<const float> averaged(std::size_t layer) const {
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+    const group_state& state = groups_[group_of_[layer]];
+    return std::span<const float>(state.average)
+        .subspan(static_cast<std::size_t>(offset_of_[layer]), numel_[layer]);
+  }
+
+  //! Statistics of the last finished iteration.
+  [[nodiscard]] const pipeline_iteration_stats& last_stats() const noexcept { return last_; }
+  //! The groups (backward positions, in sending order).
+  [[nodiscard]] const schedule::grouping& groups() const noexcept { return grouping_; }
+  [[nodiscard]] std::size_t layers() const noexcept { return numel_.size(); }
+  //! Layer `layer`'s error feedback (its residual, its compressor). Not while an iteration
+  //! runs.
+  [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t layer) {
+    return feedback_.at(layer);
+  }
+
+private:
+  using clock = std::chrono::steady_clock;
+
+  struct group_state {
+    std::vector<std::size_t> layers; // forward indices, ascending
+    std::uint64_t numel = 0;
+    std::size_t pending = 0;    // layers not yet reported (caller's thread only)
+    sparse_message message;     // written by the caller before ready_, read by the comm thread
+    std::vector<float> average; // written by the comm thread, read after finish()
+  };
+
+  static double seconds_since(clock::time_point t0) {
+    return std::chrono::duration<double>(clock::now() - t0).count();
+  }
+
+  void reset_iteration() {
+    reported_.assign(numel_.size(), false);
+    for (group_state& state : groups_) {
+      state.pending = state.layers.size();
+    }
+    current_.compress_seconds = 0.0;
+    current_.layers.assign(numel_.size(), selection_stats{});
+  }
+
+  // The communication thread: groups in order, one at a time.
+  void communicate() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      work_cv_.wait(lock, [this] { return stop_ || (next_ < groups_.size() && ready_[next_]); });
+      if (stop_) {
+        return;
+      }
+      group_state& state = groups_[next_];
+      const bool skip = error_ != nullptr;
+      busy_ = true;
+      lock.unlock();
+      double seconds = 0.0;
+      std::size_t sent = 0;
+      std::size_t received = 0;
+      std::exception_ptr error;
+      if (!skip) {
+        const auto t0 = clock::now();
+        try {
+          transport_->start(state.message, std::span<float>(state.average));
+          transport_->wait();
+          if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
+            sent = transport_->bytes_sent();
+            received = transport_->bytes_received();
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+        seconds = seconds_since(t0);
+      }
+      lock.lock();
+      comm_seconds_ += seconds;
+      bytes_sent_ += sent;
+      bytes_received_ += received;
+      if (error && !error_) {
+        error_ = error;
+      }
+      busy_ = false;
+      ++next_;
+      done_cv_.notify_all();
+    }
+  }
+
+  // fixed at construction
+  std::vector<std::size_t> numel_;
+  Transport* transport_;
+  schedule::grouping grouping_;
+  std::vector<std::size_t> group_of_;
+  std::vector<std::uint64_t> offset_of_;
+  // caller's thread
+  std::vector<error_feedback<Compressor>> feedback_;
+  std::vector<sparse_message> layer_messages_;
+  std::vector<bool> reported_;
+  pipeline_iteration_stats current_, last_;
+  std::vector<group_state> groups_;
+  // shared with the communication thread, under mutex_
+  std::mutex mutex_;
+  std::condition_variable work_cv_, done_cv_;
+  std::vector<bool> ready_;
+  std::size_t next_ = 0;
+  bool busy_ = false;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  double comm_seconds_ = 0.0;
+  std::size_t bytes_sent_ = 0, bytes_received_ = 0;
+  std::thread comm_thread_; // last: starts after every other member exists
+};
+
+} // namespace gradcomp

@@ -1,0 +1,237 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradcomp::pipeline with the loopback transport: the output equals compressing every layer
+// with its own error feedback (bit for bit, over iterations, any grouping, any hook order);
+// misuse (a layer twice, never, a wrong length) and transport failures are reported.
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/pipeline.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "../common/generators.hpp"
+
+using namespace gradcomp;
+using pipeline_policy::fixed_grouping;
+
+namespace {
+
+const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64};
+
+std::vector<float> gradient(std::size_t layer, int iteration) {
+  return test::make_values(test::distribution::normal, sizes[layer],
+                           1000 * static_cast<std::uint64_t>(iteration) + layer);
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+         });
+}
+
+std::vector<std::size_t> hook_order(int iteration, int mode) {
+  std::vector<std::size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (mode == 1) {
+    std::reverse(order.begin(), order.end()); // backward order, as autograd delivers
+  } else if (mode == 2) {
+    std::mt19937 rng(static_cast<unsigned>(iteration) * 7 + 1);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  return order;
+}
+
+// The pipeline's averages equal per-layer error feedback + decompress, bit for bit.
+template <class Compressor>
+void check_against_error_feedback(const Compressor& prototype,
+                                  const schedule::grouping& groups,
+                                  int mode) {
+  loopback_exchange transport;
+  pipeline<Compressor, loopback_exchange> p(sizes, fixed_grouping{groups}, prototype, transport);
+  std::vector<error_feedback<Compressor>> reference;
+  for (const std::size_t n : sizes) {
+    reference.emplace_back(n, prototype);
+  }
+  sparse_message m;
+  std::vector<std::vector<float>> outputs(sizes.size());
+  std::vector<std::span<float>> output_spans;
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    outputs[l].assign(sizes[l], -1.0f);
+    output_spans.emplace_back(outputs[l]);
+  }
+  for (int it = 0; it < 6; ++it) {
+    for (const std::size_t l : hook_order(it, mode)) {
+      p.gradient_ready(l, gradient(l, it));
+    }
+    p.finish(output_spans);
+    std::size_t selected = 0;
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      const auto s = reference[l].compress(gradient(l, it), m);
+      selected += s.k_selected;
+      std::vector<float> expected(sizes[l]);
+      decompress(m, expected);
+      REQUIRE(same_bits(p.averaged(l), expected));
+      REQUIRE(same_bits(outputs[l], expected));
+      REQUIRE(same_bits(p.feedback(l).residual(), reference[l].residual()));
+      REQUIRE(p.last_stats().layers[l].k_selected == s.k_selected);
+    }
+    const auto& stats = p.last_stats();
+    CHECK(stats.selected == selected);
+    CHECK(stats.numel == std::accumulate(sizes.begin(), sizes.end(), std::size_t{0}));
+    CHECK(stats.bytes_reported);
+    CHECK(stats.compress_seconds >= 0.0);
+    CHECK(stats.communicate_seconds >= 0.0);
+    CHECK(stats.finish_wait_seconds >= 0.0);
+  }
+}
+
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+// Throws from start() while `fail` is set.
+struct failing_exchange {
+  bool fail = true;
+  void start(const sparse_message& m, std::span<float> out) {
+    if (fail) {
+      throw std::runtime_error("transport failed");
+    }
+    decompress(m, out);
+  }
+  bool test() { return true; }
+  void wait() {}
+};
+
+struct not_a_transport {
+  void start(const sparse_message&, std::span<float>) {}
+};
+
+} // namespace
+
+static_assert(pipeline_policy::transport<loopback_exchange>);
+static_assert(pipeline_policy::transport<failing_exchange>);
+static_assert(!pipeline_policy::byte_counting_transport<failing_exchange>);
+static_assert(!pipeline_policy::transport<not_a_transport>);
+static_assert(!pipeline_policy::grouping_policy<int>);
+
+TEST_CASE("pipeline output equals per-layer error feedback bit for bit", "[pipeline]") {
+  const int mode = GENERATE(0, 1, 2);
+  const auto groups = GENERATE(schedule::per_layer(5), schedule::single(5),
+                               schedule::grouping{{0, 2}, {2, 3}, {3, 5}});
+  CAPTURE(mode, groups.size());
+  SECTION("exact top-k") {
+    check_against_error_feedback(exact_top_k(exact_top_k_options{.density = 0.1}), groups, mode);
+  }
+  SECTION("reused threshold (per-layer compressor state)") {
+    check_against_error_feedback(
+        reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups, mode);
+  }
+  SECTION("dense fp16 (dense group messages)") {
+    check_against_error_feedback(dense(value_type::fp16), groups, mode);
+  }
+}
+
+TEST_CASE("pipeline hooks in any order give the same result", "[pipeline]") {
+  loopback_exchange t1;
+  loopback_exchange t2;
+  const schedule::grouping groups{{0, 1}, {1, 4}, {4, 5}};
+  using pipe = pipeline<exact_top_k, loopback_exchange>;
+  pipe forward(sizes, fixed_grouping{groups}, exact_top_k(0.2), t1);
+  pipe shuffled(sizes, fixed_grouping{groups}, exact_top_k(0.2), t2);
+  for (int it = 0; it < 5; ++it) {
+    for (const std::size_t l : hook_order(it, 0)) {
+      forward.gradient_ready(l, gradient(l, it));
+    }
+    for (const std::size_t l : hook_order(it, 2)) {
+      shuffled.gradient_ready(l, gradient(l, it));
+    }
+    forward.finish();
+    shuffled.finish();
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      REQUIRE(same_bits(forward.averaged(l), shuffled.averaged(l)));
+    }
+  }
+}
+
+TEST_CASE("pipeline reports misuse naming the layer", "[pipeline]") {
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange> p(sizes, fixed_grouping{}, exact_top_k(0.1), t);
+  CHECK(p.groups().size() == sizes.size());
+
+  p.gradient_ready(2, gradient(2, 0));
+  const std::string twice = error_of([&] { p.gradient_ready(2, gradient(2, 0)); });
+  CHECK(twice.find("layer 2 reported twice") != std::string::npos);
+
+  const std::vector<float> wrong(5, 1.0f);
+  const std::string length = error_of([&] { p.gradient_ready(0, wrong); });
+  CHECK(length.find("layer 0") != std::string::npos);
+  CHECK(length.find("5 elements") != std::string::npos);
+  CHECK(length.find("300") != std::string::npos);
+
+  CHECK(error_of([&] { p.gradient_ready(5, wrong); }).find("layer 5 is out of range") !=
+        std::string::npos);
+
+  for (const std::size_t l : {0, 1, 4}) {
+    p.gradient_ready(l, gradient(l, 0));
+  }
+  const std::string never = error_of([&] { p.finish(); });
+  CHECK(never.find("layer 3 was never reported") != std::string::npos);
+
+  // the pipeline is ready for a new, complete iteration
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    p.gradient_ready(l, gradient(l, 1));
+  }
+  CHECK_NOTHROW(p.finish());
+
+  std::vector<std::vector<float>> out(sizes.size());
+  std::vector<std::span<float>> spans(out.begin(), out.end());
+  CHECK(error_of([&] { p.finish(spans); }).find("output of layer 0 has 0 elements") !=
+        std::string::npos);
+}
+
+TEST_CASE("pipeline rethrows a transport failure from finish()", "[pipeline]") {
+  failing_exchange t;
+  pipeline<dense, failing_exchange> p(sizes, fixed_grouping{schedule::grouping{{0, 2}, {2, 5}}},
+                                      dense(), t);
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    p.gradient_ready(l, gradient(l, 0));
+  }
+  CHECK_THROWS_WITH(p.finish(), "transport failed");
+  CHECK_FALSE(p.last_stats().bytes_reported);
+  t.fail = false;
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    p.gradient_ready(l, gradient(l, 1));
+  }
+  CHECK_NOTHROW(p.finish());
+  // dense fp32 with error feedback: residual 0 + grad is sent as is
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    REQUIRE(same_bits(p.averaged(l), gradient(l, 1)));
+  }
+}
+
+TEST_CASE("pipeline takes its grouping from a merge strategy", "[pipeline]") {
+  loopback_exchange t;
+  pipeline_policy::planned_grouping planned;
+  planned.strategy = schedule::strategy::single;
+  planned.model = schedule::cost_model::affine(1e-4, 1e-9);
+  pipeline<exact_top_k, loopback_exchange, pipeline_policy::planned_grouping> p(
+      sizes, planned, exact_top_k(0.1), t);
+  REQUIRE(p.groups() == schedule::single(sizes.size()));
+  CHECK_THROWS_AS((pipeline<exact_top_k, loopback_exchange>(
+                      sizes, fixed_grouping{schedule::grouping{{0, 2}}}, exact_top_k(0.1), t)),
+                  std::invalid_argument);
+}
