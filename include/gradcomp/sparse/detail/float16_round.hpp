@@ -12,6 +12,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define GRADCOMP_X86_F16C_DISPATCH 1
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -50,8 +51,14 @@ __attribute__((target("avx,f16c"))) inline void round_to_half_saturating_f16c(fl
   round_to_half_saturating_portable(v + i, n - i);
 }
 
+//! AVX with OS support (GCC/Clang builtin) and the F16C bit of CPUID leaf 1 (read directly:
+//! clang 14's __builtin_cpu_supports does not know "f16c").
 [[nodiscard]] inline bool cpu_has_f16c() noexcept {
-  static const bool has = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 &&
+           (ecx & bit_F16C) != 0;
+  }();
   return has;
 }
 
