@@ -93,18 +93,32 @@ inline std::uint32_t refine_kth_key(std::span<const float> values,
   return prefix;
 }
 
+//! The cut at the k-th largest key: called on values in ascending index order, it takes every
+//! key > T and the first `ties` keys == T (ties broken by lower index).
+struct top_k_cut {
+  std::uint32_t threshold_key;
+  std::size_t ties;
+
+  [[nodiscard]] bool take(float v) noexcept {
+    const std::uint32_t key = magnitude_key(v);
+    if (key > threshold_key) {
+      return true;
+    }
+    if (key == threshold_key && ties > 0) {
+      --ties;
+      return true;
+    }
+    return false;
+  }
+};
+
 //! Keeps, in place and in order, the elements of `out` (ascending indices) that are among the k
 //! largest: key > T, plus the first `ties` with key == T.
 inline void keep_top(sparse_message& out, std::uint32_t threshold_key, std::size_t ties) {
+  top_k_cut cut{threshold_key, ties};
   std::size_t o = 0;
   for (std::size_t j = 0; j < out.values.size(); ++j) {
-    const std::uint32_t key = magnitude_key(out.values[j]);
-    bool take = key > threshold_key;
-    if (!take && key == threshold_key && ties > 0) {
-      take = true;
-      --ties;
-    }
-    if (take) {
+    if (cut.take(out.values[j])) {
       out.indices[o] = out.indices[j];
       out.values[o++] = out.values[j];
     }
@@ -264,16 +278,11 @@ std::uint32_t radix_top_k_select(const Source& src,
   out.dense = false;
   out.indices.resize(k);
   out.values.resize(k);
+  top_k_cut cut{threshold_key, ties};
   std::size_t o = 0;
   std::size_t ia = 0;
   for (std::size_t j = 0; j < candidates; ++j) {
-    const std::uint32_t key = magnitude_key(ws.candidate_values[j]);
-    bool take = key > threshold_key;
-    if (!take && key == threshold_key && ties > 0) {
-      take = true;
-      --ties;
-    }
-    if (!take) {
+    if (!cut.take(ws.candidate_values[j])) {
       continue;
     }
     const std::uint32_t idx = ws.candidate_indices[j];
