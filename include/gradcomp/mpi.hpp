@@ -9,6 +9,7 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
+#include <gradcomp/mpi/native_allreduce.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>

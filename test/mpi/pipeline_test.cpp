@@ -134,3 +134,93 @@ TEST_CASE("pipeline with sparse_exchange equals a per-layer sparse allgather", "
     CHECK(p.last_stats().bytes_reported);
   }
 }
+
+namespace {
+
+// A pipeline over `Exchange` against the same exchange called directly on each group's
+// concatenated message (bit for bit), against MPI_Allreduce's average (to rounding), and
+// bit-identical on every rank.
+template <class Exchange, class Options>
+void check_groupwise(const Options& options, float tolerance) {
+  const int ranks = test::world_size();
+  mpi::communicator comm(MPI_COMM_WORLD);
+  mpi::communicator reference_comm(MPI_COMM_WORLD);
+  Exchange exchange(comm, options);
+  Exchange direct(reference_comm, options);
+  pipeline<exact_top_k, Exchange> p(sizes, pipeline_policy::fixed_grouping{groups},
+                                    exact_top_k(0.2), exchange);
+  std::vector<error_feedback<exact_top_k>> reference;
+  for (const std::size_t n : sizes) {
+    reference.emplace_back(n, exact_top_k(0.2));
+  }
+  sparse_message m;
+  for (int it = 0; it < iterations; ++it) {
+    feed(p, it);
+    for (const schedule::layer_group& g : groups) {
+      const std::size_t first = sizes.size() - g.end;
+      const std::size_t last = sizes.size() - 1 - g.begin;
+      std::size_t numel = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        numel += sizes[l];
+      }
+      std::vector<float> group(numel);
+      std::size_t offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        reference[l].compress(gradient(l, it), m);
+        decompress(m, std::span<float>(group).subspan(offset, sizes[l]));
+        offset += sizes[l];
+      }
+      std::vector<float> summed(numel);
+      MPI_Allreduce(group.data(), summed.data(), static_cast<int>(numel), MPI_FLOAT, MPI_SUM,
+                    MPI_COMM_WORLD);
+      divide(summed, ranks);
+      sparse_message whole;
+      dense().compress(group, whole);
+      std::vector<float> expected(numel);
+      direct.start(whole, std::span<float>(expected));
+      direct.wait();
+      offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        CAPTURE(it, l);
+        const auto mine = std::span<const float>(expected).subspan(offset, sizes[l]);
+        REQUIRE(same_bits(p.averaged(l), mine));
+        REQUIRE(test::identical_on_all_ranks(p.averaged(l)));
+        for (std::size_t i = 0; i < sizes[l]; ++i) {
+          REQUIRE(p.averaged(l)[i] == Approx(summed[offset + i]).margin(tolerance));
+        }
+        offset += sizes[l];
+      }
+    }
+    CHECK(p.last_stats().bytes_reported);
+  }
+}
+
+} // namespace
+
+TEST_CASE("pipeline with native_dense_exchange (MPI_Iallreduce) averages like MPI_Allreduce",
+          "[pipeline]") {
+  check_groupwise<mpi::native_dense_exchange>(mpi::native_allreduce_options{}, 0.0f);
+}
+
+TEST_CASE("pipeline with hierarchical_exchange averages like MPI_Allreduce", "[pipeline]") {
+  mpi::hierarchical_allreduce_options o;
+  o.group_size = 2;
+  check_groupwise<mpi::hierarchical_exchange>(o, 1e-5f);
+  o.variant = mpi::hierarchical_variant::reduce_scatter;
+  check_groupwise<mpi::hierarchical_exchange>(o, 1e-5f);
+}
+
+TEST_CASE("pipeline with parameter_server_exchange averages like MPI_Allreduce", "[pipeline]") {
+  mpi::parameter_server_options o;
+  o.servers = test::world_size();
+  check_groupwise<mpi::parameter_server_exchange>(o, 1e-5f);
+  o.servers = 1;
+  check_groupwise<mpi::parameter_server_exchange>(o, 1e-5f);
+}
+
+TEST_CASE("parameter_server_exchange refuses dedicated servers", "[pipeline]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  mpi::parameter_server_options o;
+  o.placement = mpi::server_placement::dedicated;
+  REQUIRE_THROWS_WITH(mpi::parameter_server_exchange(comm, o), Catch::Contains("co-located"));
+}

@@ -1,10 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Pipeline transports over MPI: dense_exchange (densify, ring allreduce, divide by P)
-//! and sparse_exchange (sparse allgather, sum, divide by P). Needs gradcomp::mpi.
+//! @brief Pipeline transports over MPI: dense exchanges (densify, allreduce in place: ring,
+//! MPI's own, hierarchical; divide by P), sparse_exchange (sparse allgather, sum, divide by P)
+//! and parameter_server_exchange (push/pull). Needs gradcomp::mpi.
 #pragma once
 
+#include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/hierarchical_allreduce.hpp>
+#include <gradcomp/mpi/native_allreduce.hpp>
+#include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>
 #include <gradcomp/pipeline/transport.hpp>
@@ -27,30 +32,38 @@ inline void divide(std::span<float> values, int ranks) {
 
 } // namespace pipeline_detail
 
-//! @brief Averages compressed messages with a dense ring allreduce: start() decompresses the
-//! message into the output (O(n + nnz)), the ring sums it across ranks in place, and completion
-//! divides by P (O(n)). Bit-identical results on every rank (ring_allreduce's guarantee, then
-//! the same division). Bytes per rank: the ring's exact traffic, about 2 (P-1)/P x 4n each way
-//! (the length check's 16 bytes excluded).
+//! @brief Averages compressed messages with a dense in-place allreduce: start() decompresses
+//! the message into the output (O(n + nnz)), `Allreduce` sums it across ranks in place, and
+//! completion divides by P (O(n)). Bit-identical results on every rank when the allreduce gives
+//! them (ring_allreduce and hierarchical_allreduce do; native_allreduce does with MPICH), then
+//! the same division.
+//!
+//! Bytes per rank reported (bytes_sent / bytes_received): the ring's exact traffic, about
+//! 2 (P-1)/P x 4n each way (the length check's 16 bytes excluded). For the other allreduces
+//! this is the bandwidth-optimal volume, a lower bound: MPI's and the hierarchical schedule's
+//! own traffic is not observable from here.
 //!
 //! Collective: every rank must call start() with a message of the same dense length, in the
 //! same order relative to other collectives on the communicator. One operation at a time.
-//! @throws mpi_error as ring_allreduce does; std::invalid_argument from start() if the output
+//! @tparam Allreduce ring_allreduce, native_allreduce or hierarchical_allreduce (an in-place
+//!                   nonblocking float sum constructed from (communicator, options)).
+//! @throws mpi_error as the allreduce does; std::invalid_argument from start() if the output
 //! length differs from the message's dense length.
-class dense_exchange {
+template <class Allreduce>
+class basic_dense_exchange {
 public:
-  explicit dense_exchange(const communicator& comm, ring_allreduce_options o = {})
-      : comm_(&comm), ring_(comm, o) {}
+  explicit basic_dense_exchange(const communicator& comm, typename Allreduce::options o = {})
+      : comm_(&comm), allreduce_(comm, o) {}
 
   void start(const sparse_message& m, std::span<float> average) {
     decompress(m, average);
     average_ = average;
     done_ = false;
-    ring_.start(average);
+    allreduce_.start(average);
   }
 
   bool test() {
-    if (!done_ && ring_.test()) {
+    if (!done_ && allreduce_.test()) {
       complete();
     }
     return done_;
@@ -58,7 +71,7 @@ public:
 
   void wait() {
     if (!done_) {
-      ring_.wait();
+      allreduce_.wait();
       complete();
     }
   }
@@ -92,10 +105,49 @@ private:
   }
 
   const communicator* comm_;
-  ring_allreduce ring_;
+  Allreduce allreduce_;
   std::span<float> average_;
   bool done_ = true;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
+};
+
+//! gradcomp's ring allreduce of the densified group (S4's ring).
+using dense_exchange = basic_dense_exchange<ring_allreduce>;
+//! MPI_Iallreduce of the densified group: the dense baseline of MPI itself (with
+//! schedule::strategy::size_threshold's 25 MiB buckets, what PyTorch DDP does).
+using native_dense_exchange = basic_dense_exchange<native_allreduce>;
+//! S4's hierarchical allreduce of the densified group.
+using hierarchical_exchange = basic_dense_exchange<hierarchical_allreduce>;
+
+//! @brief Averages compressed messages through gradcomp::mpi::parameter_server (S1's
+//! push/pull): every worker pushes its message, the servers sum and average, every worker pulls
+//! the average into `average`. The server's average is already divided by the worker count.
+//! Bytes as parameter_server counts them. Only co-located servers make sense in a pipeline
+//! (every rank is a worker with gradients to average); dedicated servers are rejected.
+//!
+//! Collective: every rank must call start() with a message of the same dense length, in the
+//! same order relative to other collectives on the communicator. One operation at a time.
+//! @throws std::invalid_argument at construction if the placement is not co-located; as
+//! parameter_server does otherwise.
+class parameter_server_exchange {
+public:
+  explicit parameter_server_exchange(const communicator& comm, parameter_server_options o = {})
+      : server_((require_colocated(o), comm), o) {}
+
+  void start(const sparse_message& m, std::span<float> average) { server_.start(m, average); }
+  bool test() { return server_.test(); }
+  void wait() { server_.wait(); }
+  [[nodiscard]] std::size_t bytes_sent() const noexcept { return server_.bytes_sent(); }
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return server_.bytes_received(); }
+
+private:
+  static void require_colocated(const parameter_server_options& o) {
+    gradcomp::detail::require(o.placement == server_placement::colocated,
+                              "parameter_server_exchange: servers must be co-located with the "
+                              "workers in a pipeline (every rank averages gradients)");
+  }
+
+  parameter_server server_;
 };
 
 //! @brief Averages compressed messages with sparse_allgather: every rank's message is gathered
@@ -144,6 +196,9 @@ private:
 };
 
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<dense_exchange>);
+static_assert(gradcomp::pipeline_policy::byte_counting_transport<native_dense_exchange>);
+static_assert(gradcomp::pipeline_policy::byte_counting_transport<hierarchical_exchange>);
+static_assert(gradcomp::pipeline_policy::byte_counting_transport<parameter_server_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<sparse_exchange>);
 
 } // namespace gradcomp::mpi

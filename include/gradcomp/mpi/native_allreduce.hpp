@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::native_allreduce: the MPI library's own allreduce (MPI_Iallreduce,
+//! sum of floats, in place) behind gradcomp's nonblocking interface and wait policy. The dense
+//! baseline of MPI itself (what PyTorch DDP's buckets become with an MPI backend).
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <span>
+
+namespace gradcomp::mpi {
+
+//! @brief Options of native_allreduce. Every rank must pass the same options.
+struct native_allreduce_options {
+  //! Check first that every rank passes the same length (one 16-byte allreduce; a mismatch
+  //! makes every rank throw instead of hanging, which MPI_Allreduce itself would not detect).
+  bool check_lengths = true;
+  //! Largest piece handed to one MPI_Iallreduce, bytes (>= 4; capped at INT_MAX floats since
+  //! MPI counts are int). Pieces run one after another.
+  std::size_t piece_bytes = std::size_t{1} << 30;
+  //! How waits complete (see wait_policy.hpp): never MPICH's busy-polling blocking call.
+  wait_policy wait{};
+};
+
+//! @brief In-place sum of a float vector over all ranks with MPI_Iallreduce (MPI_SUM), the
+//! algorithm being the MPI library's choice (MPICH picks recursive doubling, Rabenseifner's
+//! reduce-scatter + allgather, or a ring by size and rank count), completed by MPI_Test through
+//! the wait policy.
+//!
+//! Collective: every rank of the communicator must call start() (or operator()) with a vector
+//! of the same length, in the same order relative to other collectives on it. Any rank count
+//! and length (0 included). Bytes per rank: the library's; at least the bandwidth-optimal
+//! 2 (P-1)/P x 4n each way. Results are identical on every rank when the library reduces in
+//! the same order on every rank, which MPI recommends but does not require (MPICH's algorithms
+//! for commutative operations do); the order may differ from a ring's, so results can differ
+//! from gradcomp::mpi::ring_allreduce in the last bits. Time: alpha-beta of the chosen
+//! algorithm (S4's ring formula is a lower bound on the bandwidth term). Nonblocking use:
+//! start(), then test() until true, or wait(); the vector must not be touched until then. One
+//! operation at a time per object.
+//! @throws std::invalid_argument if piece_bytes < 4; mpi_error on an MPI failure or when ranks
+//! pass different lengths (on every rank).
+class native_allreduce : public detail::nonblocking_operation<native_allreduce> {
+  friend class detail::nonblocking_operation<native_allreduce>;
+
+public:
+  using options = native_allreduce_options;
+
+  explicit native_allreduce(const communicator& comm, options o = {})
+      : comm_(&comm), options_(o) {
+    gradcomp::detail::require(o.piece_bytes >= sizeof(float), "native_allreduce: piece_bytes ",
+                              o.piece_bytes, " is below the minimum 4");
+    piece_elements_ = std::min<std::size_t>(o.piece_bytes / sizeof(float), INT_MAX);
+  }
+  native_allreduce(const native_allreduce&) = delete;
+  native_allreduce& operator=(const native_allreduce&) = delete;
+  ~native_allreduce() { reset(); }
+
+  //! Starts the in-place sum of `data` (n floats).
+  void start(std::span<float> data) {
+    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
+                              "native_allreduce: start() while an operation is in progress");
+    data_ = data;
+    offset_ = 0;
+    if (options_.check_lengths && comm_->size() > 1) {
+      lengths_.start(*comm_, data.size(), request_);
+      phase_ = phase::checking;
+      return;
+    }
+    begin_sum();
+  }
+
+  //! @private The nonblocking_operation hooks.
+  [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private
+  bool progress() {
+    for (;;) {
+      switch (phase_) {
+      case phase::idle:
+      case phase::done:
+        return true;
+      case phase::checking:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        lengths_.verify("native_allreduce");
+        begin_sum();
+        continue;
+      case phase::sum:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        offset_ += piece_length();
+        post_piece();
+        continue;
+      }
+    }
+  }
+
+private:
+  enum class phase { idle, checking, sum, done };
+
+  void reset() noexcept {
+    phase_ = phase::idle;
+    if (request_ != MPI_REQUEST_NULL) {
+      MPI_Request_free(&request_);
+    }
+  }
+
+  [[nodiscard]] std::size_t piece_length() const noexcept {
+    return std::min(piece_elements_, data_.size() - offset_);
+  }
+
+  void begin_sum() {
+    if (comm_->size() == 1) {
+      phase_ = phase::done;
+      return;
+    }
+    post_piece();
+  }
+
+  void post_piece() {
+    if (offset_ >= data_.size()) {
+      phase_ = phase::done;
+      return;
+    }
+    detail::check(MPI_Iallreduce(MPI_IN_PLACE, data_.data() + offset_,
+                                 static_cast<int>(piece_length()), MPI_FLOAT, MPI_SUM,
+                                 comm_->native(), &request_),
+                  "MPI_Iallreduce");
+    phase_ = phase::sum;
+  }
+
+  const communicator* comm_;
+  options options_;
+  std::size_t piece_elements_ = 0;
+  std::span<float> data_;
+  std::size_t offset_ = 0;
+  phase phase_ = phase::idle;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  detail::length_agreement lengths_;
+};
+
+} // namespace gradcomp::mpi
