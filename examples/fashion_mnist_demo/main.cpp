@@ -3,6 +3,8 @@
 // Fashion-MNIST with LibTorch once per method (same seed, same batches), with per-layer error
 // feedback applied to every parameter's gradient before the optimizer step, as one worker of a
 // compressed data-parallel run would, and reports accuracy, loss, cost, density and wire bytes.
+#include "../common/fashion_mnist.hpp"
+
 #include <gradcomp/gradcomp.hpp>
 
 #include <CLI/CLI.hpp>
@@ -31,7 +33,6 @@
 
 namespace {
 
-namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
 // ---- command line ------------------------------------------------------------------------
@@ -48,79 +49,9 @@ struct demo_options {
   std::vector<std::string> methods;
 };
 
-const char* const idx_files[] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
-                                 "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
-
-bool has_idx_files(const fs::path& dir) {
-  std::error_code ec;
-  return std::all_of(std::begin(idx_files), std::end(idx_files),
-                     [&](const char* f) { return fs::is_regular_file(dir / f, ec); });
-}
-
-// The first folder holding the uncompressed IDX files among: <build>/data/fashion-mnist (next
-// to the executable's folder, where scripts/prepare-fashion-mnist.sh puts them), the same
-// below the working directory, and the Debian dataset folder. The first is returned if none has
-// them, so that the error message names where the preparation script writes.
-std::string default_data_dir() {
-  std::vector<fs::path> candidates;
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    candidates.push_back(exe.parent_path().parent_path() / "data" / "fashion-mnist");
-  }
-  candidates.push_back(fs::path("build") / "data" / "fashion-mnist");
-  candidates.push_back("/usr/share/datasets/fashion-mnist");
-  for (const fs::path& c : candidates) {
-    if (has_idx_files(c)) {
-      return c.string();
-    }
-  }
-  return candidates.front().string();
-}
-
-// ---- the model: ddp-baseline's CNN -------------------------------------------------------
-
-struct cnn_impl : torch::nn::Module {
-  cnn_impl()
-      : conv1(register_module("conv1",
-                              torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 5).padding(2)))),
-        conv2(register_module("conv2",
-                              torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 5).padding(2)))),
-        fc1(register_module("fc1", torch::nn::Linear(7 * 7 * 64, 512))),
-        fc2(register_module("fc2", torch::nn::Linear(512, 10))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
-    x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
-    x = torch::relu(fc1->forward(x.flatten(1)));
-    return fc2->forward(x);
-  }
-
-  torch::nn::Conv2d conv1;
-  torch::nn::Conv2d conv2;
-  torch::nn::Linear fc1;
-  torch::nn::Linear fc2;
-};
-TORCH_MODULE_IMPL(cnn, cnn_impl);
-
-// ---- data ----------------------------------------------------------------------------------
-
-struct dataset {
-  torch::Tensor images; // N x 1 x 28 x 28, normalised
-  torch::Tensor labels; // N, int64
-};
-
-dataset load(const std::string& dir, torch::data::datasets::MNIST::Mode mode, int limit) {
-  torch::data::datasets::MNIST raw(dir, mode); // images already scaled to [0, 1]
-  // Fashion-MNIST's training-set mean and standard deviation.
-  torch::Tensor images = (raw.images() - 0.2860) / 0.3530;
-  torch::Tensor labels = raw.targets();
-  if (limit > 0 && limit < images.size(0)) {
-    images = images.narrow(0, 0, limit);
-    labels = labels.narrow(0, 0, limit);
-  }
-  return {images.contiguous(), labels.contiguous()};
-}
+namespace gx = gradcomp_examples;
+using gx::cnn;
+using gx::dataset;
 
 // ---- compression methods -------------------------------------------------------------------
 
@@ -437,12 +368,11 @@ nlohmann::json to_json(const demo_options& o,
 }
 
 int run(const demo_options& o) {
-  if (!has_idx_files(o.data_dir)) {
+  if (!gx::missing_idx_files(o.data_dir).empty()) {
     std::fprintf(stderr,
-                 "gradcomp-demo: the uncompressed Fashion-MNIST IDX files are not in '%s'.\n"
-                 "Run scripts/prepare-fashion-mnist.sh %s (it decompresses the Debian package "
-                 "dataset-fashion-mnist's files), or pass --data DIR.\n",
-                 o.data_dir.c_str(), o.data_dir.c_str());
+                 "gradcomp-demo: the Fashion-MNIST IDX files (.gz or not) are not in '%s'.\n"
+                 "Install Debian's dataset-fashion-mnist or pass --data DIR.\n",
+                 o.data_dir.c_str());
     return 2;
   }
   gradcomp::check_density(o.density); // (0, 1]: CLI11's range check lets 0 through
@@ -464,9 +394,8 @@ int run(const demo_options& o) {
     methods = std::move(chosen);
   }
 
-  const dataset train_set =
-      load(o.data_dir, torch::data::datasets::MNIST::Mode::kTrain, o.train_limit);
-  const dataset test_set = load(o.data_dir, torch::data::datasets::MNIST::Mode::kTest, 0);
+  const dataset train_set = gx::load_fashion_mnist(o.data_dir, true, o.train_limit);
+  const dataset test_set = gx::load_fashion_mnist(o.data_dir, false);
   std::size_t params = 0;
   for (const torch::Tensor& p : cnn()->parameters()) {
     params += static_cast<std::size_t>(p.numel());
@@ -506,10 +435,10 @@ int run(const demo_options& o) {
 
 int main(int argc, char** argv) {
   demo_options o;
-  o.data_dir = default_data_dir();
+  o.data_dir = gx::debian_fashion_mnist_dir;
   CLI::App app{"gradcomp-demo: gradcomp's compressors on the gradients of a CNN training on "
                "Fashion-MNIST (LibTorch, one process)"};
-  app.add_option("--data", o.data_dir, "folder with the uncompressed Fashion-MNIST IDX files")
+  app.add_option("--data", o.data_dir, "folder with the Fashion-MNIST IDX files (.gz or not)")
       ->capture_default_str();
   app.add_option("--iterations", o.iterations, "training iterations per method")
       ->capture_default_str()

@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp-train's run-time choice of compressor and transport: a pipeline is a
+//! compile-time composition, so the program instantiates one pipeline per compressor over a
+//! type-erased transport and picks them by name.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi.hpp>
+#include <gradcomp/pipeline.hpp>
+#include <gradcomp/pipeline/mpi_exchange.hpp>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gradcomp_train {
+
+//! The names accepted by --method and --transport.
+inline const std::vector<std::string> method_names = {
+    "dense",        "exact_topk",          "sampled_topk",     "gaussian_threshold",
+    "lognormal_threshold", "reused_threshold", "fp16"};
+inline const std::vector<std::string> transport_names = {"allreduce", "ring", "allgather",
+                                                         "ps",        "hierarchical", "none"};
+
+//! A pipeline transport chosen at run time (virtual start / test / wait).
+class any_transport {
+public:
+  template <class T, class... Args>
+  static any_transport make(Args&&... args) {
+    any_transport t;
+    t.impl_ = std::make_unique<model<T>>(std::forward<Args>(args)...);
+    return t;
+  }
+
+  void start(const gradcomp::sparse_message& m, std::span<float> average) {
+    impl_->start(m, average);
+  }
+  bool test() { return impl_->test(); }
+  void wait() { impl_->wait(); }
+  [[nodiscard]] std::size_t bytes_sent() const { return impl_->bytes_sent(); }
+  [[nodiscard]] std::size_t bytes_received() const { return impl_->bytes_received(); }
+
+private:
+  struct concept_t {
+    virtual ~concept_t() = default;
+    virtual void start(const gradcomp::sparse_message&, std::span<float>) = 0;
+    virtual bool test() = 0;
+    virtual void wait() = 0;
+    [[nodiscard]] virtual std::size_t bytes_sent() const = 0;
+    [[nodiscard]] virtual std::size_t bytes_received() const = 0;
+  };
+  template <class T>
+  struct model final : concept_t {
+    template <class... Args>
+    explicit model(Args&&... args) : t(std::forward<Args>(args)...) {}
+    void start(const gradcomp::sparse_message& m, std::span<float> a) override { t.start(m, a); }
+    bool test() override { return t.test(); }
+    void wait() override { t.wait(); }
+    [[nodiscard]] std::size_t bytes_sent() const override { return t.bytes_sent(); }
+    [[nodiscard]] std::size_t bytes_received() const override { return t.bytes_received(); }
+    T t;
+  };
+  std::unique_ptr<concept_t> impl_;
+};
+
+//! Transport settings from the command line.
+struct transport_settings {
+  std::string name = "allreduce";
+  int servers = 0;    //!< ps: server count (0: every rank).
+  int group_size = 2; //!< hierarchical: ranks per group.
+};
+
+//! The transport called `s.name` over `comm`. @throws std::invalid_argument on an unknown name.
+inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
+                                    const transport_settings& s) {
+  namespace gm = gradcomp::mpi;
+  if (s.name == "allreduce") {
+    return any_transport::make<gm::native_dense_exchange>(comm);
+  }
+  if (s.name == "ring") {
+    return any_transport::make<gm::dense_exchange>(comm);
+  }
+  if (s.name == "allgather") {
+    return any_transport::make<gm::sparse_exchange>(comm);
+  }
+  if (s.name == "ps") {
+    gm::parameter_server_options o;
+    o.servers = s.servers > 0 ? s.servers : comm.size();
+    return any_transport::make<gm::parameter_server_exchange>(comm, o);
+  }
+  if (s.name == "hierarchical") {
+    gm::hierarchical_allreduce_options o;
+    o.group_size = s.group_size;
+    return any_transport::make<gm::hierarchical_exchange>(comm, o);
+  }
+  if (s.name == "none") {
+    return any_transport::make<gradcomp::loopback_exchange>();
+  }
+  throw std::invalid_argument("unknown transport '" + s.name + "'");
+}
+
+//! What the training loop needs of a pipeline, whatever its compressor.
+class gradient_exchange {
+public:
+  virtual ~gradient_exchange() = default;
+  virtual void gradient_ready(std::size_t layer, std::span<const float> grad) = 0;
+  virtual void finish() = 0;
+  [[nodiscard]] virtual std::span<const float> averaged(std::size_t layer) const = 0;
+  [[nodiscard]] virtual const gradcomp::pipeline_iteration_stats& last_stats() const = 0;
+  //! Layer `layer`'s error-feedback residual (after finish(): zero where the last iteration
+  //! sent the element).
+  [[nodiscard]] virtual std::span<const float> residual(std::size_t layer) = 0;
+};
+
+template <gradcomp::compressor C>
+class pipeline_exchange final : public gradient_exchange {
+public:
+  pipeline_exchange(std::vector<std::size_t> numel,
+                    const gradcomp::schedule::grouping& groups,
+                    C prototype,
+                    any_transport transport)
+      : transport_(std::move(transport)),
+        pipe_(std::move(numel), gradcomp::pipeline_policy::fixed_grouping{groups},
+              std::move(prototype), transport_) {}
+  void gradient_ready(std::size_t layer, std::span<const float> grad) override {
+    pipe_.gradient_ready(layer, grad);
+  }
+  void finish() override { pipe_.finish(); }
+  [[nodiscard]] std::span<const float> averaged(std::size_t layer) const override {
+    return pipe_.averaged(layer);
+  }
+  [[nodiscard]] const gradcomp::pipeline_iteration_stats& last_stats() const override {
+    return pipe_.last_stats();
+  }
+  [[nodiscard]] std::span<const float> residual(std::size_t layer) override {
+    return pipe_.feedback(layer).residual();
+  }
+
+private:
+  any_transport transport_; // before pipe_: the pipeline holds a reference to it
+  gradcomp::pipeline<C, any_transport> pipe_;
+};
+
+//! Compressor settings from the command line.
+struct method_settings {
+  std::string name = "dense";
+  double density = 0.01;
+  std::uint64_t interval = 10;
+  std::uint64_t seed = 1;
+  unsigned threads = 1; //!< compressor threads per rank.
+};
+
+//! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
+//! once per compressor type). @throws std::invalid_argument on an unknown name.
+template <class Fn>
+decltype(auto) with_method(const method_settings& s, Fn&& fn) {
+  const double d = s.density;
+  const unsigned t = s.threads;
+  if (s.name == "dense") {
+    return fn(gradcomp::dense({.values = gradcomp::value_type::fp32, .threads = t}));
+  }
+  if (s.name == "fp16") {
+    return fn(gradcomp::dense({.values = gradcomp::value_type::fp16, .threads = t}));
+  }
+  if (s.name == "exact_topk") {
+    return fn(gradcomp::exact_top_k({.density = d, .threads = t}));
+  }
+  if (s.name == "sampled_topk") {
+    return fn(gradcomp::sampled_threshold({.density = d, .seed = s.seed, .threads = t}));
+  }
+  if (s.name == "gaussian_threshold") {
+    return fn(gradcomp::gaussian_threshold({.density = d, .threads = t}));
+  }
+  if (s.name == "lognormal_threshold") {
+    return fn(gradcomp::lognormal_threshold({.density = d, .threads = t}));
+  }
+  if (s.name == "reused_threshold") {
+    return fn(gradcomp::reused_threshold({.density = d, .interval = s.interval, .threads = t}));
+  }
+  throw std::invalid_argument("unknown method '" + s.name + "'");
+}
+
+//! Whether the method sends a density of the gradient (a top-k or threshold compressor).
+inline bool is_sparse_method(const std::string& name) { return name != "dense" && name != "fp16"; }
+
+//! The pipeline for the method and transport.
+inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::communicator& comm,
+                                                        const method_settings& method,
+                                                        const transport_settings& transport,
+                                                        std::vector<std::size_t> numel,
+                                                        const gradcomp::schedule::grouping& groups) {
+  return with_method(method, [&](auto prototype) -> std::unique_ptr<gradient_exchange> {
+    return std::make_unique<pipeline_exchange<decltype(prototype)>>(
+        std::move(numel), groups, std::move(prototype), make_transport(comm, transport));
+  });
+}
+
+} // namespace gradcomp_train

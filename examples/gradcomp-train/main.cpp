@@ -1,0 +1,953 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradcomp-train: data-parallel training of a LibTorch network on Fashion-MNIST across MPI
+// ranks, gradients exchanged through a gradcomp pipeline chosen on the command line (docs/
+// train.md). Every rank trains on its own shard; per-parameter tensor hooks hand each gradient
+// to the pipeline as backward produces it (WFBP), which compresses it (per-layer error feedback)
+// and exchanges merged groups on a communication thread; the averaged gradient then drives
+// SGD with momentum. Prints a table on stdout (rank 0), writes the same as JSON (--report), and
+// fails unless every rank ends with bit-identical parameters.
+#include "../common/fashion_mnist.hpp"
+#include "exchange.hpp"
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi.hpp>
+#include <gradcomp/pipeline.hpp>
+#include <gradcomp/pipeline/agree_grouping.hpp>
+#include <gradcomp/pipeline/mpi_exchange.hpp>
+#include <gradcomp/schedule.hpp>
+
+#include <CLI/CLI.hpp>
+#include <mpi.h>
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+namespace gx = gradcomp_examples;
+namespace gt = gradcomp_train;
+using clock_type = std::chrono::steady_clock;
+using gradcomp::schedule::strategy;
+
+constexpr int exit_bad_input = 2;
+constexpr int exit_replicas_differ = 3;
+constexpr int exit_accuracy_low = 4;
+
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+std::string format(const char* fmt, ...) {
+  char buffer[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buffer, sizeof buffer, fmt, args);
+  va_end(args);
+  return buffer;
+}
+
+// ---- options -------------------------------------------------------------------------------
+
+struct options {
+  gt::method_settings method;
+  gt::transport_settings transport;
+  std::string merge = "size_threshold";
+  std::string model = "cnn";
+  int epochs = 2;
+  int batch_size = 32;
+  std::int64_t train_limit = 0;
+  double lr = 0.02;
+  double momentum = 0.9;
+  std::uint64_t seed = 1;
+  std::string data = gx::debian_fashion_mnist_dir;
+  std::string report;
+  std::string label;
+  int threads = 1;
+  int evals_per_epoch = 4;
+  int profile_iterations = 5;
+  double bucket_mib = 25.0;
+  double require_accuracy = 0.0;
+  bool momentum_correction = true;
+};
+
+// ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+MPI_Datatype mpi_type<std::uint64_t>() {
+  return MPI_UINT64_T;
+}
+
+template <class T>
+void allreduce(const gradcomp::mpi::communicator& comm, std::span<T> values, MPI_Op op) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(),
+                                              static_cast<int>(values.size()), mpi_type<T>(), op,
+                                              comm.native(), &r),
+                               "MPI_Iallreduce");
+  gradcomp::mpi::wait(r);
+}
+
+template <class T>
+std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
+  std::vector<T> all(static_cast<std::size_t>(comm.size()));
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1,
+                                              mpi_type<T>(), comm.native(), &r),
+                               "MPI_Iallgather");
+  gradcomp::mpi::wait(r);
+  return all;
+}
+
+void barrier(const gradcomp::mpi::communicator& comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(MPI_Ibarrier(comm.native(), &r), "MPI_Ibarrier");
+  gradcomp::mpi::wait(r);
+}
+
+// ---- the model ---------------------------------------------------------------------------------
+
+struct network {
+  torch::nn::AnyModule module;
+  std::shared_ptr<torch::nn::Module> base;
+};
+
+network make_network(const std::string& name) {
+  if (name == "vgg") {
+    gx::vgg m;
+    return {torch::nn::AnyModule(m), m.ptr()};
+  }
+  gx::cnn m;
+  return {torch::nn::AnyModule(m), m.ptr()};
+}
+
+// FNV-1a over the bit patterns of every parameter, in order.
+std::uint64_t parameter_hash(const std::vector<torch::Tensor>& params) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const torch::Tensor& p : params) {
+    const torch::Tensor c = p.detach().contiguous();
+    const float* v = c.data_ptr<float>();
+    for (std::int64_t i = 0; i < c.numel(); ++i) {
+      h = (h ^ std::bit_cast<std::uint32_t>(v[i])) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+// Rank 0's parameters to every rank (PyTorch DDP does the same at construction).
+void broadcast_parameters(const gradcomp::mpi::communicator& comm,
+                          const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& p : params) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    gradcomp::mpi::detail::check(MPI_Ibcast(p.data_ptr<float>(), static_cast<int>(p.numel()),
+                                            MPI_FLOAT, 0, comm.native(), &r),
+                                 "MPI_Ibcast");
+    gradcomp::mpi::wait(r);
+  }
+}
+
+// Which BLAS library this process mapped (Debian's LibTorch calls libblas.so.3 through the
+// alternatives system: OpenBLAS if installed, else the slow reference BLAS).
+std::string blas_in_use() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::string found;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) {
+      continue;
+    }
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos && path.find(".so") != std::string::npos) {
+      std::error_code ec;
+      const std::string real = std::filesystem::canonical(path, ec).string();
+      found = ec ? path : real;
+      if (found.find("openblas") != std::string::npos) {
+        break;
+      }
+    }
+  }
+  if (found.empty()) {
+    return "unknown (no BLAS library mapped)";
+  }
+  return found + (found.find("openblas") != std::string::npos ? " (OpenBLAS)"
+                                                              : " (reference BLAS: slow)");
+}
+
+// ---- data sharding ------------------------------------------------------------------------------
+
+// PyTorch's DistributedSampler: every epoch a permutation of all N samples from (seed, epoch),
+// padded by wrapping to a multiple of P; rank r takes positions r, r + P, ...
+std::vector<std::int64_t> shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
+  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
+  std::iota(order.begin(), order.end(), std::int64_t{0});
+  std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(epoch));
+  std::shuffle(order.begin(), order.end(), rng);
+  const std::int64_t per_rank = (n + ranks - 1) / ranks;
+  std::vector<std::int64_t> mine;
+  mine.reserve(static_cast<std::size_t>(per_rank));
+  for (std::int64_t j = 0; j < per_rank; ++j) {
+    const std::int64_t position = (j * ranks + rank) % n;
+    mine.push_back(order[static_cast<std::size_t>(position)]);
+  }
+  return mine;
+}
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+struct evaluation {
+  double accuracy = 0;
+  double loss = 0;
+};
+
+// Test accuracy and mean loss over the whole test set, each rank evaluating 1/P of it.
+// Collective.
+evaluation evaluate(const gradcomp::mpi::communicator& comm,
+                    network& net,
+                    const gx::dataset& test) {
+  torch::NoGradGuard no_grad;
+  net.base->eval();
+  const std::int64_t n = test.size();
+  const std::int64_t begin = n * comm.rank() / comm.size();
+  const std::int64_t end = n * (comm.rank() + 1) / comm.size();
+  double sums[3] = {0, 0, static_cast<double>(end - begin)}; // correct, loss sum, count
+  for (std::int64_t b = begin; b < end; b += 1000) {
+    const std::int64_t len = std::min<std::int64_t>(1000, end - b);
+    const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
+    const torch::Tensor labels = test.labels.narrow(0, b, len);
+    sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
+    sums[1] += torch::nn::functional::cross_entropy(
+                   logits, labels,
+                   torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                   .item<double>();
+  }
+  net.base->train();
+  allreduce(comm, std::span<double>(sums), MPI_SUM);
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+// ---- planning -------------------------------------------------------------------------------
+
+struct layer_info {
+  std::string name;
+  std::size_t numel = 0;
+};
+
+// Seconds to exchange one group message of `bytes` on the transport, from the calibrated
+// network (alpha-beta models of cost/alpha_beta.hpp).
+std::function<double(std::uint64_t)> transport_cost(const std::string& transport,
+                                                    int ranks,
+                                                    int servers,
+                                                    int group_size,
+                                                    const gradcomp::cost::network& net) {
+  namespace gc = gradcomp::cost;
+  if (transport == "none" || ranks == 1) {
+    return [](std::uint64_t) { return 0.0; };
+  }
+  if (transport == "allgather") {
+    return [=](std::uint64_t b) {
+      return gc::allgather_seconds(24.0, ranks, net) +
+             gc::allgather_seconds(static_cast<double>(b), ranks, net);
+    };
+  }
+  if (transport == "ps") {
+    const int s = servers > 0 ? servers : ranks;
+    return [=](std::uint64_t b) {
+      const auto x = static_cast<double>(b);
+      return gc::parameter_server_seconds(x, x, ranks, s, net);
+    };
+  }
+  if (transport == "hierarchical") {
+    const int g = std::clamp(group_size, 1, ranks);
+    return [=](std::uint64_t b) {
+      return gc::hierarchical_allreduce_seconds(static_cast<double>(b), ranks, g, net, net);
+    };
+  }
+  return [=](std::uint64_t b) {
+    return gc::ring_allreduce_seconds(static_cast<double>(b), ranks, net);
+  };
+}
+
+// ---- statistics -------------------------------------------------------------------------------
+
+struct sums {
+  double iteration = 0, forward = 0, backward = 0, compress = 0, finish_wait = 0,
+         communicate = 0, step = 0;
+  double bytes_sent = 0, bytes_received = 0, selected = 0, numel = 0;
+  std::size_t fallbacks = 0, compress_calls = 0;
+  std::int64_t iterations = 0;
+};
+
+struct eval_point {
+  int epoch = 0;
+  std::int64_t iteration = 0;
+  double epochs_done = 0;
+  double train_seconds = 0;
+  double train_loss = 0; // mean over the iterations since the previous point, all ranks
+  evaluation test;
+};
+
+bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+
+// ---- training -------------------------------------------------------------------------------
+
+int train(const options& o, const gradcomp::mpi::communicator& comm) {
+  const int rank = comm.rank();
+  const int ranks = comm.size();
+  const bool root = rank == 0;
+  const auto say = [&](const std::string& text) {
+    if (root) {
+      std::fprintf(stderr, "gradcomp-train: %s\n", text.c_str());
+    }
+  };
+
+  // --- input checks, agreed by every rank before any training
+  std::string problem;
+  const auto missing = gx::missing_idx_files(o.data);
+  if (!missing.empty()) {
+    problem = "the Fashion-MNIST files are not in '" + o.data + "' (missing " + missing.front() +
+              "[.gz]); install Debian's dataset-fashion-mnist or pass --data DIR";
+  }
+  gx::dataset train_set, test_set;
+  if (problem.empty()) {
+    try {
+      train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
+      test_set = gx::load_fashion_mnist(o.data, false);
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  if (problem.empty() && train_set.size() < ranks) {
+    problem = format("%d ranks but only %lld training samples: every rank needs at least one",
+                     ranks, static_cast<long long>(train_set.size()));
+  }
+  double flag[1] = {problem.empty() ? 0.0 : 1.0};
+  allreduce(comm, std::span<double>(flag), MPI_MAX);
+  if (flag[0] != 0.0) {
+    if (!problem.empty()) {
+      std::fprintf(stderr, "gradcomp-train: error (rank %d): %s\n", rank, problem.c_str());
+    }
+    return exit_bad_input;
+  }
+
+  torch::set_num_threads(o.threads);
+  torch::manual_seed(o.seed);
+  network net = make_network(o.model);
+  std::vector<torch::Tensor> params;
+  std::vector<layer_info> layers;
+  for (const auto& item : net.base->named_parameters()) {
+    params.push_back(item.value());
+    layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
+  }
+  std::vector<std::size_t> numel;
+  std::size_t total_numel = 0;
+  for (const layer_info& l : layers) {
+    numel.push_back(l.numel);
+    total_numel += l.numel;
+  }
+  broadcast_parameters(comm, params);
+  // DGC's momentum correction for sparse methods (Lin et al. 2018, eqs. 4-6): each rank keeps
+  // its own velocity u = m u + g per layer and hands u (not g) to the pipeline, whose error
+  // feedback accumulates it (v = v + u) and sends the top of v; u is zeroed where v was sent
+  // (momentum factor masking) and the optimizer applies the averaged update without momentum.
+  // With a dense method this is exactly momentum SGD, so dense methods keep the optimizer's.
+  const bool correction = o.momentum_correction && gt::is_sparse_method(o.method.name) &&
+                          o.transport.name != "none";
+  torch::optim::SGD optimizer(
+      params, torch::optim::SGDOptions(o.lr).momentum(correction ? 0.0 : o.momentum));
+  std::vector<std::vector<float>> velocity;
+
+  const std::int64_t per_rank = (train_set.size() + ranks - 1) / ranks;
+  const std::int64_t iterations_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
+  const std::string blas = blas_in_use();
+  say(format("%d ranks, model %s (%zu parameters in %zu tensors), %lld training samples "
+             "(%lld per rank, %lld iterations of batch %d per epoch), method %s, transport %s, "
+             "merge %s, %d torch thread(s) per rank, BLAS: %s",
+             ranks, o.model.c_str(), total_numel, layers.size(),
+             static_cast<long long>(train_set.size()), static_cast<long long>(per_rank),
+             static_cast<long long>(iterations_per_epoch), o.batch_size, o.method.name.c_str(),
+             o.transport.name.c_str(), o.merge.c_str(), o.threads, blas.c_str()));
+
+  // --- hooks: each parameter's gradient goes to `on_gradient` as backward produces it
+  std::function<void(std::size_t, const torch::Tensor&)> on_gradient;
+  std::vector<double> ready_at(params.size(), 0.0); // seconds since backward started
+  clock_type::time_point backward_start;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    params[i].register_hook([&, i](torch::Tensor grad) {
+      ready_at[i] = seconds_since(backward_start);
+      on_gradient(i, grad);
+    });
+  }
+  const auto grad_span = [](const torch::Tensor& g, torch::Tensor& keep) {
+    keep = g.is_contiguous() ? g : g.contiguous();
+    return std::span<const float>(keep.data_ptr<float>(), static_cast<std::size_t>(keep.numel()));
+  };
+
+  const auto training_start = clock_type::now();
+  double train_seconds = 0; // training only: evaluation excluded
+
+  // --- the merge plan
+  const auto t_plan = clock_type::now();
+  const std::optional<strategy> merge = gradcomp::schedule::strategy_from_name(o.merge);
+  gradcomp::schedule::grouping proposal;
+  nlohmann::json plan_info = nlohmann::json::object();
+  {
+    // profile: forward/backward of the first batches with a scratch compressor per layer in
+    // the hooks (no exchange, no step), as in training
+    std::vector<double> backward_median(params.size(), 0.0);
+    double forward_median = 0;
+    if (o.profile_iterations > 0) {
+      std::vector<std::vector<double>> per_layer(params.size());
+      std::vector<double> forwards;
+      gt::with_method(o.method, [&](auto prototype) {
+        using C = decltype(prototype);
+        std::vector<gradcomp::error_feedback<C>> scratch;
+        for (const std::size_t n : numel) {
+          scratch.emplace_back(n, prototype);
+        }
+        gradcomp::sparse_message m;
+        torch::Tensor keep;
+        on_gradient = [&](std::size_t i, const torch::Tensor& g) {
+          scratch[i].compress(grad_span(g, keep), m);
+        };
+        const std::vector<std::int64_t> first = shard(train_set.size(), ranks, rank, o.seed, 0);
+        for (int it = 0; it < o.profile_iterations; ++it) {
+          const std::int64_t b = (it * o.batch_size) % per_rank;
+          const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - b);
+          const torch::Tensor index = torch::tensor(
+              std::vector<std::int64_t>(first.begin() + b, first.begin() + b + len), torch::kInt64);
+          const torch::Tensor x = train_set.images.index_select(0, index);
+          const torch::Tensor y = train_set.labels.index_select(0, index);
+          optimizer.zero_grad();
+          const auto t0 = clock_type::now();
+          const torch::Tensor loss =
+              torch::nn::functional::cross_entropy(net.module.forward(x), y);
+          forwards.push_back(seconds_since(t0));
+          backward_start = clock_type::now();
+          loss.backward();
+          // each layer's backward time: from the previous ready event (time order) to its own
+          std::vector<std::size_t> order(params.size());
+          std::iota(order.begin(), order.end(), std::size_t{0});
+          std::stable_sort(order.begin(), order.end(),
+                           [&](std::size_t a, std::size_t c) { return ready_at[a] < ready_at[c]; });
+          double previous = 0;
+          for (const std::size_t i : order) {
+            per_layer[i].push_back(std::max(0.0, ready_at[i] - previous));
+            previous = ready_at[i];
+          }
+        }
+      });
+      const auto median = [](std::vector<double> v) {
+        std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+        return v[v.size() / 2];
+      };
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        backward_median[i] = median(per_layer[i]);
+      }
+      forward_median = median(forwards);
+      optimizer.zero_grad();
+    }
+    // calibrate alpha and beta on this network (a short ring allreduce sweep)
+    gradcomp::cost::network net_model;
+    if (ranks > 1 && o.transport.name != "none" && merge &&
+        *merge != strategy::per_layer && *merge != strategy::single &&
+        *merge != strategy::size_threshold) {
+      gradcomp::mpi::calibration_options co;
+      co.max_bytes = std::size_t{1} << 22;
+      co.repetitions = 3;
+      net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+      net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
+      net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
+    }
+    gradcomp::pipeline_policy::planned_grouping planner;
+    planner.strategy = merge.value_or(strategy::size_threshold);
+    planner.model.communication_seconds =
+        transport_cost(o.transport.name, ranks, o.transport.servers, o.transport.group_size,
+                       net_model);
+    if (gt::is_sparse_method(o.method.name)) {
+      planner.model.message.density = o.method.density;
+    }
+    planner.backward_seconds = backward_median;
+    planner.forward_seconds = forward_median;
+    planner.options.bucket_bytes = static_cast<std::uint64_t>(o.bucket_mib * 1024 * 1024);
+    gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{
+        &comm, planner};
+    proposal = agreed.groups(numel);
+    plan_info = {{"strategy", o.merge},
+                 {"alpha_seconds", net_model.alpha_seconds},
+                 {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
+                 {"forward_seconds", forward_median},
+                 {"backward_seconds_rank0", backward_median},
+                 {"profile_iterations", o.profile_iterations}};
+  }
+  nlohmann::json groups_json = nlohmann::json::array();
+  std::string plan_text;
+  for (const auto& g : proposal) {
+    nlohmann::json names = nlohmann::json::array();
+    std::size_t elements = 0;
+    std::string text;
+    for (std::size_t p = g.begin; p < g.end; ++p) {
+      const std::size_t i = gradcomp::schedule::forward_index(p, layers.size());
+      names.push_back(layers[i].name);
+      elements += layers[i].numel;
+      text += (text.empty() ? "" : "+") + layers[i].name;
+    }
+    groups_json.push_back({{"layers", names}, {"elements", elements}});
+    plan_text += (plan_text.empty() ? "" : " | ") + text;
+  }
+  plan_info["groups"] = groups_json;
+  const double plan_seconds = seconds_since(t_plan);
+  train_seconds += plan_seconds;
+  say(format("merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
+             o.merge.c_str(), proposal.size(), plan_seconds, plan_text.c_str()));
+
+  // --- the pipeline
+  // --transport none: every rank trains alone on its own gradients, no pipeline at all (the
+  // no-communication floor: nothing but forward, backward and the optimizer step)
+  const bool alone = o.transport.name == "none";
+  std::unique_ptr<gt::gradient_exchange> exchange;
+  torch::Tensor keep;
+  if (alone) {
+    on_gradient = [](std::size_t, const torch::Tensor&) {};
+  } else {
+    exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal);
+    on_gradient = [&](std::size_t i, const torch::Tensor& g) {
+      exchange->gradient_ready(i, grad_span(g, keep));
+    };
+    if (correction) {
+      for (const std::size_t n : numel) {
+        velocity.emplace_back(n, 0.0f);
+      }
+      const auto m = static_cast<float>(o.momentum);
+      on_gradient = [&, m](std::size_t i, const torch::Tensor& g) {
+        const std::span<const float> grad = grad_span(g, keep);
+        std::vector<float>& u = velocity[i];
+        for (std::size_t j = 0; j < u.size(); ++j) {
+          u[j] = m * u[j] + grad[j];
+        }
+        exchange->gradient_ready(i, std::span<const float>(u));
+      };
+    }
+  }
+  const gradcomp::pipeline_iteration_stats no_stats{};
+
+  // --- training loop
+  sums s;
+  std::vector<eval_point> points;
+  const evaluation initial = evaluate(comm, net, test_set);
+  points.push_back({0, 0, 0.0, 0.0, 0.0, initial});
+  double loss_sum = 0;
+  std::int64_t loss_count = 0;
+  std::int64_t global_iteration = 0;
+  const int evals = std::max(1, o.evals_per_epoch);
+  barrier(comm);
+  for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    const std::vector<std::int64_t> mine = shard(train_set.size(), ranks, rank, o.seed, epoch);
+    int next_eval = 1;
+    for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
+      const auto t0 = clock_type::now();
+      const std::int64_t b = it * o.batch_size;
+      const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - b);
+      const torch::Tensor index = torch::tensor(
+          std::vector<std::int64_t>(mine.begin() + b, mine.begin() + b + len), torch::kInt64);
+      const torch::Tensor x = train_set.images.index_select(0, index);
+      const torch::Tensor y = train_set.labels.index_select(0, index);
+      optimizer.zero_grad();
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
+      const auto t1 = clock_type::now();
+      backward_start = t1;
+      loss.backward();
+      const auto t2 = clock_type::now();
+      if (!alone) {
+        exchange->finish();
+        torch::NoGradGuard no_grad;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          const std::span<const float> avg = exchange->averaged(i);
+          torch::Tensor g = params[i].mutable_grad();
+          std::memcpy(g.data_ptr<float>(), avg.data(), avg.size() * sizeof(float));
+        }
+        if (correction) { // momentum factor masking
+          for (std::size_t i = 0; i < params.size(); ++i) {
+            const std::span<const float> r = exchange->residual(i);
+            std::vector<float>& u = velocity[i];
+            for (std::size_t j = 0; j < u.size(); ++j) {
+              u[j] = r[j] == 0.0f ? 0.0f : u[j];
+            }
+          }
+        }
+      }
+      const auto t3 = clock_type::now();
+      optimizer.step();
+      const auto t4 = clock_type::now();
+      const auto& st = alone ? no_stats : exchange->last_stats();
+      const double iteration = std::chrono::duration<double>(t4 - t0).count();
+      s.iteration += iteration;
+      s.forward += std::chrono::duration<double>(t1 - t0).count();
+      s.backward += std::chrono::duration<double>(t2 - t1).count() - st.compress_seconds;
+      s.compress += st.compress_seconds;
+      s.finish_wait += std::chrono::duration<double>(t3 - t2).count();
+      s.communicate += st.communicate_seconds;
+      s.step += std::chrono::duration<double>(t4 - t3).count();
+      s.bytes_sent += static_cast<double>(st.bytes_sent);
+      s.bytes_received += static_cast<double>(st.bytes_received);
+      s.selected += static_cast<double>(st.selected);
+      s.numel += static_cast<double>(st.numel);
+      for (const auto& l : st.layers) {
+        s.fallbacks += l.fallback ? 1 : 0;
+        ++s.compress_calls;
+      }
+      ++s.iterations;
+      ++global_iteration;
+      train_seconds += iteration;
+      loss_sum += loss.item<double>();
+      ++loss_count;
+
+      if (root && stderr_is_terminal() && (it % 10 == 9 || it + 1 == iterations_per_epoch)) {
+        std::fprintf(stderr, "\rgradcomp-train: epoch %d/%d  %5lld/%lld  loss %.4f  %.1f ms/it ",
+                     epoch + 1, o.epochs, static_cast<long long>(it + 1),
+                     static_cast<long long>(iterations_per_epoch), loss_sum / loss_count,
+                     1000.0 * s.iteration / static_cast<double>(s.iterations));
+      }
+      // evaluation points: evals per epoch, the last at the epoch's end
+      if ((it + 1) * evals >= static_cast<std::int64_t>(next_eval) * iterations_per_epoch) {
+        ++next_eval;
+        double l[2] = {loss_sum, static_cast<double>(loss_count)};
+        allreduce(comm, std::span<double>(l), MPI_SUM);
+        const evaluation e = evaluate(comm, net, test_set);
+        points.push_back({epoch + 1, global_iteration,
+                          epoch + static_cast<double>(it + 1) / iterations_per_epoch,
+                          train_seconds, l[0] / std::max(1.0, l[1]), e});
+        loss_sum = 0;
+        loss_count = 0;
+        if (root) {
+          if (stderr_is_terminal()) {
+            std::fputc('\n', stderr);
+          }
+          std::fprintf(stderr,
+                       "gradcomp-train: epoch %.2f: test accuracy %.2f %%, test loss %.4f, "
+                       "train loss %.4f, %.1f s training, %.1f ms/iteration\n",
+                       points.back().epochs_done, 100.0 * e.accuracy, e.loss,
+                       points.back().train_loss, train_seconds,
+                       1000.0 * s.iteration / static_cast<double>(s.iterations));
+        }
+        barrier(comm); // ranks leave evaluation together, so iteration timings stay comparable
+      }
+    }
+  }
+  const double wall_seconds = seconds_since(training_start);
+
+  // --- replicas and statistics across ranks
+  const std::uint64_t hash = parameter_hash(params);
+  const std::vector<std::uint64_t> hashes = allgather(comm, hash);
+  const bool identical = std::all_of(hashes.begin(), hashes.end(),
+                                     [&](std::uint64_t h) { return h == hashes[0]; });
+  const auto n_it = static_cast<double>(std::max<std::int64_t>(1, s.iterations));
+  double per_rank_values[9] = {s.iteration / n_it,   s.forward / n_it,   s.backward / n_it,
+                               s.compress / n_it,    s.finish_wait / n_it,
+                               s.communicate / n_it, s.step / n_it,      s.bytes_sent / n_it,
+                               s.bytes_received / n_it};
+  double mean_values[9];
+  std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(mean_values));
+  allreduce(comm, std::span<double>(mean_values), MPI_SUM);
+  for (double& v : mean_values) {
+    v /= ranks;
+  }
+  double max_values[9];
+  std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(max_values));
+  allreduce(comm, std::span<double>(max_values), MPI_MAX);
+  double counts[3] = {s.selected, s.numel, static_cast<double>(s.fallbacks)};
+  allreduce(comm, std::span<double>(counts), MPI_SUM);
+
+  const evaluation final_eval = points.back().test;
+  int status = 0;
+  if (!identical && o.transport.name != "none") {
+    status = exit_replicas_differ;
+  } else if (final_eval.accuracy < o.require_accuracy) {
+    status = exit_accuracy_low;
+  }
+  if (!root) {
+    return status;
+  }
+
+  // --- report (rank 0)
+  const char* names[9] = {"iteration", "forward",        "backward", "compression",
+                          "exchange_wait", "communication_thread_busy", "optimizer_step",
+                          "bytes_sent", "bytes_received"};
+  nlohmann::json per_iteration = nlohmann::json::object();
+  for (int i = 0; i < 9; ++i) {
+    const bool bytes = i >= 7;
+    const double scale = bytes ? 1.0 : 1000.0;
+    per_iteration[std::string(names[i]) + (bytes ? "" : "_ms")] = {
+        {"mean_over_ranks", mean_values[i] * scale}, {"max_over_ranks", max_values[i] * scale}};
+  }
+  nlohmann::json curve = nlohmann::json::array();
+  for (const eval_point& p : points) {
+    curve.push_back({{"epoch", p.epoch},
+                     {"epochs_done", p.epochs_done},
+                     {"iteration", p.iteration},
+                     {"train_seconds", p.train_seconds},
+                     {"train_loss", p.train_loss},
+                     {"test_accuracy", p.test.accuracy},
+                     {"test_loss", p.test.loss}});
+  }
+  nlohmann::json hash_list = nlohmann::json::array();
+  for (const std::uint64_t h : hashes) {
+    hash_list.push_back(format("%016llx", static_cast<unsigned long long>(h)));
+  }
+  const double density = counts[1] > 0 ? counts[0] / counts[1] : 1.0;
+  const std::string label =
+      o.label.empty() ? o.method.name + " / " + o.transport.name + " / " + o.merge : o.label;
+  nlohmann::json report = {
+      {"label", label},
+      {"config",
+       {{"ranks", ranks},
+        {"method", o.method.name},
+        {"density", o.method.density},
+        {"interval", o.method.interval},
+        {"transport", o.transport.name},
+        {"merge", o.merge},
+        {"model", o.model},
+        {"epochs", o.epochs},
+        {"batch_size_per_rank", o.batch_size},
+        {"train_samples", train_set.size()},
+        {"test_samples", test_set.size()},
+        {"iterations_per_epoch", iterations_per_epoch},
+        {"lr", o.lr},
+        {"momentum", o.momentum},
+        {"momentum_correction", correction},
+        {"seed", o.seed},
+        {"torch_threads_per_rank", o.threads},
+        {"parameters", total_numel},
+        {"parameter_tensors", layers.size()},
+        {"blas", blas},
+        {"data", o.data}}},
+      {"plan", plan_info},
+      {"curve", curve},
+      {"final_test_accuracy", final_eval.accuracy},
+      {"final_test_loss", final_eval.loss},
+      {"train_seconds", train_seconds},
+      {"wall_seconds", wall_seconds},
+      {"per_iteration", per_iteration},
+      {"achieved_density", density},
+      {"guard_fallbacks", counts[2]},
+      {"replica_hashes", hash_list},
+      {"replicas_identical", identical}};
+
+  std::string table;
+  table += "| epoch | test accuracy | test loss | train loss | training seconds |\n"
+           "|---|---|---|---|---|\n";
+  for (const eval_point& p : points) {
+    if (p.epoch == 0 || p.epochs_done == static_cast<double>(p.epoch)) {
+      table += format("| %d | %.2f %% | %.4f | %s | %.1f |\n", p.epoch, 100.0 * p.test.accuracy,
+                      p.test.loss, p.epoch == 0 ? "-" : format("%.4f", p.train_loss).c_str(),
+                      p.train_seconds);
+    }
+  }
+  table += "\n| per iteration (mean over ranks) | value |\n|---|---|\n";
+  table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
+  table += format("| compute (forward + backward, compression excluded) | %.1f ms |\n",
+                  1000 * (mean_values[1] + mean_values[2]));
+  table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
+  table += format("| communication not overlapped (waiting in finish + copy) | %.2f ms |\n",
+                  1000 * mean_values[4]);
+  table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[5]);
+  table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[6]);
+  table += format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[7],
+                  mean_values[8]);
+  table += format("| achieved density | %.5f |\n", density);
+  table += format("| merge plan (%s) | %s |\n", o.merge.c_str(), plan_text.c_str());
+  table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
+  table += format("| replicas identical | %s (%s) |\n", identical ? "yes" : "NO",
+                  hash_list.dump().c_str());
+  table += format("| BLAS | %s |\n", blas.c_str());
+  report["markdown"] = table;
+  std::printf("## gradcomp-train: %s, %d ranks\n\n%s", label.c_str(), ranks, table.c_str());
+  std::fflush(stdout);
+  if (!o.report.empty()) {
+    std::ofstream out(o.report);
+    out << report.dump(2) << '\n';
+    if (!out) {
+      std::fprintf(stderr, "gradcomp-train: cannot write %s\n", o.report.c_str());
+      return 1;
+    }
+  }
+  if (status == exit_replicas_differ) {
+    std::fprintf(stderr, "gradcomp-train: error: the replicas differ across ranks: %s\n",
+                 hash_list.dump().c_str());
+  } else if (status == exit_accuracy_low) {
+    std::fprintf(stderr, "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
+                 final_eval.accuracy, o.require_accuracy);
+  }
+  return status;
+}
+
+// MPI_Finalize can hang with 3+ ranks over UCX/TCP (MPICH 4.0.2; docs/emulated-cluster.md,
+// "Known problems"): everything is written and every rank has passed a barrier by then, so a
+// watchdog ends the process with its status if MPI_Finalize has not returned in 20 s.
+void finalize_with_watchdog(int status) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 200 && !done.load(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (!done.load()) {
+      std::_Exit(status);
+    }
+  });
+  MPI_Finalize();
+  done = true;
+  watchdog.join();
+}
+
+int rank_from_environment() {
+  for (const char* name : {"PMI_RANK", "OMPI_COMM_WORLD_RANK"}) {
+    if (const char* v = std::getenv(name)) {
+      return std::atoi(v);
+    }
+  }
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  options o;
+  CLI::App app{"gradcomp-train: data-parallel training on Fashion-MNIST with gradcomp "
+               "(run under mpiexec)"};
+  app.add_option("--method", o.method.name, "gradient compressor")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::method_names));
+  app.add_option("--density", o.method.density, "fraction of each gradient sent, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--interval", o.method.interval,
+                 "reused_threshold: exact top-k every S iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--transport", o.transport.name,
+                 "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
+                 "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
+                 "the no-communication floor; --method is then ignored)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::transport_names));
+  std::vector<std::string> merges;
+  for (const strategy st : gradcomp::schedule::all_strategies) {
+    merges.emplace_back(gradcomp::schedule::name(st));
+  }
+  app.add_option("--merge", o.merge, "merge strategy (layers per message)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(merges));
+  app.add_option("--bucket-mib", o.bucket_mib, "size_threshold's bucket cap, MiB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--model", o.model, "cnn (ddp-baseline's CNN) or vgg (deeper, 18 tensors)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cnn", "vgg"}));
+  app.add_option("--epochs", o.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "batch per rank")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--train-limit", o.train_limit, "use the first N training samples (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str()->check(
+      CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--momentum-correction", o.momentum_correction,
+                 "sparse methods: DGC's momentum correction and factor masking (true/false)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the model, the shards and the samplers")
+      ->capture_default_str();
+  app.add_option("--data", o.data, "folder with the Fashion-MNIST IDX files (.gz or not)")
+      ->capture_default_str();
+  app.add_option("--report", o.report, "write the report as JSON to this file (rank 0)");
+  app.add_option("--label", o.label, "name of the run in the report");
+  app.add_option("--threads", o.threads, "LibTorch and compressor threads per rank")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--evals-per-epoch", o.evals_per_epoch, "test-set evaluations per epoch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--profile-iterations", o.profile_iterations,
+                 "forward/backward passes timed before planning the merge")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--servers", o.transport.servers, "ps: server ranks (0 = every rank)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--group-size", o.transport.group_size, "hierarchical: ranks per group")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--require-accuracy", o.require_accuracy,
+                 "exit with status 4 if the final test accuracy is below this fraction")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+
+  const bool root = rank_from_environment() == 0;
+  try {
+    app.parse(argc, argv);
+    if (!(o.method.density > 0.0)) {
+      throw CLI::ValidationError("--density",
+                                 format("density %g is outside (0, 1]", o.method.density));
+    }
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) { // --help
+      if (root) {
+        app.exit(e);
+      }
+      return 0;
+    }
+    if (root) {
+      std::fprintf(stderr, "gradcomp-train: error: %s\n(run with --help for the options)\n",
+                   e.what());
+    }
+    return exit_bad_input;
+  }
+  o.method.seed = o.seed;
+  o.method.threads = static_cast<unsigned>(o.threads);
+
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  int status = 0;
+  try {
+    if (provided < MPI_THREAD_SERIALIZED) {
+      throw std::runtime_error("MPI provides no MPI_THREAD_SERIALIZED");
+    }
+    const gradcomp::mpi::communicator comm(MPI_COMM_WORLD);
+    status = train(o, comm);
+    barrier(comm);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "gradcomp-train: error: %s\n", e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  finalize_with_watchdog(status);
+  return status;
+}
