@@ -89,7 +89,8 @@ def table(reports, ddp_target):
     row("achieved density", [f"{r['achieved_density']:.4f}" for r in reports], ["-"] * len(PEERS))
     row("merge plan", [f"{r['config']['merge']}: {len(r['plan']['groups'])} groups" for r in reports],
         ["25 MiB buckets", "one bucket", "-"])
-    row("replicas identical", ["yes" if r["replicas_identical"] else "NO" for r in reports],
+    row("replicas identical", ["independent (no exchange)" if r["config"]["transport"] == "none"
+                               else "yes" if r["replicas_identical"] else "NO" for r in reports],
         ["-"] * len(PEERS))
     lines = ["| | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -18,7 +18,7 @@ core_packages=(
 full_packages=(
   mpich libmpich-dev
   libtorch-dev libopenblas0-pthread
-  dataset-fashion-mnist
+  dataset-fashion-mnist iproute2
   python3-numpy
 )
 

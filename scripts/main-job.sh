@@ -12,12 +12,12 @@
 #
 #   scripts/main-job.sh [--epochs E] [--ranks P] [--local] [--no-floor] [--out DIR]
 #                       [-- EXTRA gradcomp-train OPTIONS for every run]
-# Takes about 6 minutes on a 2-core machine with the default 2 epochs (build excluded).
+# Takes about 8 minutes on a 2-core machine with the default 3 epochs (build excluded).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-epochs=2
+epochs=3
 ranks=4
 local_only=0
 floor=1
@@ -46,14 +46,14 @@ out=$(cd "$out" && pwd)
 # The emulated cluster needs root and network namespaces; try to create (and remove) one.
 mode="emulated cluster: $ranks hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
 if [[ $local_only == 0 ]]; then
-  if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gcmjprobe \
+  if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gcmjp \
     --subnet 10.78.0 >/dev/null 2>&1; then
     local_only=1
     mode="$ranks plain local ranks: NO emulated cluster (needs root and network namespaces)"
     echo "main-job: cannot create network namespaces here; falling back to $ranks plain local" \
       "ranks (no 1 Gbit/s links: communication is cheaper than on the emulated cluster)" >&2
   fi
-  scripts/emulated-cluster.sh down --prefix gcmjprobe >/dev/null 2>&1 || true
+  scripts/emulated-cluster.sh down --prefix gcmjp >/dev/null 2>&1 || true
 else
   mode="$ranks plain local ranks (--local)"
 fi

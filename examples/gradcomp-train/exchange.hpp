@@ -153,20 +153,15 @@ struct method_settings {
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
   unsigned threads = 1; //!< compressor threads per rank.
+  std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
 };
 
-//! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
-//! once per compressor type). @throws std::invalid_argument on an unknown name.
+//! Calls fn(prototype) with the sparse compressor called `s.name`.
+//! @throws std::invalid_argument on an unknown name.
 template <class Fn>
-decltype(auto) with_method(const method_settings& s, Fn&& fn) {
+decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
   const double d = s.density;
   const unsigned t = s.threads;
-  if (s.name == "dense") {
-    return fn(gradcomp::dense({.values = gradcomp::value_type::fp32, .threads = t}));
-  }
-  if (s.name == "fp16") {
-    return fn(gradcomp::dense({.values = gradcomp::value_type::fp16, .threads = t}));
-  }
   if (s.name == "exact_topk") {
     return fn(gradcomp::exact_top_k({.density = d, .threads = t}));
   }
@@ -183,6 +178,23 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
     return fn(gradcomp::reused_threshold({.density = d, .interval = s.interval, .threads = t}));
   }
   throw std::invalid_argument("unknown method '" + s.name + "'");
+}
+
+//! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
+//! once per compressor type); sparse methods are wrapped in a size_switch that sends layers of
+//! fewer than s.dense_below elements dense. @throws std::invalid_argument on an unknown name.
+template <class Fn>
+decltype(auto) with_method(const method_settings& s, Fn&& fn) {
+  const gradcomp::dense fp32({.values = gradcomp::value_type::fp32, .threads = s.threads});
+  if (s.name == "dense") {
+    return fn(fp32);
+  }
+  if (s.name == "fp16") {
+    return fn(gradcomp::dense({.values = gradcomp::value_type::fp16, .threads = s.threads}));
+  }
+  return with_sparse_method(s, [&](auto sparse) {
+    return fn(gradcomp::size_switch(s.dense_below, fp32, std::move(sparse)));
+  });
 }
 
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).

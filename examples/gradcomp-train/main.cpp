@@ -74,7 +74,7 @@ struct options {
   int epochs = 2;
   int batch_size = 32;
   std::int64_t train_limit = 0;
-  double lr = 0.02;
+  double lr = 0.04;
   double momentum = 0.9;
   std::uint64_t seed = 1;
   std::string data = gx::debian_fashion_mnist_dir;
@@ -728,6 +728,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         {"method", o.method.name},
         {"density", o.method.density},
         {"interval", o.method.interval},
+        {"dense_below_elements", o.method.dense_below},
         {"transport", o.transport.name},
         {"merge", o.merge},
         {"model", o.model},
@@ -883,6 +884,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--momentum-correction", o.momentum_correction,
                  "sparse methods: DGC's momentum correction and factor masking (true/false)")
+      ->capture_default_str();
+  app.add_option("--dense-below", o.method.dense_below,
+                 "sparse methods: send layers of fewer elements than this dense (0 = none)")
       ->capture_default_str();
   app.add_option("--seed", o.seed, "seed of the model, the shards and the samplers")
       ->capture_default_str();

@@ -12,6 +12,7 @@
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
+#include <gradcomp/compressor/size_switch.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>

@@ -1,0 +1,60 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::size_switch: one compressor for small layers, another for large ones (DGC's
+//! practice of not sparsifying small tensors such as biases, whose few values cost little on
+//! the wire but whose delay through error feedback slows training).
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/tensor/tensor.hpp>
+
+#include <cstddef>
+#include <utility>
+
+namespace gradcomp {
+
+//! @brief A compressor that hands gradients of fewer than `min_large_elements` elements to
+//! `Small` and the others to `Large`. A layer's length never changes, so with one object per
+//! layer (error_feedback, the pipeline) each layer always uses the same one. Typical use:
+//! `size_switch(1024, dense(), reused_threshold({.density = 0.01}))`.
+//!
+//! Wire bytes, cost, determinism and exceptions: those of the compressor chosen for the length.
+//! Both are stored (their per-layer state included); only the chosen one is called.
+//! @tparam Small the compressor of gradients with n < min_large_elements.
+//! @tparam Large the compressor of the others.
+template <compressor Small, compressor Large>
+class size_switch {
+public:
+  using compressor_concept = compressor_tag;
+
+  //! @param min_large_elements the smallest length handed to `large` (0: always `large`).
+  size_switch(std::size_t min_large_elements, Small small, Large large)
+      : min_large_(min_large_elements), small_(std::move(small)), large_(std::move(large)) {}
+
+  //! Compresses x with the compressor for its length (see the class).
+  template <host_float_tensor Tensor>
+  selection_stats compress(const Tensor& x, sparse_message& out) {
+    const auto s = host_span(x);
+    return s.size() < min_large_ ? small_.compress(s, out) : large_.compress(s, out);
+  }
+
+  //! Error feedback fused into the selection, with the compressor for grad's length.
+  template <host_float_tensor Residual, host_float_tensor Grad>
+  selection_stats compress_accumulate(Residual& residual, const Grad& grad, sparse_message& out) {
+    const auto g = host_span(grad);
+    return g.size() < min_large_ ? small_.compress_accumulate(residual, g, out)
+                                 : large_.compress_accumulate(residual, g, out);
+  }
+
+  [[nodiscard]] std::size_t min_large_elements() const noexcept { return min_large_; }
+  [[nodiscard]] Small& small() noexcept { return small_; }
+  [[nodiscard]] Large& large() noexcept { return large_; }
+
+private:
+  std::size_t min_large_;
+  Small small_;
+  Large large_;
+};
+
+} // namespace gradcomp
