@@ -87,6 +87,35 @@ TEST_CASE("sparse allgather switches to a dense allreduce when that moves fewer 
   CHECK(identical_on_all_ranks(sum));
 }
 
+TEST_CASE("the dense switch decides the same on every rank when message sizes differ",
+          "[mpi][sparse_allgather]") {
+  // rank 0 sends a nearly dense message, the others almost nothing: only the ranks with small
+  // messages receive more than the ring would move. Deciding from each rank's own received
+  // bytes made rank 0 stay sparse and the others go dense (found by gradcomp-train's tests
+  // with gaussian_threshold, whose counts differ per rank).
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const std::size_t n = 1000;
+  const double density = comm.rank() == 0 ? 0.95 : 0.002;
+  const sparse_message mine = message_of(comm.rank(), n, density, overlap::random);
+  std::vector<float> sum(n);
+  mpi::sparse_allgather exchange(comm);
+  exchange(mine, sum);
+  std::vector<float> expected(n, 0.0f);
+  for (int r = 0; r < comm.size(); ++r) {
+    accumulate(message_of(r, n, r == 0 ? 0.95 : 0.002, overlap::random), expected);
+  }
+  // the same decision on every rank; with 2 ranks rank 1 receives ~5 KB > the ring's 4 KB
+  const float dense_here = exchange.used_dense() ? 1.0f : 0.0f;
+  CHECK(identical_on_all_ranks(std::span<const float>(&dense_here, 1)));
+  if (comm.size() == 2) {
+    CHECK(exchange.used_dense());
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(sum[i] == Approx(expected[i]).margin(1e-5));
+  }
+  CHECK(identical_on_all_ranks(sum));
+}
+
 TEST_CASE("a dense-length mismatch makes every rank throw", "[mpi][sparse_allgather]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   if (comm.size() == 1) {

@@ -16,6 +16,7 @@
 #include <climits>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -27,8 +28,9 @@ namespace gradcomp::mpi {
 struct sparse_allgather_options {
   //! Index encoding on the wire (delta + varint: ~1.3 bytes per index at density 0.01).
   index_encoding indices = index_encoding::delta_varint;
-  //! Switch to a dense ring allreduce when the bytes every rank would receive exceed the ring's
-  //! per-rank traffic 2 (P-1)/P x 4n (SparCML's rule, here on measured message sizes).
+  //! Switch to a dense ring allreduce when the bytes the most-receiving rank (the one with the
+  //! smallest message) would receive exceed the ring's per-rank traffic 2 (P-1)/P x 4n
+  //! (SparCML's rule, here on measured message sizes; the same decision on every rank).
   bool dense_switch = true;
   //! Options of the dense ring allreduce used after the switch (its tag range included).
   ring_allreduce_options dense{};
@@ -139,6 +141,7 @@ private:
     const int me = comm_->rank();
     std::int64_t total = 0;
     std::int64_t others = 0;
+    std::int64_t smallest = INT64_MAX;
     for (int j = 0; j < p; ++j) {
       const std::int64_t bytes = headers_[3 * j];
       const std::int64_t length = headers_[3 * j + 1];
@@ -149,11 +152,16 @@ private:
       }
       total += bytes;
       others += j == me ? 0 : bytes;
+      smallest = std::min(smallest, bytes);
     }
     const auto n = static_cast<double>(headers_[1]);
     const double ring_bytes = 2.0 * (p - 1) / p * 4.0 * n;
     const bool too_big = total > INT_MAX;
-    if (options_.dense_switch && (static_cast<double>(others) > ring_bytes || too_big)) {
+    // decided from what the rank with the smallest message would receive (the most any rank
+    // receives), the same on every rank: each rank's own `others` differs when message sizes
+    // differ, and ranks deciding differently would run different collectives
+    const std::int64_t most_received = total - smallest;
+    if (options_.dense_switch && (static_cast<double>(most_received) > ring_bytes || too_big)) {
       used_dense_ = true;
       decompress(decode(encoded_), sum_);
       bytes_sent_ = bytes_received_ = static_cast<std::size_t>(ring_bytes);
