@@ -6,6 +6,8 @@
 #pragma once
 
 #include <charconv>
+#include <cstdarg>
+#include <cstdio>
 #include <cstddef>
 #include <exception>
 #include <iostream>
@@ -17,6 +19,21 @@
 #include <system_error>
 
 namespace gradcomp_tools {
+
+//! printf-style formatting into a std::string (GCC 12 has no std::format); any length.
+inline std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
+inline std::string format(const char* fmt, ...) {
+  va_list args;
+  va_start(args, fmt);
+  va_list again;
+  va_copy(again, args);
+  const int length = std::vsnprintf(nullptr, 0, fmt, args);
+  va_end(args);
+  std::string text(length > 0 ? static_cast<std::size_t>(length) : 0, '\0');
+  std::vsnprintf(text.data(), text.size() + 1, fmt, again);
+  va_end(again);
+  return text;
+}
 
 inline constexpr int exit_bad_input = 2; //!< bad command line or input: nothing was written.
 inline constexpr int exit_failure = 1;   //!< the outputs could not be written (or out of memory).

@@ -4,6 +4,7 @@
 // feedback applied to every parameter's gradient before the optimizer step, as one worker of a
 // compressed data-parallel run would, and reports accuracy, loss, cost, density and wire bytes.
 #include "../common/fashion_mnist.hpp"
+#include "../common/tool_support.hpp"
 
 #include <gradcomp/gradcomp.hpp>
 
@@ -13,7 +14,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -296,16 +296,7 @@ train(const method& m, const demo_options& o, const dataset& train_set, const da
 
 // ---- report --------------------------------------------------------------------------------
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-
-std::string format(const char* fmt, ...) {
-  char buffer[256];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buffer, sizeof buffer, fmt, args);
-  va_end(args);
-  return buffer;
-}
+using gradcomp_tools::format;
 
 std::string markdown_table(const std::vector<method_result>& results) {
   std::string t = "| method | test acc. | final loss | compress ms/iter | ms/iter | density | "

@@ -7,6 +7,7 @@
 // SGD with momentum. Prints a table on stdout (rank 0), writes the same as JSON (--report), and
 // fails unless every rank ends with bit-identical parameters.
 #include "../common/fashion_mnist.hpp"
+#include "../common/tool_support.hpp"
 #include "exchange.hpp"
 
 #include <gradcomp/gradcomp.hpp>
@@ -26,7 +27,6 @@
 #include <atomic>
 #include <bit>
 #include <chrono>
-#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -54,15 +54,7 @@ double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();
 }
 
-std::string format(const char* fmt, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* fmt, ...) {
-  char buffer[512];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(buffer, sizeof buffer, fmt, args);
-  va_end(args);
-  return buffer;
-}
+using gradcomp_tools::format;
 
 // ---- options -------------------------------------------------------------------------------
 
@@ -383,6 +375,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
 
   const std::int64_t per_rank = (train_set.size() + ranks - 1) / ranks;
   const std::int64_t iterations_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
+  // the batch of up to batch_size samples of `shard_indices` from position `begin`
+  const auto batch = [&](const std::vector<std::int64_t>& shard_indices, std::int64_t begin) {
+    const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - begin);
+    const torch::Tensor index = torch::tensor(
+        std::vector<std::int64_t>(shard_indices.begin() + begin,
+                                  shard_indices.begin() + begin + len),
+        torch::kInt64);
+    return std::pair(train_set.images.index_select(0, index),
+                     train_set.labels.index_select(0, index));
+  };
   const std::string blas = blas_in_use();
   say(format("%d ranks, model %s (%zu parameters in %zu tensors), %lld training samples "
              "(%lld per rank, %lld iterations of batch %d per epoch), method %s, transport %s, "
@@ -436,12 +438,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         };
         const std::vector<std::int64_t> first = shard(train_set.size(), ranks, rank, o.seed, 0);
         for (int it = 0; it < o.profile_iterations; ++it) {
-          const std::int64_t b = (it * o.batch_size) % per_rank;
-          const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - b);
-          const torch::Tensor index = torch::tensor(
-              std::vector<std::int64_t>(first.begin() + b, first.begin() + b + len), torch::kInt64);
-          const torch::Tensor x = train_set.images.index_select(0, index);
-          const torch::Tensor y = train_set.labels.index_select(0, index);
+          const auto [x, y] = batch(first, (it * o.batch_size) % per_rank);
           optimizer.zero_grad();
           const auto t0 = clock_type::now();
           const torch::Tensor loss =
@@ -570,12 +567,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     int next_eval = 1;
     for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
       const auto t0 = clock_type::now();
-      const std::int64_t b = it * o.batch_size;
-      const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - b);
-      const torch::Tensor index = torch::tensor(
-          std::vector<std::int64_t>(mine.begin() + b, mine.begin() + b + len), torch::kInt64);
-      const torch::Tensor x = train_set.images.index_select(0, index);
-      const torch::Tensor y = train_set.labels.index_select(0, index);
+      const auto [x, y] = batch(mine, it * o.batch_size);
       optimizer.zero_grad();
       const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
       const auto t1 = clock_type::now();

@@ -56,6 +56,28 @@ void divide(std::span<float> v, int p) {
   }
 }
 
+// Group g's forward layers L-end .. L-1-begin and what the pipeline exchanges for it: each
+// layer's gradient compressed by its reference error feedback, decompressed and concatenated
+// in forward order.
+struct group_input {
+  std::size_t first = 0, last = 0;
+  std::vector<float> values;
+};
+
+template <class Feedback>
+group_input reference_group(const schedule::layer_group& g,
+                            int iteration,
+                            std::vector<Feedback>& reference) {
+  group_input in{sizes.size() - g.end, sizes.size() - 1 - g.begin, {}};
+  sparse_message m;
+  for (std::size_t l = in.first; l <= in.last; ++l) {
+    reference[l].compress(gradient(l, iteration), m);
+    in.values.resize(in.values.size() + sizes[l]);
+    decompress(m, std::span<float>(in.values).last(sizes[l]));
+  }
+  return in;
+}
+
 } // namespace
 
 TEST_CASE("pipeline with dense_exchange equals a group-wise ring allreduce", "[pipeline]") {
@@ -70,27 +92,13 @@ TEST_CASE("pipeline with dense_exchange equals a group-wise ring allreduce", "[p
     reference.emplace_back(n, exact_top_k(0.1));
   }
   mpi::ring_allreduce ring(reference_comm);
-  sparse_message m;
   for (int it = 0; it < iterations; ++it) {
     feed(p, it);
     for (const schedule::layer_group& g : groups) {
-      // forward layers L-end .. L-1-begin, concatenated in forward order
-      const std::size_t first = sizes.size() - g.end;
-      const std::size_t last = sizes.size() - 1 - g.begin;
-      std::size_t numel = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        numel += sizes[l];
-      }
-      std::vector<float> group(numel);
-      std::size_t offset = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        reference[l].compress(gradient(l, it), m);
-        decompress(m, std::span<float>(group).subspan(offset, sizes[l]));
-        offset += sizes[l];
-      }
+      auto [first, last, group] = reference_group(g, it, reference);
       ring(std::span<float>(group));
       divide(group, ranks);
-      offset = 0;
+      std::size_t offset = 0;
       for (std::size_t l = first; l <= last; ++l) {
         CAPTURE(it, l);
         REQUIRE(same_bits(p.averaged(l), std::span<const float>(group).subspan(offset, sizes[l])));
@@ -153,23 +161,11 @@ void check_groupwise(const Options& options, float tolerance) {
   for (const std::size_t n : sizes) {
     reference.emplace_back(n, exact_top_k(0.2));
   }
-  sparse_message m;
   for (int it = 0; it < iterations; ++it) {
     feed(p, it);
     for (const schedule::layer_group& g : groups) {
-      const std::size_t first = sizes.size() - g.end;
-      const std::size_t last = sizes.size() - 1 - g.begin;
-      std::size_t numel = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        numel += sizes[l];
-      }
-      std::vector<float> group(numel);
-      std::size_t offset = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        reference[l].compress(gradient(l, it), m);
-        decompress(m, std::span<float>(group).subspan(offset, sizes[l]));
-        offset += sizes[l];
-      }
+      const auto [first, last, group] = reference_group(g, it, reference);
+      const std::size_t numel = group.size();
       std::vector<float> summed(numel);
       MPI_Allreduce(group.data(), summed.data(), static_cast<int>(numel), MPI_FLOAT, MPI_SUM,
                     MPI_COMM_WORLD);
@@ -179,7 +175,7 @@ void check_groupwise(const Options& options, float tolerance) {
       std::vector<float> expected(numel);
       direct.start(whole, std::span<float>(expected));
       direct.wait();
-      offset = 0;
+      std::size_t offset = 0;
       for (std::size_t l = first; l <= last; ++l) {
         CAPTURE(it, l);
         const auto mine = std::span<const float>(expected).subspan(offset, sizes[l]);

@@ -140,19 +140,22 @@ struct agreed_grouping {
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
     gradcomp::detail::require(comm != nullptr, "agreed_grouping: no communicator");
     schedule::grouping proposal;
+    std::exception_ptr error;
     if (comm->rank() == 0) {
       try {
         proposal = policy.groups(numel);
       } catch (...) {
-        // every rank must still take part in agree_grouping; rank 0 then reports the error
-        proposal.clear();
-        std::exception_ptr error = std::current_exception();
-        try {
-          (void)agree_grouping(*comm, numel, proposal, wait);
-        } catch (...) {
-        }
-        std::rethrow_exception(error);
+        error = std::current_exception();
       }
+    }
+    if (error) {
+      // every rank must still take part: the empty proposal makes all of them throw, rank 0
+      // then rethrows the planner's own error
+      try {
+        (void)agree_grouping(*comm, numel, schedule::grouping{}, wait);
+      } catch (...) {
+      }
+      std::rethrow_exception(error);
     }
     return agree_grouping(*comm, numel, proposal, wait);
   }
