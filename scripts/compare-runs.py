@@ -83,6 +83,12 @@ def table(reports, ddp_target):
     row("communication not overlapped per iteration, ms",
         [f"{r['per_iteration']['exchange_wait_ms']['mean_over_ranks']:.2f}" for r in reports],
         ["-"] * len(PEERS))
+    row("averages into .grad (copy, momentum masking) per iteration, ms",
+        [f"{r['per_iteration'].get('gradient_apply_ms', {}).get('mean_over_ranks', 0.0):.2f}"
+         for r in reports], ["-"] * len(PEERS))
+    row("optimizer step per iteration, ms",
+        [f"{r['per_iteration']['optimizer_step_ms']['mean_over_ranks']:.2f}" for r in reports],
+        ["-"] * len(PEERS))
     row("bytes sent per rank per iteration",
         [f"{r['per_iteration']['bytes_sent']['mean_over_ranks'] / 1e6:.3f} MB" for r in reports],
         [f"{p['bytes'] / 1e6:.2f} MB" for p in PEERS])

@@ -112,9 +112,6 @@ public:
   virtual void finish() = 0;
   [[nodiscard]] virtual std::span<const float> averaged(std::size_t layer) const = 0;
   [[nodiscard]] virtual const gradcomp::pipeline_iteration_stats& last_stats() const = 0;
-  //! Layer `layer`'s error-feedback residual (after finish(): zero where the last iteration
-  //! sent the element).
-  [[nodiscard]] virtual std::span<const float> residual(std::size_t layer) = 0;
 };
 
 template <gradcomp::compressor C>
@@ -123,10 +120,11 @@ public:
   pipeline_exchange(std::vector<std::size_t> numel,
                     const gradcomp::schedule::grouping& groups,
                     C prototype,
-                    any_transport transport)
+                    any_transport transport,
+                    gradcomp::momentum_correction mc)
       : transport_(std::move(transport)),
         pipe_(std::move(numel), gradcomp::pipeline_policy::fixed_grouping{groups},
-              std::move(prototype), transport_) {}
+              std::move(prototype), transport_, mc) {}
   void gradient_ready(std::size_t layer, std::span<const float> grad) override {
     pipe_.gradient_ready(layer, grad);
   }
@@ -136,9 +134,6 @@ public:
   }
   [[nodiscard]] const gradcomp::pipeline_iteration_stats& last_stats() const override {
     return pipe_.last_stats();
-  }
-  [[nodiscard]] std::span<const float> residual(std::size_t layer) override {
-    return pipe_.feedback(layer).residual();
   }
 
 private:
@@ -200,15 +195,17 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).
 inline bool is_sparse_method(const std::string& name) { return name != "dense" && name != "fp16"; }
 
-//! The pipeline for the method and transport.
+//! The pipeline for the method and transport, with momentum correction `mc` in every layer's
+//! error feedback (momentum 0: off).
 inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::communicator& comm,
                                                         const method_settings& method,
                                                         const transport_settings& transport,
                                                         std::vector<std::size_t> numel,
-                                                        const gradcomp::schedule::grouping& groups) {
+                                                        const gradcomp::schedule::grouping& groups,
+                                                        gradcomp::momentum_correction mc) {
   return with_method(method, [&](auto prototype) -> std::unique_ptr<gradient_exchange> {
     return std::make_unique<pipeline_exchange<decltype(prototype)>>(
-        std::move(numel), groups, std::move(prototype), make_transport(comm, transport));
+        std::move(numel), groups, std::move(prototype), make_transport(comm, transport), mc);
   });
 }
 

@@ -287,7 +287,7 @@ std::function<double(std::uint64_t)> transport_cost(const std::string& transport
 // ---- statistics -------------------------------------------------------------------------------
 
 struct sums {
-  double iteration = 0, forward = 0, backward = 0, compress = 0, finish_wait = 0,
+  double iteration = 0, forward = 0, backward = 0, compress = 0, finish_wait = 0, apply = 0,
          communicate = 0, step = 0;
   double bytes_sent = 0, bytes_received = 0, selected = 0, numel = 0;
   std::size_t fallbacks = 0, compress_calls = 0;
@@ -362,16 +362,25 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     total_numel += l.numel;
   }
   broadcast_parameters(comm, params);
-  // DGC's momentum correction for sparse methods (Lin et al. 2018, eqs. 4-6): each rank keeps
-  // its own velocity u = m u + g per layer and hands u (not g) to the pipeline, whose error
-  // feedback accumulates it (v = v + u) and sends the top of v; u is zeroed where v was sent
-  // (momentum factor masking) and the optimizer applies the averaged update without momentum.
-  // With a dense method this is exactly momentum SGD, so dense methods keep the optimizer's.
+  // DGC's momentum correction for sparse methods (Lin et al. 2018, eqs. 4-6), inside the
+  // pipeline's error feedback (gradcomp::momentum_correction): each rank keeps its own velocity
+  // u = m u + g per layer, accumulates u (not g) in the residual, sends the top of it and zeroes
+  // u where it sent (momentum factor masking); the optimizer then applies the averaged update
+  // without momentum. With a dense method this is exactly momentum SGD, so dense methods keep
+  // the optimizer's momentum.
   const bool correction = o.momentum_correction && gt::is_sparse_method(o.method.name) &&
                           o.transport.name != "none";
+  const gradcomp::momentum_correction mc{correction ? o.momentum : 0.0};
   torch::optim::SGD optimizer(
       params, torch::optim::SGDOptions(o.lr).momentum(correction ? 0.0 : o.momentum));
-  std::vector<std::vector<float>> velocity;
+  // gradients to "none" before each backward: autograd then hands over its gradient tensors
+  // instead of adding them into zeroed ones, and .grad can later point at the pipeline's
+  // averages without a copy (what PyTorch's zero_grad(set_to_none=True) does)
+  const auto clear_gradients = [&params] {
+    for (torch::Tensor& p : params) {
+      p.mutable_grad() = torch::Tensor();
+    }
+  };
 
   const std::int64_t per_rank = (train_set.size() + ranks - 1) / ranks;
   const std::int64_t iterations_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
@@ -429,7 +438,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         using C = decltype(prototype);
         std::vector<gradcomp::error_feedback<C>> scratch;
         for (const std::size_t n : numel) {
-          scratch.emplace_back(n, prototype);
+          scratch.emplace_back(n, prototype, mc);
         }
         gradcomp::sparse_message m;
         torch::Tensor keep;
@@ -439,7 +448,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         const std::vector<std::int64_t> first = shard(train_set.size(), ranks, rank, o.seed, 0);
         for (int it = 0; it < o.profile_iterations; ++it) {
           const auto [x, y] = batch(first, (it * o.batch_size) % per_rank);
-          optimizer.zero_grad();
+          clear_gradients();
           const auto t0 = clock_type::now();
           const torch::Tensor loss =
               torch::nn::functional::cross_entropy(net.module.forward(x), y);
@@ -466,7 +475,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         backward_median[i] = median(per_layer[i]);
       }
       forward_median = median(forwards);
-      optimizer.zero_grad();
+      clear_gradients();
     }
     // calibrate alpha and beta on this network (a short ring allreduce sweep)
     gradcomp::cost::network net_model;
@@ -531,24 +540,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   if (alone) {
     on_gradient = [](std::size_t, const torch::Tensor&) {};
   } else {
-    exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal);
+    exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
     on_gradient = [&](std::size_t i, const torch::Tensor& g) {
       exchange->gradient_ready(i, grad_span(g, keep));
     };
-    if (correction) {
-      for (const std::size_t n : numel) {
-        velocity.emplace_back(n, 0.0f);
-      }
-      const auto m = static_cast<float>(o.momentum);
-      on_gradient = [&, m](std::size_t i, const torch::Tensor& g) {
-        const std::span<const float> grad = grad_span(g, keep);
-        std::vector<float>& u = velocity[i];
-        for (std::size_t j = 0; j < u.size(); ++j) {
-          u[j] = m * u[j] + grad[j];
-        }
-        exchange->gradient_ready(i, std::span<const float>(u));
-      };
-    }
   }
   const gradcomp::pipeline_iteration_stats no_stats{};
 
@@ -568,7 +563,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
       const auto t0 = clock_type::now();
       const auto [x, y] = batch(mine, it * o.batch_size);
-      optimizer.zero_grad();
+      clear_gradients();
       const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
       const auto t1 = clock_type::now();
       backward_start = t1;
@@ -576,20 +571,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       const auto t2 = clock_type::now();
       if (!alone) {
         exchange->finish();
-        torch::NoGradGuard no_grad;
+        // .grad becomes a view of the pipeline's average (valid until the next finish(); the
+        // optimizer only reads it, and clear_gradients() drops the view before the next backward)
         for (std::size_t i = 0; i < params.size(); ++i) {
           const std::span<const float> avg = exchange->averaged(i);
-          torch::Tensor g = params[i].mutable_grad();
-          std::memcpy(g.data_ptr<float>(), avg.data(), avg.size() * sizeof(float));
-        }
-        if (correction) { // momentum factor masking
-          for (std::size_t i = 0; i < params.size(); ++i) {
-            const std::span<const float> r = exchange->residual(i);
-            std::vector<float>& u = velocity[i];
-            for (std::size_t j = 0; j < u.size(); ++j) {
-              u[j] = r[j] == 0.0f ? 0.0f : u[j];
-            }
-          }
+          params[i].mutable_grad() =
+              torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
+                               torch::TensorOptions().dtype(torch::kFloat32));
         }
       }
       const auto t3 = clock_type::now();
@@ -601,7 +589,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       s.forward += std::chrono::duration<double>(t1 - t0).count();
       s.backward += std::chrono::duration<double>(t2 - t1).count() - st.compress_seconds;
       s.compress += st.compress_seconds;
-      s.finish_wait += std::chrono::duration<double>(t3 - t2).count();
+      s.finish_wait += st.finish_wait_seconds;
+      s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
       s.communicate += st.communicate_seconds;
       s.step += std::chrono::duration<double>(t4 - t3).count();
       s.bytes_sent += static_cast<double>(st.bytes_sent);
@@ -658,17 +647,18 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const bool identical = std::all_of(hashes.begin(), hashes.end(),
                                      [&](std::uint64_t h) { return h == hashes[0]; });
   const auto n_it = static_cast<double>(std::max<std::int64_t>(1, s.iterations));
-  double per_rank_values[9] = {s.iteration / n_it,   s.forward / n_it,   s.backward / n_it,
-                               s.compress / n_it,    s.finish_wait / n_it,
-                               s.communicate / n_it, s.step / n_it,      s.bytes_sent / n_it,
-                               s.bytes_received / n_it};
-  double mean_values[9];
+  constexpr int n_values = 10;
+  double per_rank_values[n_values] = {
+      s.iteration / n_it,   s.forward / n_it, s.backward / n_it,   s.compress / n_it,
+      s.finish_wait / n_it, s.apply / n_it,   s.communicate / n_it, s.step / n_it,
+      s.bytes_sent / n_it,  s.bytes_received / n_it};
+  double mean_values[n_values];
   std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(mean_values));
   allreduce(comm, std::span<double>(mean_values), MPI_SUM);
   for (double& v : mean_values) {
     v /= ranks;
   }
-  double max_values[9];
+  double max_values[n_values];
   std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(max_values));
   allreduce(comm, std::span<double>(max_values), MPI_MAX);
   double counts[3] = {s.selected, s.numel, static_cast<double>(s.fallbacks)};
@@ -686,12 +676,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
 
   // --- report (rank 0)
-  const char* names[9] = {"iteration", "forward",        "backward", "compression",
-                          "exchange_wait", "communication_thread_busy", "optimizer_step",
-                          "bytes_sent", "bytes_received"};
+  const char* names[n_values] = {"iteration",      "forward",
+                                 "backward",       "compression",
+                                 "exchange_wait",  "gradient_apply",
+                                 "communication_thread_busy", "optimizer_step",
+                                 "bytes_sent",     "bytes_received"};
   nlohmann::json per_iteration = nlohmann::json::object();
-  for (int i = 0; i < 9; ++i) {
-    const bool bytes = i >= 7;
+  for (int i = 0; i < n_values; ++i) {
+    const bool bytes = i >= 8;
     const double scale = bytes ? 1.0 : 1000.0;
     per_iteration[std::string(names[i]) + (bytes ? "" : "_ms")] = {
         {"mean_over_ranks", mean_values[i] * scale}, {"max_over_ranks", max_values[i] * scale}};
@@ -765,12 +757,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   table += format("| compute (forward + backward, compression excluded) | %.1f ms |\n",
                   1000 * (mean_values[1] + mean_values[2]));
   table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
-  table += format("| communication not overlapped (waiting in finish + copy) | %.2f ms |\n",
+  table += format("| communication not overlapped (waiting in finish) | %.2f ms |\n",
                   1000 * mean_values[4]);
-  table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[5]);
-  table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[6]);
-  table += format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[7],
-                  mean_values[8]);
+  table += format("| averages into .grad (copy, momentum masking) | %.2f ms |\n",
+                  1000 * mean_values[5]);
+  table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
+  table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[7]);
+  table += format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8],
+                  mean_values[9]);
   table += format("| achieved density | %.5f |\n", density);
   table += format("| merge plan (%s) | %s |\n", o.merge.c_str(), plan_text.c_str());
   table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);

@@ -52,12 +52,14 @@ std::vector<std::size_t> hook_order(int iteration, int mode) {
 template <class Compressor>
 void check_against_error_feedback(const Compressor& prototype,
                                   const schedule::grouping& groups,
-                                  int mode) {
+                                  int mode,
+                                  momentum_correction mc = {}) {
   loopback_exchange transport;
-  pipeline<Compressor, loopback_exchange> p(sizes, fixed_grouping{groups}, prototype, transport);
+  pipeline<Compressor, loopback_exchange> p(sizes, fixed_grouping{groups}, prototype, transport,
+                                            mc);
   std::vector<error_feedback<Compressor>> reference;
   for (const std::size_t n : sizes) {
-    reference.emplace_back(n, prototype);
+    reference.emplace_back(n, prototype, mc);
   }
   sparse_message m;
   std::vector<std::vector<float>> outputs(sizes.size());
@@ -81,6 +83,8 @@ void check_against_error_feedback(const Compressor& prototype,
       REQUIRE(same_bits(p.averaged(l), expected));
       REQUIRE(same_bits(outputs[l], expected));
       REQUIRE(same_bits(p.feedback(l).residual(), reference[l].residual()));
+      REQUIRE(same_bits(p.feedback(l).velocity(), reference[l].velocity()));
+      REQUIRE(p.feedback(l).velocity().size() == (mc.momentum > 0.0 ? sizes[l] : 0));
       REQUIRE(p.last_stats().layers[l].k_selected == s.k_selected);
     }
     const auto& stats = p.last_stats();
@@ -142,6 +146,11 @@ TEST_CASE("pipeline output equals per-layer error feedback bit for bit", "[pipel
   }
   SECTION("dense fp16 (dense group messages)") {
     check_against_error_feedback(dense(value_type::fp16), groups, mode);
+  }
+  SECTION("reused threshold with DGC momentum correction") {
+    check_against_error_feedback(
+        reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups, mode,
+        momentum_correction{0.9});
   }
 }
 

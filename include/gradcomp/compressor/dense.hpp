@@ -46,6 +46,6 @@ public:
   }
 };
 
-static_assert(compressor<dense>);
+static_assert(momentum_compressor<dense>);
 
 } // namespace gradcomp

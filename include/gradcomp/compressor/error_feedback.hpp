@@ -16,6 +16,15 @@
 
 namespace gradcomp {
 
+//! @brief DGC's momentum correction for error feedback (Lin et al. 2018, "Deep Gradient
+//! Compression", eqs. 4-6): with momentum SGD, each worker keeps its own velocity
+//! u = m u + grad and accumulates u (not grad) in the residual, and the velocity of every sent
+//! element is zeroed (momentum factor masking); the optimizer then applies the averaged update
+//! without momentum of its own. Momentum 0 switches it off (plain error feedback).
+struct momentum_correction {
+  double momentum = 0.0; //!< m in [0, 1); 0 = off.
+};
+
 //! @brief Error feedback (residual accumulation; S1 Algorithm 1 with the residual read as the
 //! unsent part): per call, g = residual + grad; send C(g); residual = g - C(g).
 //!
@@ -24,37 +33,76 @@ namespace gradcomp {
 //! value rounded to fp16 / bf16 leaves exactly its rounding error). Nothing is lost.
 //! Holds one layer: the residual has the layer's length, fixed by the constructor, and the
 //! compressor's state (a reused threshold, a sampling RNG) is this layer's. Use one object per
-//! layer. Memory: 4n bytes. The accumulation is fused into the compressor's first pass, so error
-//! feedback costs one extra read and write of the residual per call, not an extra pass.
-//! @tparam Compressor a type modelling gradcomp::compressor.
+//! layer. Memory: 4n bytes (8n with momentum correction: the velocity). The accumulation is
+//! fused into the compressor's first pass, so error feedback costs one extra read and write of
+//! the residual per call (and of the velocity with momentum correction), not an extra pass.
+//!
+//! With gradcomp::momentum_correction (m > 0), each call first updates the layer's velocity
+//! u = m u + grad and accumulates u instead of grad, and the velocity is zeroed where an element
+//! was sent; conservation then holds for the residual against u: sent + new residual == old
+//! residual + u, bit for bit.
+//! @tparam Compressor a type modelling gradcomp::compressor (gradcomp::momentum_compressor for
+//! momentum correction).
 template <compressor Compressor>
 class error_feedback {
 public:
   //! @param numel     elements of the layer's gradient.
   //! @param c         the compressor (its state becomes this layer's).
-  explicit error_feedback(std::size_t numel, Compressor c = Compressor{})
-      : compressor_(std::move(c)), residual_(numel, 0.0f) {}
+  //! @param mc        DGC momentum correction (off by default).
+  //! @throws std::invalid_argument if mc.momentum is outside [0, 1), or is not 0 and the
+  //! compressor does not model gradcomp::momentum_compressor.
+  explicit error_feedback(std::size_t numel,
+                          Compressor c = Compressor{},
+                          momentum_correction mc = {})
+      : compressor_(std::move(c)), residual_(numel, 0.0f),
+        momentum_(static_cast<float>(mc.momentum)) {
+    check_momentum(mc.momentum);
+    if constexpr (!momentum_compressor<Compressor>) {
+      detail::require(mc.momentum == 0.0, "momentum correction ", mc.momentum,
+                      " needs a compressor that models gradcomp::momentum_compressor");
+    }
+    if (momentum_ > 0.0f) {
+      velocity_.assign(numel, 0.0f);
+    }
+  }
 
-  //! @brief Compresses grad (+ the residual) into out and keeps the unsent part.
+  //! @brief Compresses grad (+ the residual; with momentum correction, the updated velocity
+  //! instead of grad) into out and keeps the unsent part.
   //! @throws std::invalid_argument if grad's length differs from the layer's.
   template <host_float_tensor Grad>
   selection_stats compress(const Grad& grad, sparse_message& out) {
     const auto g = host_span(grad);
     detail::require(g.size() == residual_.size(), "gradient has ", g.size(),
                     " elements, this layer's residual has ", residual_.size());
+    if constexpr (momentum_compressor<Compressor>) {
+      if (momentum_ > 0.0f) {
+        return compressor_.compress_accumulate_momentum(residual_, velocity_, g, momentum_,
+                                                        out);
+      }
+    }
     return compressor_.compress_accumulate(residual_, g, out);
   }
 
   //! The unsent accumulation (n elements), read only.
   [[nodiscard]] std::span<const float> residual() const noexcept { return residual_; }
-  //! Zeroes the residual (e.g. after a learning-rate change or a checkpoint restore).
-  void reset() noexcept { std::fill(residual_.begin(), residual_.end(), 0.0f); }
+  //! The momentum-correction velocity (n elements; empty without momentum correction).
+  [[nodiscard]] std::span<const float> velocity() const noexcept { return velocity_; }
+  //! The momentum of the correction (0 = off).
+  [[nodiscard]] float momentum() const noexcept { return momentum_; }
+  //! Zeroes the residual and the velocity (e.g. after a learning-rate change or a checkpoint
+  //! restore).
+  void reset() noexcept {
+    std::fill(residual_.begin(), residual_.end(), 0.0f);
+    std::fill(velocity_.begin(), velocity_.end(), 0.0f);
+  }
   [[nodiscard]] Compressor& compressor() noexcept { return compressor_; }
   [[nodiscard]] std::size_t numel() const noexcept { return residual_.size(); }
 
 private:
   Compressor compressor_;
   std::vector<float> residual_;
+  float momentum_;
+  std::vector<float> velocity_;
 };
 
 } // namespace gradcomp

@@ -47,6 +47,6 @@ private:
   detail::selection_workspace ws_;
 };
 
-static_assert(compressor<exact_top_k>);
+static_assert(momentum_compressor<exact_top_k>);
 
 } // namespace gradcomp

@@ -177,7 +177,7 @@ using gaussian_threshold = detail::fitted_threshold<detail::gaussian_fit>;
 //! Guarded like gaussian_threshold. Cost, wire bytes and determinism as gaussian_threshold.
 using lognormal_threshold = detail::fitted_threshold<detail::lognormal_fit>;
 
-static_assert(compressor<gaussian_threshold>);
-static_assert(compressor<lognormal_threshold>);
+static_assert(momentum_compressor<gaussian_threshold>);
+static_assert(momentum_compressor<lognormal_threshold>);
 
 } // namespace gradcomp

@@ -71,6 +71,6 @@ private:
   detail::selection_workspace ws_;
 };
 
-static_assert(compressor<reused_threshold>);
+static_assert(momentum_compressor<reused_threshold>);
 
 } // namespace gradcomp

@@ -92,6 +92,6 @@ private:
   detail::selection_workspace ws_;
 };
 
-static_assert(compressor<sampled_threshold>);
+static_assert(momentum_compressor<sampled_threshold>);
 
 } // namespace gradcomp

@@ -47,6 +47,21 @@ public:
                                  : large_.compress_accumulate(residual, g, out);
   }
 
+  //! Error feedback with momentum correction, with the compressor for grad's length (only when
+  //! both model gradcomp::momentum_compressor).
+  template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
+  requires momentum_compressor<Small> && momentum_compressor<Large>
+  selection_stats compress_accumulate_momentum(Residual& residual,
+                                               Velocity& velocity,
+                                               const Grad& grad,
+                                               float momentum,
+                                               sparse_message& out) {
+    const auto g = host_span(grad);
+    return g.size() < min_large_
+               ? small_.compress_accumulate_momentum(residual, velocity, g, momentum, out)
+               : large_.compress_accumulate_momentum(residual, velocity, g, momentum, out);
+  }
+
   [[nodiscard]] std::size_t min_large_elements() const noexcept { return min_large_; }
   [[nodiscard]] Small& small() noexcept { return small_; }
   [[nodiscard]] Large& large() noexcept { return large_; }

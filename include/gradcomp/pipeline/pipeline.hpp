@@ -85,14 +85,20 @@ public:
   //! @param prototype   the compressor every layer's error feedback starts from.
   //! @param transport   the exchange; must outlive the pipeline and not be used elsewhere
   //!                    while the pipeline lives.
-  //! Memory: 4n bytes of residual per layer, per-layer message buffers, and one dense average
-  //! buffer per group (4 bytes per element of the model). Starts the communication thread.
-  //! @throws std::invalid_argument if there are no layers or the grouping is not a partition
-  //! of the layers into consecutive groups in backward order.
+  //! @param mc          DGC momentum correction for every layer's error feedback (off by
+  //!                    default; see gradcomp::momentum_correction: the optimizer must then
+  //!                    apply the averages without momentum).
+  //! Memory: 4n bytes of residual per layer (8n with momentum correction), per-layer message
+  //! buffers, and one dense average buffer per group (4 bytes per element of the model).
+  //! Starts the communication thread.
+  //! @throws std::invalid_argument if there are no layers, the grouping is not a partition
+  //! of the layers into consecutive groups in backward order, or mc is refused by
+  //! gradcomp::error_feedback.
   pipeline(std::vector<std::size_t> layer_numel,
            Grouping grouping,
            Compressor prototype,
-           Transport& transport)
+           Transport& transport,
+           momentum_correction mc = {})
       : numel_(std::move(layer_numel)), transport_(&transport) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
@@ -100,7 +106,7 @@ public:
     schedule::validate(grouping_, layers);
     feedback_.reserve(layers);
     for (const std::size_t n : numel_) {
-      feedback_.emplace_back(n, prototype);
+      feedback_.emplace_back(n, prototype, mc);
     }
     layer_messages_.resize(layers);
     reported_.assign(layers, false);

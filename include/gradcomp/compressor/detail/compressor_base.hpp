@@ -82,6 +82,32 @@ public:
     return dispatch(accumulate_source{r.data(), g.data()}, g.size(), out);
   }
 
+  //! @brief Error feedback with DGC's momentum correction fused into compression (Lin et al.
+  //! 2018, eqs. 4-6): velocity = momentum x velocity + grad; acc = residual + velocity;
+  //! out = C(acc); residual = acc - out; velocity = 0 where an element was sent (momentum
+  //! factor masking). One pass reads grad, residual and velocity and writes residual and
+  //! velocity. With momentum 0 the message and residual equal compress_accumulate's.
+  //! @pre residual, velocity and grad have the same length; 0 <= momentum < 1.
+  //! @throws std::invalid_argument naming the lengths or the momentum otherwise.
+  template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
+  selection_stats compress_accumulate_momentum(Residual& residual,
+                                               Velocity& velocity,
+                                               const Grad& grad,
+                                               float momentum,
+                                               sparse_message& out) {
+    const auto r = host_span(residual);
+    const auto u = host_span(velocity);
+    const auto g = host_span(grad);
+    static_assert(!std::is_const_v<std::remove_reference_t<decltype(r[0])>> &&
+                      !std::is_const_v<std::remove_reference_t<decltype(u[0])>>,
+                  "gradcomp: the residual and the velocity must be writable");
+    require(r.size() == g.size() && u.size() == g.size(), "residual has ", r.size(),
+            " elements, velocity ", u.size(), ", gradient ", g.size());
+    check_momentum(momentum);
+    return dispatch(momentum_accumulate_source{r.data(), u.data(), g.data(), momentum}, g.size(),
+                    out);
+  }
+
   //! Device-memory tensors are refused at compile time with this message.
   template <tensor Tensor>
   requires(!host_tensor<Tensor>) selection_stats compress(const Tensor&, sparse_message&) {

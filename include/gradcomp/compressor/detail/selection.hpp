@@ -148,7 +148,7 @@ std::size_t threshold_select(const Source& src,
     hits.reset();
     if constexpr (Source::accumulates) {
       if (first_pass) { // the error-feedback accumulation, fused with the compare
-        scan_hits<true>(src.residual, src.grad, b, e, threshold_key, cap, hits);
+        src.scan_first_pass(b, e, threshold_key, cap, hits);
         hits.finish();
         return;
       }

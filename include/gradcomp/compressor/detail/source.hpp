@@ -1,20 +1,28 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Where a compressor's first pass reads its values from: a read-only gradient, or the
-//! error-feedback accumulation `residual += grad` fused into that pass.
+//! @brief Where a compressor's first pass reads its values from: a read-only gradient, the
+//! error-feedback accumulation `residual += grad` fused into that pass, or the same with DGC's
+//! momentum correction (`velocity = m velocity + grad; residual += velocity`).
 //!
 //! Contract for compressor implementations: run() calls `materialize(begin, end)` exactly once
 //! for every element, all in its first pass (which may be split across threads by chunk and
 //! tile, see for_each_tile), and reads `materialized()[i]` only after element i was
-//! materialized; before that it may only `peek(i)`.
+//! materialized; before that it may only `peek(i)`. Accumulating sources also offer
+//! `scan_first_pass(b, e, key, limit, hits)`: materialize [b, e) and append its threshold hits
+//! (the fused filter of selection.hpp).
 #pragma once
 
+#include <gradcomp/compressor/detail/scan_kernel.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace gradcomp::detail {
+
+//! Elements per tile: the first pass materializes a tile (it stays in L1) and then scans it.
+inline constexpr std::size_t tile_elements = 2048;
 
 //! Compression without error feedback: the values are the gradient itself.
 struct read_source {
@@ -41,6 +49,14 @@ struct accumulate_source {
   [[nodiscard]] float peek(std::size_t i) const noexcept { return residual[i] + grad[i]; }
   [[nodiscard]] const float* materialized() const noexcept { return residual; }
   static constexpr bool accumulates = true;
+  //! Materializes [b, e) and appends the elements whose magnitude key reaches `key`.
+  void scan_first_pass(std::size_t b,
+                       std::size_t e,
+                       std::uint32_t key,
+                       std::size_t limit,
+                       hit_list& hits) const {
+    scan_hits<true>(residual, grad, b, e, key, limit, hits);
+  }
 
   //! residual = acc - sent for the sent elements at message positions [begin, end): exactly 0
   //! where the value went out unchanged, the rounding error where it was rounded to fp16/bf16.
@@ -54,8 +70,54 @@ struct accumulate_source {
   }
 };
 
-//! Elements per tile: the first pass materializes a tile (it stays in L1) and then scans it.
-inline constexpr std::size_t tile_elements = 2048;
+//! Error feedback with DGC's momentum correction (Lin et al. 2018, "Deep Gradient Compression",
+//! eqs. 4-6): velocity = momentum x velocity + grad, then acc = residual + velocity, both
+//! computed once per element and stored in place. finish() also applies momentum factor
+//! masking: the velocity of every sent element becomes 0.
+struct momentum_accumulate_source {
+  float* residual;
+  float* velocity;
+  const float* grad;
+  float momentum;
+
+  //! velocity[i] = momentum x velocity[i] + grad[i] for i in [begin, end).
+  void update_velocity(std::size_t begin, std::size_t end) const noexcept {
+    float* const u = velocity;
+    const float* const g = grad;
+    const float m = momentum;
+    for (std::size_t i = begin; i < end; ++i) {
+      u[i] = m * u[i] + g[i];
+    }
+  }
+  void materialize(std::size_t begin, std::size_t end) const noexcept {
+    update_velocity(begin, end);
+    accumulate_source{residual, velocity}.materialize(begin, end);
+  }
+  [[nodiscard]] float peek(std::size_t i) const noexcept {
+    return residual[i] + (momentum * velocity[i] + grad[i]);
+  }
+  [[nodiscard]] const float* materialized() const noexcept { return residual; }
+  static constexpr bool accumulates = true;
+  //! Per tile (it stays in L1): the velocity update, then the fused accumulate-and-filter.
+  void scan_first_pass(std::size_t b,
+                       std::size_t e,
+                       std::uint32_t key,
+                       std::size_t limit,
+                       hit_list& hits) const {
+    for (std::size_t t = b; t < e; t += tile_elements) {
+      const std::size_t end = std::min(e, t + tile_elements);
+      update_velocity(t, end);
+      scan_hits<true>(residual, velocity, t, end, key, limit, hits);
+    }
+  }
+  //! The residual as accumulate_source::finish, and velocity = 0 where sent (factor masking).
+  void finish(const sparse_message& m, std::size_t begin, std::size_t end) const noexcept {
+    accumulate_source{residual, velocity}.finish(m, begin, end);
+    for (std::size_t j = begin; j < end; ++j) {
+      velocity[m.dense ? j : m.indices[j]] = 0.0f;
+    }
+  }
+};
 
 //! Calls fn(begin, end) over [b, e) in tiles, materializing each tile first when `first_pass`.
 template <class Source, class Fn>

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: Apache-2.0
+// DGC momentum correction fused into error feedback (compress_accumulate_momentum and
+// error_feedback with gradcomp::momentum_correction) against an independent composition: the
+// velocity updated in a separate loop, plain error feedback on it, then the velocity zeroed at
+// the message's indices. Bit for bit, for every compressor, over iterations; plus conservation
+// and the refusals.
+#include <gradcomp/gradcomp.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <stdexcept>
+#include <vector>
+
+#include "../common/generators.hpp"
+
+using namespace gradcomp;
+using test::distribution;
+
+namespace {
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool same_message(const sparse_message& a, const sparse_message& b) {
+  return a.dense_length_elements == b.dense_length_elements && a.dense == b.dense && a.values_type == b.values_type &&
+         a.indices == b.indices && same_bits(a.values, b.values);
+}
+
+// Runs the fused call and the reference composition side by side on two copies of `c`.
+template <class Compressor>
+void check_against_composition(const Compressor& c,
+                               std::size_t n,
+                               distribution dist,
+                               float momentum,
+                               int iterations) {
+  Compressor fused_c = c;
+  Compressor reference_c = c;
+  std::vector<float> residual(n, 0.0f), velocity(n, 0.0f);
+  std::vector<float> ref_residual(n, 0.0f), ref_velocity(n, 0.0f);
+  sparse_message fused, reference;
+  std::vector<float> sent(n);
+  for (int it = 0; it < iterations; ++it) {
+    CAPTURE(it);
+    const auto g = test::make_values(dist, n, 300 + it, static_cast<float>(std::pow(0.95, it)));
+    const std::vector<float> old_residual = residual;
+    const auto fs = fused_c.compress_accumulate_momentum(residual, velocity, g, momentum, fused);
+    // reference: u = m u + g in its own loop, plain error feedback on u, then factor masking
+    for (std::size_t i = 0; i < n; ++i) {
+      ref_velocity[i] = momentum * ref_velocity[i] + g[i];
+    }
+    const std::vector<float> u = ref_velocity;
+    const auto rs = reference_c.compress_accumulate(ref_residual, u, reference);
+    for (std::size_t j = 0; j < reference.nnz(); ++j) {
+      ref_velocity[reference.dense ? j : reference.indices[j]] = 0.0f;
+    }
+    REQUIRE(fs.k_selected == rs.k_selected);
+    REQUIRE(fs.fallback == rs.fallback);
+    REQUIRE(same_message(fused, reference));
+    REQUIRE(same_bits(residual, ref_residual));
+    REQUIRE(same_bits(velocity, ref_velocity));
+    // conservation against u: sent + new residual == old residual + u, bit for bit
+    decompress(fused, sent);
+    for (std::size_t i = 0; i < n; ++i) {
+      REQUIRE(std::bit_cast<std::uint32_t>(sent[i] + residual[i]) ==
+              std::bit_cast<std::uint32_t>((old_residual[i] + u[i]) + 0.0f));
+    }
+  }
+}
+
+} // namespace
+
+TEST_CASE("momentum correction equals velocity update + error feedback + masking, bit for bit",
+          "[momentum]") {
+  const auto dist = GENERATE(distribution::normal, distribution::heavy_tailed, distribution::tied,
+                             distribution::with_zeros);
+  const std::size_t n = GENERATE(0, 1, 7, 5000, 140000);
+  const float m = GENERATE(0.0f, 0.9f);
+  CAPTURE(test::name(dist), n, m);
+  SECTION("exact_top_k") {
+    check_against_composition(exact_top_k(0.01), n, dist, m, 8);
+  }
+  SECTION("sampled_threshold") {
+    check_against_composition(sampled_threshold({.density = 0.01, .seed = 5}), n, dist, m, 8);
+  }
+  SECTION("gaussian_threshold") {
+    check_against_composition(gaussian_threshold(0.01), n, dist, m, 8);
+  }
+  SECTION("lognormal_threshold") {
+    check_against_composition(lognormal_threshold(0.01), n, dist, m, 8);
+  }
+  SECTION("reused_threshold") {
+    check_against_composition(reused_threshold({.density = 0.01, .interval = 3}), n, dist, m, 8);
+  }
+  SECTION("dense fp16 (rounding error stays in the residual)") {
+    check_against_composition(dense(value_type::fp16), n, dist, m, 4);
+  }
+  SECTION("size_switch") {
+    check_against_composition(size_switch(1000, dense(), exact_top_k(0.05)), n, dist, m, 4);
+  }
+}
+
+TEST_CASE("momentum 0 is plain error feedback", "[momentum]") {
+  const std::size_t n = 20000;
+  error_feedback<reused_threshold> plain(n, reused_threshold({.density = 0.01, .interval = 3}));
+  error_feedback<reused_threshold> corrected(n, reused_threshold({.density = 0.01, .interval = 3}),
+                                             momentum_correction{0.0});
+  CHECK(corrected.velocity().empty());
+  sparse_message a, b;
+  for (int it = 0; it < 5; ++it) {
+    const auto g = test::make_values(distribution::normal, n, 40 + it);
+    plain.compress(g, a);
+    corrected.compress(g, b);
+    REQUIRE(same_message(a, b));
+    REQUIRE(same_bits(plain.residual(), corrected.residual()));
+  }
+}
+
+TEST_CASE("error_feedback with momentum correction keeps the velocity and masks it",
+          "[momentum]") {
+  const std::size_t n = 4000;
+  error_feedback<exact_top_k> ef(n, exact_top_k(0.01), momentum_correction{0.5});
+  REQUIRE(ef.velocity().size() == n);
+  CHECK(ef.momentum() == 0.5f);
+  sparse_message m;
+  const auto g1 = test::make_values(distribution::normal, n, 1);
+  ef.compress(g1, m);
+  // after one call the velocity is g1, zeroed where sent
+  std::vector<bool> was_sent(n, false);
+  for (const auto i : m.indices) {
+    was_sent[i] = true;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(ef.velocity()[i] == (was_sent[i] ? 0.0f : g1[i]));
+  }
+  // the second call accumulates 0.5 u + g2
+  const std::vector<float> u1(ef.velocity().begin(), ef.velocity().end());
+  const std::vector<float> r1(ef.residual().begin(), ef.residual().end());
+  const auto g2 = test::make_values(distribution::normal, n, 2);
+  ef.compress(g2, m);
+  std::vector<float> sent(n);
+  decompress(m, sent);
+  for (std::size_t i = 0; i < n; ++i) {
+    const float u2 = 0.5f * u1[i] + g2[i];
+    REQUIRE(sent[i] + ef.residual()[i] == r1[i] + u2);
+  }
+  ef.reset();
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(ef.velocity()[i] == 0.0f);
+    REQUIRE(ef.residual()[i] == 0.0f);
+  }
+}
+
+TEST_CASE("momentum correction refuses a momentum outside [0, 1) and mismatched lengths",
+          "[momentum]") {
+  for (const double bad : {-0.1, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN()}) {
+    CAPTURE(bad);
+    REQUIRE_THROWS_WITH((error_feedback<exact_top_k>(10, exact_top_k(0.1),
+                                                     momentum_correction{bad})),
+                        Catch::Contains("momentum") && Catch::Contains("outside [0, 1)"));
+  }
+  exact_top_k c(0.1);
+  std::vector<float> r(10), u(9), g(10);
+  sparse_message m;
+  REQUIRE_THROWS_WITH(c.compress_accumulate_momentum(r, u, g, 0.9f, m),
+                      Catch::Contains("velocity 9"));
+  std::vector<float> u10(10);
+  REQUIRE_THROWS_WITH(c.compress_accumulate_momentum(r, u10, g, 1.5f, m),
+                      Catch::Contains("momentum 1.5"));
+}
