@@ -164,7 +164,7 @@ TEST_CASE("error_feedback with momentum correction keeps the velocity and masks 
   }
 }
 
-TEST_CASE("momentum correction refuses a momentum outside [0, 1) and mismatched lengths",
+TEST_CASE("momentum correction refuses a momentum outside 0 to 1 and mismatched lengths",
           "[momentum]") {
   for (const double bad : {-0.1, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(bad);
