@@ -6,6 +6,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/allgather_plan.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
@@ -139,29 +140,19 @@ private:
   void after_headers() {
     const int p = comm_->size();
     const int me = comm_->rank();
-    std::int64_t total = 0;
-    std::int64_t others = 0;
-    std::int64_t smallest = INT64_MAX;
-    for (int j = 0; j < p; ++j) {
-      const std::int64_t bytes = headers_[3 * j];
-      const std::int64_t length = headers_[3 * j + 1];
-      if (length != headers_[1]) {
-        throw mpi_error(gradcomp::detail::concat(
-            "gradcomp mpi: sparse_allgather: ranks pass different dense lengths (rank 0: ",
-            headers_[1], ", rank ", j, ": ", length, ")"));
-      }
-      total += bytes;
-      others += j == me ? 0 : bytes;
-      smallest = std::min(smallest, bytes);
+    detail::allgather_plan plan = detail::plan_allgather(headers_, options_.dense_switch);
+    if (plan.length_mismatch_rank >= 0) {
+      throw mpi_error(gradcomp::detail::concat(
+          "gradcomp mpi: sparse_allgather: ranks pass different dense lengths (rank 0: ",
+          headers_[1], ", rank ", plan.length_mismatch_rank, ": ",
+          headers_[detail::allgather_header_fields *
+                       static_cast<std::size_t>(plan.length_mismatch_rank) +
+                   1],
+          ")"));
     }
-    const auto n = static_cast<double>(headers_[1]);
-    const double ring_bytes = 2.0 * (p - 1) / p * 4.0 * n;
-    const bool too_big = total > INT_MAX;
-    // decided from what the rank with the smallest message would receive (the most any rank
-    // receives), the same on every rank: each rank's own `others` differs when message sizes
-    // differ, and ranks deciding differently would run different collectives
-    const std::int64_t most_received = total - smallest;
-    if (options_.dense_switch && (static_cast<double>(most_received) > ring_bytes || too_big)) {
+    if (plan.use_dense) {
+      const auto n = static_cast<double>(plan.dense_length_elements);
+      const double ring_bytes = 2.0 * (p - 1) / p * 4.0 * n;
       used_dense_ = true;
       decompress(decode(encoded_), sum_);
       bytes_sent_ = bytes_received_ = static_cast<std::size_t>(ring_bytes);
@@ -169,22 +160,17 @@ private:
       phase_ = phase::dense;
       return;
     }
-    if (too_big) {
+    if (plan.exceeds_int_count) {
       throw mpi_error(gradcomp::detail::concat(
-          "gradcomp mpi: sparse_allgather: ", total,
+          "gradcomp mpi: sparse_allgather: ", plan.total_bytes,
           " gathered bytes exceed MPI's int count limit and the dense switch is off"));
     }
-    counts_.resize(static_cast<std::size_t>(p));
-    displacements_.resize(static_cast<std::size_t>(p));
-    int offset = 0;
-    for (int j = 0; j < p; ++j) {
-      counts_[j] = static_cast<int>(headers_[3 * j]);
-      displacements_[j] = offset;
-      offset += counts_[j];
-    }
-    gathered_.resize(static_cast<std::size_t>(total));
+    counts_ = std::move(plan.counts);
+    displacements_ = std::move(plan.displacements);
+    gathered_.resize(static_cast<std::size_t>(plan.total_bytes));
     bytes_sent_ = encoded_.size() * static_cast<std::size_t>(p - 1);
-    bytes_received_ = static_cast<std::size_t>(others);
+    bytes_received_ =
+        static_cast<std::size_t>(plan.total_bytes) - static_cast<std::size_t>(counts_[me]);
     detail::check(MPI_Iallgatherv(encoded_.data(), static_cast<int>(encoded_.size()), MPI_BYTE,
                                   gathered_.data(), counts_.data(), displacements_.data(), MPI_BYTE,
                                   comm_->native(), &request_),
@@ -200,6 +186,12 @@ private:
                            static_cast<std::size_t>(counts_[j])),
              received_);
       detail::check_length(received_, sum_.size(), static_cast<int>(j));
+      const std::int64_t stated_nnz = headers_[detail::allgather_header_fields * j + 2];
+      if (static_cast<std::int64_t>(received_.nnz()) != stated_nnz) {
+        throw wire_error(gradcomp::detail::concat(
+            "gradcomp wire: sparse_allgather: rank ", j, "'s message carries ", received_.nnz(),
+            " values, its header stated ", stated_nnz));
+      }
       accumulate(received_, sum_);
     }
   }

@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The header step of gradcomp::mpi::sparse_allgather, without MPI: every rank's header
+//! (encoded bytes, dense length, nnz), as gathered from its peers, is validated, and the
+//! exchange is planned from it (counts and displacements for MPI_Iallgatherv, or the switch to a
+//! dense allreduce). Headers come from other processes, so they are untrusted input: this is
+//! the part of the transport that the `allgather_headers` fuzz target exercises.
+#pragma once
+
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/wire.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace gradcomp::mpi::detail {
+
+//! Fields per rank in the gathered headers: encoded bytes, dense length (elements), nnz.
+inline constexpr std::size_t allgather_header_fields = 3;
+//! The largest dense length a header may state, elements (2^56: far above any memory, and
+//! small enough that byte bounds below cannot overflow 64 bits).
+inline constexpr std::int64_t max_header_dense_length = std::int64_t{1} << 56;
+//! Smallest and largest wire bytes per carried value: a 2-byte value with no index (dense
+//! fp16) to a 4-byte value with a 5-byte varint index.
+inline constexpr std::int64_t min_wire_bytes_per_value = 2;
+inline constexpr std::int64_t max_wire_bytes_per_value = 9;
+
+//! The validated plan of one sparse allgather (the same on every rank that gathered the same
+//! headers).
+struct allgather_plan {
+  std::int64_t dense_length_elements = 0; //!< rank 0's dense length.
+  //! First rank whose dense length differs from rank 0's, or -1. The caller reports it (a
+  //! usage error, not a malformed header); nothing else in the plan is set then.
+  int length_mismatch_rank = -1;
+  std::int64_t total_bytes = 0;         //!< sum of the encoded sizes (saturates at 2^62).
+  std::int64_t most_received_bytes = 0; //!< total minus the smallest message: the most any rank receives.
+  bool exceeds_int_count = false;       //!< total_bytes does not fit MPI's int counts.
+  bool use_dense = false;               //!< the dense allreduce moves fewer bytes (or must run).
+  std::vector<int> counts;        //!< per rank, bytes (only when neither use_dense nor exceeds_int_count).
+  std::vector<int> displacements; //!< per rank, byte offset in the gathered buffer (idem).
+};
+
+//! @brief Validates the gathered headers (allgather_header_fields per rank, rank order) and
+//! plans the exchange. With `dense_switch`, the plan switches to a dense allreduce when the
+//! rank that receives the most would receive more than a ring allreduce moves,
+//! 2 (P - 1) / P x 4n bytes (SparCML's rule), or when the total exceeds MPI's int counts.
+//! Checks, in this order for every rank j: 0 <= length_j <= 2^56, length_j == length_0 (else
+//! length_mismatch_rank = j and return), 0 <= nnz_j <= length_j, and
+//! 32 + 2 nnz_j <= bytes_j <= 32 + 9 nnz_j (the bounds of any wire v1 encoding).
+//! O(P). Deterministic: the same headers give the same plan or the same exception everywhere.
+//! @throws gradcomp::wire_error naming the rank, the field and the limit on a malformed header;
+//! std::invalid_argument if `headers` is empty or not a multiple of allgather_header_fields.
+[[nodiscard]] inline allgather_plan plan_allgather(std::span<const std::int64_t> headers,
+                                                   bool dense_switch) {
+  using gradcomp::detail::concat;
+  gradcomp::detail::require(!headers.empty() && headers.size() % allgather_header_fields == 0,
+                            "sparse_allgather: ", headers.size(),
+                            " header values are not a positive multiple of ",
+                            allgather_header_fields);
+  const std::size_t p = headers.size() / allgather_header_fields;
+  allgather_plan plan;
+  const auto field = [&](std::size_t j, std::size_t f) {
+    return headers[allgather_header_fields * j + f];
+  };
+  const auto malformed = [](std::size_t j, const char* what, std::int64_t value, auto... limit) {
+    return wire_error(concat("gradcomp wire: sparse_allgather: rank ", j, "'s header states ",
+                             what, " ", value, limit...));
+  };
+  plan.dense_length_elements = field(0, 1);
+  std::int64_t smallest = INT64_MAX;
+  constexpr std::int64_t saturation = std::int64_t{1} << 62;
+  for (std::size_t j = 0; j < p; ++j) {
+    const std::int64_t bytes = field(j, 0);
+    const std::int64_t length = field(j, 1);
+    const std::int64_t nnz = field(j, 2);
+    if (length < 0 || length > max_header_dense_length) {
+      throw malformed(j, "dense length", length, ", outside [0, ", max_header_dense_length, "]");
+    }
+    if (length != plan.dense_length_elements) {
+      plan.length_mismatch_rank = static_cast<int>(j);
+      return plan;
+    }
+    if (nnz < 0 || nnz > length) {
+      throw malformed(j, "nnz", nnz, ", outside [0, ", length, "] (its dense length)");
+    }
+    const std::int64_t low = static_cast<std::int64_t>(wire_header_bytes) +
+                             min_wire_bytes_per_value * nnz;
+    const std::int64_t high = static_cast<std::int64_t>(wire_header_bytes) +
+                              max_wire_bytes_per_value * nnz;
+    if (bytes < low || bytes > high) {
+      throw malformed(j, "encoded bytes", bytes, ", outside [", low, ", ", high, "] for nnz ",
+                      nnz);
+    }
+    plan.total_bytes = std::min(saturation, plan.total_bytes + bytes);
+    smallest = std::min(smallest, bytes);
+  }
+  const auto n = static_cast<double>(plan.dense_length_elements);
+  const auto pd = static_cast<double>(p);
+  const double ring_bytes = 2.0 * (pd - 1.0) / pd * 4.0 * n;
+  plan.exceeds_int_count = plan.total_bytes > INT_MAX;
+  // decided from what the rank with the smallest message would receive (the most any rank
+  // receives), the same on every rank: each rank's own share differs when message sizes
+  // differ, and ranks deciding differently would run different collectives
+  plan.most_received_bytes = plan.total_bytes - smallest;
+  plan.use_dense = dense_switch && (static_cast<double>(plan.most_received_bytes) > ring_bytes ||
+                                    plan.exceeds_int_count);
+  if (plan.use_dense || plan.exceeds_int_count) {
+    return plan;
+  }
+  plan.counts.resize(p);
+  plan.displacements.resize(p);
+  int offset = 0;
+  for (std::size_t j = 0; j < p; ++j) {
+    plan.counts[j] = static_cast<int>(field(j, 0));
+    plan.displacements[j] = offset;
+    offset += plan.counts[j];
+  }
+  return plan;
+}
+
+} // namespace gradcomp::mpi::detail
