@@ -1,0 +1,12 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Umbrella header of gradcomp's coded multicast pieces (CSSGD, S3): the placement of
+//! batch parts on ranks and the multicast groups (coded/placement.hpp), exact fixed-point and
+//! XOR coding of packets (coded/exact_coding.hpp), and the cost model with the choice of the
+//! redundancy r (coded/cost.hpp). Needs only the C++20 standard library (never includes MPI or
+//! CUDA headers). The MPI exchange that uses them is not part of gradcomp yet.
+#pragma once
+
+#include <gradcomp/coded/cost.hpp>
+#include <gradcomp/coded/exact_coding.hpp>
+#include <gradcomp/coded/placement.hpp>

@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Cost model of CSSGD's coded gradient exchange (S3; collectives.md section 1): per-rank
+//! messages and bytes of the coded exchange, of the uncoded exchange of the same placement and
+//! of a ring allreduce without redundancy; iteration time T(r) = r T_compute + T_comm(r) under
+//! the alpha-beta-gamma model of gradcomp::cost; and the choice of r. No MPI needed.
+//!
+//! Exchange variant: S3's (collectives.md "variant F"): every rank ends with the full gradient
+//! of every part it lacks and sums all C(n, r) part gradients itself. A gradient has d elements
+//! of b wire bytes (b = 4 for int32 fixed-point codes or XOR words).
+#pragma once
+
+#include <gradcomp/coded/detail/combinatorics.hpp>
+#include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/error.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace gradcomp::coded {
+
+//! @brief How a coded packet reaches the other r members of its group.
+enum class delivery {
+  //! One transmission reaches all r receivers (a shared medium or hardware multicast): S3's
+  //! assumption, "multicast serves r receivers at once".
+  multicast,
+  //! r point-to-point copies (what an MPI transport with Isend to each peer does, and what
+  //! MPI_Bcast over point-to-point links amounts to; collectives.md section 1, network caveat).
+  point_to_point,
+};
+
+//! @brief Which side of a rank's link limits the exchange time.
+enum class link_model {
+  //! The rank's transmissions are the bottleneck and receptions overlap them freely (S3's
+  //! accounting, "each worker sends 1/r of the necessary data"; CDC's shared-bus view).
+  sender_bound,
+  //! Full-duplex links to a switch, all ranks transferring at once: time follows the larger of
+  //! what a rank sends and what it receives (collectives.md section 1, network caveat: coding
+  //! cuts transmissions, not what each node receives).
+  full_duplex,
+};
+
+//! @brief Per-rank work of one gradient exchange. For the uncoded exchange, sent_bytes is that
+//! of the busiest rank; every other field is the same on every rank.
+struct exchange_load {
+  std::uint64_t sent_messages = 0;     //!< transmissions started by the rank.
+  std::uint64_t received_messages = 0; //!< messages the rank receives.
+  double sent_bytes = 0.0;             //!< bytes the rank transmits.
+  double received_bytes = 0.0;         //!< bytes the rank receives.
+  double reduced_bytes = 0.0;          //!< bytes passed through an add, subtract or XOR.
+  friend bool operator==(const exchange_load&, const exchange_load&) = default;
+};
+
+namespace detail {
+
+[[nodiscard]] inline std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) noexcept {
+  return a / b + (a % b != 0 ? 1 : 0);
+}
+
+inline void check_bytes_per_element(std::size_t bytes_per_element) {
+  gradcomp::detail::require(bytes_per_element >= 1, "coded exchange: bytes per element ",
+                            bytes_per_element, " is below 1");
+}
+
+} // namespace detail
+
+//! @brief Per-rank load of the coded exchange (S3 "Exchange" and "Load"; collectives.md
+//! section 1, "Load formulas" and "Send rule"). With g = C(n - 1, r) groups per rank and
+//! packets of P = ceil(d / r) b bytes (slices zero-padded to the longest):
+//! - sent: multicast, g messages of P bytes ("each node ... sends C(n-1,r) u / r");
+//!   point_to_point, r g messages of P bytes ("an alpha term for the r C(n-1,r) messages");
+//! - received: r g messages of P bytes (one from each other member of each group; about
+//!   C(n-1,r) u, "the same as uncoded");
+//! - reduced: (r - 1) P for each of the g packets built and r g packets decoded, plus
+//!   (C(n, r) - 1) d b to sum all part gradients.
+//! Every message is counted, even an empty one when d < r. O(min(r, n - r)).
+//! @throws std::invalid_argument naming the value if n < 2, r < 1, r >= n, b < 1, or a count
+//! does not fit 64 bits.
+[[nodiscard]] inline exchange_load coded_exchange_load(int ranks,
+                                                       int redundancy,
+                                                       std::size_t gradient_elements,
+                                                       std::size_t bytes_per_element,
+                                                       delivery mode) {
+  detail::check_ranks_and_redundancy(ranks, redundancy);
+  detail::check_bytes_per_element(bytes_per_element);
+  const auto n = static_cast<std::uint64_t>(ranks);
+  const auto r = static_cast<std::uint64_t>(redundancy);
+  const std::uint64_t groups = detail::binomial_or_throw(n - 1, r, "groups per rank");
+  const std::uint64_t parts = detail::binomial_or_throw(n, r, "parts");
+  const std::uint64_t copies = detail::product_or_throw(r, groups, "messages per rank");
+  const double packet_bytes = static_cast<double>(detail::ceil_div(gradient_elements, r)) *
+                              static_cast<double>(bytes_per_element);
+  const double gradient_bytes =
+      static_cast<double>(gradient_elements) * static_cast<double>(bytes_per_element);
+  exchange_load load;
+  load.sent_messages = mode == delivery::multicast ? groups : copies;
+  load.received_messages = copies;
+  load.sent_bytes = static_cast<double>(load.sent_messages) * packet_bytes;
+  load.received_bytes = static_cast<double>(copies) * packet_bytes;
+  load.reduced_bytes = static_cast<double>(r - 1) * packet_bytes *
+                           (static_cast<double>(groups) + static_cast<double>(copies)) +
+                       static_cast<double>(parts - 1) * gradient_bytes;
+  return load;
+}
+
+//! @brief Per-rank load of the uncoded exchange of the same placement (collectives.md section
+//! 1, L_uncoded: each missing part is delivered separately, no coding): every owner of a part
+//! sends its slice of the part's gradient (split_evenly into r slices, its position among the
+//! owners) to each of the n - r ranks that lack the part, as one unicast message. So each rank
+//! sends (n - r) C(n - 1, r - 1) = r C(n - 1, r) messages and receives the r slices of each of
+//! its C(n - 1, r) missing parts: r C(n - 1, r) messages, C(n - 1, r) d b bytes. sent_bytes is
+//! the busiest rank's, r C(n - 1, r) ceil(d / r) b (rank 0, which holds slice 0, a longest one,
+//! of every part it owns); it equals the average when r divides d. reduced: (C(n, r) - 1) d b
+//! to sum all part gradients. O(min(r, n - r)).
+//! @throws std::invalid_argument naming the value if n < 2, r < 1, r >= n, b < 1, or a count
+//! does not fit 64 bits.
+[[nodiscard]] inline exchange_load uncoded_exchange_load(int ranks,
+                                                         int redundancy,
+                                                         std::size_t gradient_elements,
+                                                         std::size_t bytes_per_element) {
+  detail::check_ranks_and_redundancy(ranks, redundancy);
+  detail::check_bytes_per_element(bytes_per_element);
+  const auto n = static_cast<std::uint64_t>(ranks);
+  const auto r = static_cast<std::uint64_t>(redundancy);
+  const std::uint64_t missing = detail::binomial_or_throw(n - 1, r, "groups per rank");
+  const std::uint64_t parts = detail::binomial_or_throw(n, r, "parts");
+  const std::uint64_t messages = detail::product_or_throw(r, missing, "messages per rank");
+  const double b = static_cast<double>(bytes_per_element);
+  const double gradient_bytes = static_cast<double>(gradient_elements) * b;
+  exchange_load load;
+  load.sent_messages = messages;
+  load.received_messages = messages;
+  load.sent_bytes = static_cast<double>(messages) *
+                    static_cast<double>(detail::ceil_div(gradient_elements, r)) * b;
+  load.received_bytes = static_cast<double>(missing) * gradient_bytes;
+  load.reduced_bytes = static_cast<double>(parts - 1) * gradient_bytes;
+  return load;
+}
+
+//! @brief Per-rank load of a ring allreduce of the d b-byte gradient over n ranks without
+//! redundancy (collectives.md section 3, "ring" row; the model of
+//! gradcomp::cost::ring_allreduce_seconds): 2 (n - 1) messages and 2 (n - 1) / n d b bytes each
+//! way, (n - 1) / n d b reduced bytes. exchange_seconds of this load equals
+//! cost::ring_allreduce_seconds under either link model. All zero for n = 1.
+//! @throws std::invalid_argument if ranks < 1 or b < 1.
+[[nodiscard]] inline exchange_load
+ring_allreduce_load(int ranks, std::size_t gradient_elements, std::size_t bytes_per_element) {
+  gradcomp::detail::require(ranks >= 1, "ring allreduce: rank count ", ranks, " is below 1");
+  detail::check_bytes_per_element(bytes_per_element);
+  const double p = ranks;
+  const double m = static_cast<double>(gradient_elements) * static_cast<double>(bytes_per_element);
+  exchange_load load;
+  load.sent_messages = 2 * static_cast<std::uint64_t>(ranks - 1);
+  load.received_messages = load.sent_messages;
+  load.sent_bytes = 2.0 * (p - 1) / p * m;
+  load.received_bytes = load.sent_bytes;
+  load.reduced_bytes = (p - 1) / p * m;
+  return load;
+}
+
+//! @brief Seconds of an exchange with `load` under the alpha-beta-gamma model (gradcomp::cost,
+//! as in S4's ring formula; collectives.md section 1: "use the per-node counts above plus an
+//! alpha term for the messages"):
+//! - sender_bound: alpha sent_messages + beta sent_bytes + gamma reduced_bytes;
+//! - full_duplex: alpha max(sent, received messages) + beta max(sent, received bytes)
+//!   + gamma reduced_bytes.
+//! Messages and bytes are serialised on the rank's link; O(1).
+[[nodiscard]] inline double
+exchange_seconds(const exchange_load& load, const cost::network& net, link_model link) noexcept {
+  const bool duplex = link == link_model::full_duplex;
+  const double messages = static_cast<double>(
+      duplex ? std::max(load.sent_messages, load.received_messages) : load.sent_messages);
+  const double bytes = duplex ? std::max(load.sent_bytes, load.received_bytes) : load.sent_bytes;
+  return net.alpha_seconds * messages + net.beta_seconds_per_byte * bytes +
+         net.gamma_seconds_per_byte * load.reduced_bytes;
+}
+
+//! @brief The work of one training iteration, the same on every rank.
+struct workload {
+  std::size_t gradient_elements = 0; //!< d: elements of the full gradient (all layers).
+  std::size_t bytes_per_element = 4; //!< b: wire bytes per element (4: int32 codes, XOR words).
+  //! Forward and backward time of one iteration without redundancy (each rank computing 1/n of
+  //! the batch), seconds; with redundancy r a rank computes r / n of it (S3: "compute per
+  //! worker grows r times").
+  double compute_seconds = 0.0;
+};
+
+//! @brief How the coded exchange is carried and what limits it.
+struct coded_model {
+  delivery mode = delivery::point_to_point;  //!< default: what an MPI transport does.
+  link_model link = link_model::full_duplex; //!< default: a switched full-duplex network.
+};
+
+namespace detail {
+inline void check_workload(const workload& w) {
+  check_bytes_per_element(w.bytes_per_element);
+  gradcomp::detail::require(std::isfinite(w.compute_seconds) && w.compute_seconds >= 0.0,
+                            "coded exchange: compute time ", w.compute_seconds,
+                            " s is not a finite value >= 0");
+}
+} // namespace detail
+
+//! @brief Iteration time of CSSGD with redundancy r (S3 time model T = r T_calc + T_comm / r,
+//! with the exchange time computed from the per-rank counts instead of assuming T_comm / r,
+//! as collectives.md section 1 advises for gradients):
+//! T(r) = r compute_seconds + exchange_seconds(coded_exchange_load(n, r, d, b, mode), net, link).
+//! Computation and exchange do not overlap. O(min(r, n - r)).
+//! @throws std::invalid_argument as coded_exchange_load, or if compute_seconds is negative or
+//! not finite.
+[[nodiscard]] inline double coded_iteration_seconds(int ranks,
+                                                    int redundancy,
+                                                    const workload& work,
+                                                    const cost::network& net,
+                                                    const coded_model& model = {}) {
+  detail::check_workload(work);
+  const exchange_load load = coded_exchange_load(ranks, redundancy, work.gradient_elements,
+                                                 work.bytes_per_element, model.mode);
+  return redundancy * work.compute_seconds + exchange_seconds(load, net, model.link);
+}
+
+//! @brief Iteration time with the uncoded exchange of the same placement:
+//! r compute_seconds + exchange_seconds(uncoded_exchange_load(n, r, d, b), net, link).
+//! @throws std::invalid_argument as uncoded_exchange_load, or for a bad compute_seconds.
+[[nodiscard]] inline double uncoded_iteration_seconds(int ranks,
+                                                      int redundancy,
+                                                      const workload& work,
+                                                      const cost::network& net,
+                                                      link_model link = link_model::full_duplex) {
+  detail::check_workload(work);
+  const exchange_load load =
+      uncoded_exchange_load(ranks, redundancy, work.gradient_elements, work.bytes_per_element);
+  return redundancy * work.compute_seconds + exchange_seconds(load, net, link);
+}
+
+//! @brief Iteration time of plain data parallelism with a ring allreduce (no redundancy):
+//! compute_seconds + cost::ring_allreduce_seconds(d b, n, net) (S4 after Thakur et al.;
+//! collectives.md section 3).
+//! @throws std::invalid_argument if ranks < 1 or for a bad workload.
+[[nodiscard]] inline double
+ring_iteration_seconds(int ranks, const workload& work, const cost::network& net) {
+  detail::check_workload(work);
+  const double bytes =
+      static_cast<double>(work.gradient_elements) * static_cast<double>(work.bytes_per_element);
+  return work.compute_seconds + cost::ring_allreduce_seconds(bytes, ranks, net);
+}
+
+//! @brief T(r) for one redundancy.
+struct redundancy_cost {
+  int redundancy = 0;                 //!< r.
+  double compute_seconds = 0.0;       //!< r compute_seconds.
+  double communication_seconds = 0.0; //!< the coded exchange.
+  double iteration_seconds = 0.0;     //!< their sum, T(r).
+};
+
+//! @brief The redundancy that minimises the coded iteration time, and the whole table.
+struct redundancy_choice {
+  int redundancy = 0;                  //!< argmin over the table; the smallest r among ties.
+  double iteration_seconds = 0.0;      //!< T at that r.
+  std::vector<redundancy_cost> table;  //!< T(r) for r = 1 .. max_redundancy, in order.
+  double ring_iteration_seconds = 0.0; //!< ring_iteration_seconds, for comparison.
+};
+
+//! @brief Evaluates coded_iteration_seconds for every r = 1 .. max_redundancy and returns the
+//! argmin (S3: "an optimal r exists"; with T_comm independent of r, r* = sqrt(T_comm / T_calc),
+//! collectives.md section 1), the smallest r among equal times. max_redundancy = 0 means
+//! n - 1. Every r is evaluated (no search shortcut), so the result is the exact argmin of the
+//! model; deterministic. The ring allreduce is reported beside it, not chosen: compare
+//! `iteration_seconds` with `ring_iteration_seconds`. O(n^2).
+//! @throws std::invalid_argument naming the value if n < 2, max_redundancy is outside
+//! [0, n - 1], a binomial coefficient of some evaluated r does not fit 64 bits (n above 67 with
+//! max_redundancy near n / 2), or the workload is bad.
+[[nodiscard]] inline redundancy_choice choose_redundancy(int ranks,
+                                                         const workload& work,
+                                                         const cost::network& net,
+                                                         const coded_model& model = {},
+                                                         int max_redundancy = 0) {
+  gradcomp::detail::require(ranks >= 2, "choose_redundancy: rank count n = ", ranks, " is below 2");
+  gradcomp::detail::require(max_redundancy >= 0 && max_redundancy < ranks,
+                            "choose_redundancy: max redundancy ", max_redundancy,
+                            " is outside [0, n - 1 = ", ranks - 1, "] (0 means n - 1)");
+  detail::check_workload(work);
+  const int last = max_redundancy == 0 ? ranks - 1 : max_redundancy;
+  redundancy_choice choice;
+  choice.table.reserve(static_cast<std::size_t>(last));
+  for (int r = 1; r <= last; ++r) {
+    const exchange_load load =
+        coded_exchange_load(ranks, r, work.gradient_elements, work.bytes_per_element, model.mode);
+    redundancy_cost row;
+    row.redundancy = r;
+    row.compute_seconds = r * work.compute_seconds;
+    row.communication_seconds = exchange_seconds(load, net, model.link);
+    row.iteration_seconds = row.compute_seconds + row.communication_seconds;
+    if (choice.table.empty() || row.iteration_seconds < choice.iteration_seconds) {
+      choice.redundancy = r;
+      choice.iteration_seconds = row.iteration_seconds;
+    }
+    choice.table.push_back(row);
+  }
+  choice.ring_iteration_seconds = ring_iteration_seconds(ranks, work, net);
+  return choice;
+}
+
+} // namespace gradcomp::coded
