@@ -480,8 +480,19 @@ private:
         const int source = worker_rank(w);
         std::vector<std::byte>& part = received_parts_[static_cast<std::size_t>(w)];
         if (source != me) {
-          const auto bytes = static_cast<std::size_t>(
-              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes]);
+          const std::int64_t stated =
+              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes];
+          // a peer's stated size, validated before it sizes a buffer; only this server sees it,
+          // so the other ranks are not told (a known limit, docs/testing.md)
+          const std::uint64_t most = max_encoded_bytes(hi - lo);
+          if (stated < static_cast<std::int64_t>(wire_header_bytes) ||
+              static_cast<std::uint64_t>(stated) > most) {
+            throw wire_error(gradcomp::detail::concat(
+                "gradcomp wire: parameter_server: worker rank ", source, " states a push of ",
+                stated, " bytes for a shard of ", hi - lo, " elements, outside [",
+                wire_header_bytes, ", ", most, "]"));
+          }
+          const auto bytes = static_cast<std::size_t>(stated);
           part.resize(bytes);
           push_receives_.add(false, part.data(), bytes, 1, MPI_BYTE, byte_chunk(), source, tag);
           bytes_received_ += bytes;

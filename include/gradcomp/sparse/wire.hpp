@@ -103,6 +103,18 @@ inline std::size_t index_section_bytes(const sparse_message& m, index_encoding e
 
 } // namespace detail
 
+//! @brief Bounds on the encoded size, bytes, of any message carrying `nnz` values, whatever its
+//! value type and index encoding: from 32 + 2 nnz (dense fp16: no indices, 2-byte values) to
+//! 32 + 9 nnz (a 5-byte varint index and a 4-byte value each). For validating a size a peer
+//! states before receiving the message. O(1). @pre nnz <= 2^56 (no overflow).
+[[nodiscard]] constexpr std::uint64_t min_encoded_bytes(std::uint64_t nnz) noexcept {
+  return wire_header_bytes + 2 * nnz;
+}
+//! @copydoc min_encoded_bytes
+[[nodiscard]] constexpr std::uint64_t max_encoded_bytes(std::uint64_t nnz) noexcept {
+  return wire_header_bytes + 9 * nnz;
+}
+
 //! @brief Exact number of bytes encode() produces for `m` with `enc`. O(nnz) for delta_varint,
 //! O(1) otherwise.
 //! @throws std::invalid_argument if `enc` is none and `m` is sparse.

@@ -24,10 +24,6 @@ inline constexpr std::size_t allgather_header_fields = 3;
 //! The largest dense length a header may state, elements (2^56: far above any memory, and
 //! small enough that byte bounds below cannot overflow 64 bits).
 inline constexpr std::int64_t max_header_dense_length = std::int64_t{1} << 56;
-//! Smallest and largest wire bytes per carried value: a 2-byte value with no index (dense
-//! fp16) to a 4-byte value with a 5-byte varint index.
-inline constexpr std::int64_t min_wire_bytes_per_value = 2;
-inline constexpr std::int64_t max_wire_bytes_per_value = 9;
 
 //! The validated plan of one sparse allgather (the same on every rank that gathered the same
 //! headers).
@@ -50,7 +46,7 @@ struct allgather_plan {
 //! 2 (P - 1) / P x 4n bytes (SparCML's rule), or when the total exceeds MPI's int counts.
 //! Checks, in this order for every rank j: 0 <= length_j <= 2^56, length_j == length_0 (else
 //! length_mismatch_rank = j and return), 0 <= nnz_j <= length_j, and
-//! 32 + 2 nnz_j <= bytes_j <= 32 + 9 nnz_j (the bounds of any wire v1 encoding).
+//! min_encoded_bytes(nnz_j) <= bytes_j <= max_encoded_bytes(nnz_j) (32 + 2 nnz .. 32 + 9 nnz).
 //! O(P). Deterministic: the same headers give the same plan or the same exception everywhere.
 //! @throws gradcomp::wire_error naming the rank, the field and the limit on a malformed header;
 //! std::invalid_argument if `headers` is empty or not a multiple of allgather_header_fields.
@@ -87,10 +83,8 @@ struct allgather_plan {
     if (nnz < 0 || nnz > length) {
       throw malformed(j, "nnz", nnz, ", outside [0, ", length, "] (its dense length)");
     }
-    const std::int64_t low = static_cast<std::int64_t>(wire_header_bytes) +
-                             min_wire_bytes_per_value * nnz;
-    const std::int64_t high = static_cast<std::int64_t>(wire_header_bytes) +
-                              max_wire_bytes_per_value * nnz;
+    const auto low = static_cast<std::int64_t>(min_encoded_bytes(static_cast<std::uint64_t>(nnz)));
+    const auto high = static_cast<std::int64_t>(max_encoded_bytes(static_cast<std::uint64_t>(nnz)));
     if (bytes < low || bytes > high) {
       throw malformed(j, "encoded bytes", bytes, ", outside [", low, ", ", high, "] for nnz ",
                       nnz);
