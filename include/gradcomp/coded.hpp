@@ -4,7 +4,8 @@
 //! batch parts on ranks and the multicast groups (coded/placement.hpp), exact fixed-point and
 //! XOR coding of packets (coded/exact_coding.hpp), and the cost model with the choice of the
 //! redundancy r (coded/cost.hpp). Needs only the C++20 standard library (never includes MPI or
-//! CUDA headers). The MPI exchange that uses them is not part of gradcomp yet.
+//! CUDA headers). The MPI exchange that uses them is gradcomp::mpi::coded_allreduce
+//! (<gradcomp/mpi/coded_exchange.hpp>, component gradcomp::mpi).
 #pragma once
 
 #include <gradcomp/coded/cost.hpp>

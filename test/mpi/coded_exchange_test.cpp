@@ -1,0 +1,421 @@
+// SPDX-License-Identifier: Apache-2.0
+// coded_allreduce (CSSGD's coded multicast exchange): for every r in 1..P-1, both codings, both
+// schedules and several windows, the result equals a reference every rank computes locally
+// from all parts' gradients (fixed point: the decoded exact integer sum of the encoded parts;
+// XOR: the float sum in part order), bit for bit and identical on every rank; byte and message
+// counts equal the cost model's; nonblocking progress; and faults (different lengths, options,
+// malformed arguments, NaN, bad r) that every rank reports. Collective: every rank runs every
+// test. With one rank there is no valid r, and the tests check the rejection.
+#include <gradcomp/coded.hpp>
+#include <gradcomp/mpi.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "mpi_test_util.hpp"
+
+using namespace gradcomp;
+using gradcomp::test::identical_on_all_ranks;
+using gradcomp::test::world_rank;
+using gradcomp::test::world_size;
+
+namespace {
+
+// The gradient of part `part`: d values from (part, seed) alone, so every rank can compute every
+// part. Magnitudes differ between parts (0.01, 1, 100) to exercise the agreed scale.
+std::vector<float> part_gradient(std::size_t part, std::size_t d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed * 1000003 + part);
+  std::normal_distribution<float> normal;
+  const float magnitude = part % 3 == 0 ? 0.01f : part % 3 == 1 ? 1.0f : 100.0f;
+  std::vector<float> g(d);
+  for (float& v : g) {
+    v = magnitude * normal(rng);
+  }
+  return g;
+}
+
+std::vector<std::vector<float>>
+all_gradients(const coded::placement& p, std::size_t d, std::uint64_t seed) {
+  std::vector<std::vector<float>> g;
+  for (std::size_t t = 0; t < p.part_count(); ++t) {
+    g.push_back(part_gradient(t, d, seed));
+  }
+  return g;
+}
+
+// Fixed point: every part encoded with the scale of the largest |value| of all parts and
+// C(P, r) summed terms, the codes summed exactly (wrapping int32), decoded once.
+std::vector<float> fixed_point_reference(const std::vector<std::vector<float>>& g, std::size_t d) {
+  double largest = 0.0;
+  for (const std::vector<float>& part : g) {
+    for (const float v : part) {
+      largest = std::max(largest, static_cast<double>(std::fabs(v)));
+    }
+  }
+  const double scale = coded::fixed_point_scale(largest, g.size());
+  std::vector<std::int32_t> total(d, 0);
+  std::vector<std::int32_t> codes(d);
+  for (const std::vector<float>& part : g) {
+    coded::encode_fixed_point(part, scale, codes);
+    coded::add_fixed_point(codes, total);
+  }
+  std::vector<float> sum(d);
+  coded::decode_fixed_point(total, scale, std::span<float>(sum));
+  return sum;
+}
+
+// XOR delivers the floats exactly; the sum is ((g_0 + g_1) + g_2) + ... in part order.
+std::vector<float> float_reference(const std::vector<std::vector<float>>& g, std::size_t d) {
+  std::vector<float> sum = g.empty() ? std::vector<float>(d) : g[0];
+  for (std::size_t t = 1; t < g.size(); ++t) {
+    for (std::size_t i = 0; i < d; ++i) {
+      sum[i] += g[t][i];
+    }
+  }
+  return sum;
+}
+
+// This rank's inputs: the gradients of its parts, in the order of parts_of(rank).
+std::vector<std::span<const float>>
+owned_parts(const coded::placement& p, const std::vector<std::vector<float>>& g, int rank) {
+  std::vector<std::span<const float>> mine;
+  for (const std::size_t t : p.parts_of(rank)) {
+    mine.emplace_back(g[t]);
+  }
+  return mine;
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  if (a.size() != b.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) {
+      return false;
+    }
+  }
+  return true;
+}
+
+const char* name(mpi::packet_coding c) {
+  return c == mpi::packet_coding::fixed_point ? "fixed_point" : "xor_bits";
+}
+const char* name(mpi::coded_schedule s) {
+  return s == mpi::coded_schedule::concurrent ? "concurrent" : "serialized";
+}
+
+// With one rank no redundancy is valid: the constructor rejects every r.
+bool single_rank_rejects(const mpi::communicator& comm) {
+  if (comm.size() >= 2) {
+    return false;
+  }
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = 1}),
+                    Catch::Contains("redundancy r = 1 is not below the rank count P = 1"));
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("coded_allreduce sums every part bit for bit for every r, coding and schedule",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  for (int r = 1; r < p; ++r) {
+    const coded::placement layout(p, r);
+    for (const std::size_t d : std::initializer_list<std::size_t>{0, 1, 2, 3, 7, 1000, 4099}) {
+      const std::vector<std::vector<float>> g =
+          all_gradients(layout, d, d + 31 * static_cast<std::size_t>(r));
+      const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+      const std::vector<float> fixed_expected = fixed_point_reference(g, d);
+      const std::vector<float> float_expected = float_reference(g, d);
+      const coded::exchange_load load =
+          coded::coded_exchange_load(p, r, d, 4, coded::delivery::point_to_point);
+      for (const auto coding : {mpi::packet_coding::fixed_point, mpi::packet_coding::xor_bits}) {
+        for (const auto schedule :
+             {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
+          for (const std::size_t window : std::initializer_list<std::size_t>{2, 3, 32}) {
+            CAPTURE(p, r, d, name(coding), name(schedule), window);
+            mpi::coded_allreduce op(
+                comm,
+                {.redundancy = r, .coding = coding, .schedule = schedule, .max_requests = window});
+            REQUIRE(op.placement().parts_of(comm.rank()).size() == mine.size());
+            std::vector<float> sum(d, -1.0f);
+            op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+            CHECK(same_bits(sum, coding == mpi::packet_coding::fixed_point ? fixed_expected
+                                                                           : float_expected));
+            CHECK(identical_on_all_ranks(sum));
+            CHECK(static_cast<double>(op.bytes_sent()) == load.sent_bytes);
+            CHECK(static_cast<double>(op.bytes_received()) == load.received_bytes);
+            CHECK(op.messages_sent() == load.sent_messages);
+            CHECK(op.messages_received() == load.received_messages);
+            CHECK((op.scale() > 0.0) == (coding == mpi::packet_coding::fixed_point));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("coded_allreduce fixed point stays within the quantisation bound of the float sum",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const std::size_t d = 5000;
+  for (int r = 1; r < p; ++r) {
+    const coded::placement layout(p, r);
+    const std::vector<std::vector<float>> g = all_gradients(layout, d, 99);
+    const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+    mpi::coded_allreduce op(comm, {.redundancy = r});
+    std::vector<float> sum(d);
+    op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+    // |decoded - exact| <= C(P, r) 0.5 / scale, plus the rounding of the result to float
+    double worst = 0.0;
+    for (std::size_t i = 0; i < d; ++i) {
+      double exact = 0.0;
+      for (const std::vector<float>& part : g) {
+        exact += part[i];
+      }
+      const double eps = std::numeric_limits<float>::epsilon();
+      const double bound =
+          static_cast<double>(layout.part_count()) * 0.5 / op.scale() * (1.0 + eps) +
+          std::abs(exact) * eps;
+      worst = std::max(worst, std::abs(static_cast<double>(sum[i]) - exact) / bound);
+    }
+    CAPTURE(p, r, op.scale());
+    CHECK(worst <= 1.0);
+  }
+}
+
+TEST_CASE("coded_allreduce shares one tag between all groups and still matches every packet",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const std::size_t d = 333;
+  for (int r = 1; r < p; ++r) {
+    const coded::placement layout(p, r);
+    const std::vector<std::vector<float>> g = all_gradients(layout, d, 5);
+    const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+    for (const int tag_range : {1, 2}) {
+      for (const auto schedule :
+           {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
+        CAPTURE(p, r, tag_range, name(schedule));
+        mpi::coded_allreduce op(comm, {.redundancy = r,
+                                       .coding = mpi::packet_coding::xor_bits,
+                                       .schedule = schedule,
+                                       .tag_base = 7,
+                                       .tag_range = tag_range,
+                                       .max_requests = 4});
+        std::vector<float> sum(d);
+        op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+        CHECK(same_bits(sum, float_reference(g, d)));
+      }
+    }
+  }
+}
+
+TEST_CASE("coded_allreduce XOR delivers NaN and infinities exactly", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const int r = p > 2 ? 2 : 1;
+  const coded::placement layout(p, r);
+  const std::size_t d = 10;
+  std::vector<std::vector<float>> g = all_gradients(layout, d, 3);
+  g[0][1] = std::numeric_limits<float>::infinity();
+  g[1][2] = -std::numeric_limits<float>::infinity();
+  g[layout.part_count() - 1][3] = std::numeric_limits<float>::quiet_NaN();
+  g[0][4] = -0.0f;
+  const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+  mpi::coded_allreduce op(comm, {.redundancy = r, .coding = mpi::packet_coding::xor_bits});
+  std::vector<float> sum(d);
+  op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+  const std::vector<float> expected = float_reference(g, d);
+  CHECK(same_bits(sum, expected));
+  CHECK(std::isnan(sum[3]));
+  CHECK(identical_on_all_ranks(sum));
+}
+
+TEST_CASE("coded_allreduce progresses through test() and is reusable", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const int r = p / 2;
+  const coded::placement layout(p, r);
+  const std::size_t d = 100000;
+  mpi::coded_allreduce op(comm, {.redundancy = r, .max_requests = 4});
+  for (const std::uint64_t seed : {1u, 2u}) {
+    const std::vector<std::vector<float>> g = all_gradients(layout, d, seed);
+    const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+    std::vector<float> sum(d);
+    op.start(mine, sum);
+    volatile double busy = 0.0;
+    while (!op.test()) {
+      for (int i = 0; i < 1000; ++i) {
+        busy = busy + std::sqrt(static_cast<double>(i)); // work overlapped with communication
+      }
+      std::this_thread::yield();
+    }
+    CAPTURE(p, r, seed);
+    CHECK(same_bits(sum, fixed_point_reference(g, d)));
+    CHECK(identical_on_all_ranks(sum));
+  }
+}
+
+TEST_CASE("coded_allreduce rejects different lengths on every rank", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const coded::placement layout(p, 1);
+  mpi::coded_allreduce op(comm, {.redundancy = 1});
+  const std::size_t d = comm.rank() == 0 ? 11 : 10;
+  const std::vector<std::vector<float>> g = all_gradients(layout, d, 8);
+  const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+  std::vector<float> sum(d);
+  REQUIRE_THROWS_AS(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                    mpi::mpi_error);
+  // usable again afterwards
+  const std::vector<std::vector<float>> same = all_gradients(layout, 10, 8);
+  const std::vector<std::span<const float>> again = owned_parts(layout, same, comm.rank());
+  std::vector<float> result(10);
+  op(std::span<const std::span<const float>>(again), std::span<float>(result));
+  CHECK(same_bits(result, fixed_point_reference(same, 10)));
+}
+
+TEST_CASE("coded_allreduce rejects malformed arguments of one rank on every rank", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const int culprit = p - 1;
+  const coded::placement layout(p, 1);
+  mpi::coded_allreduce op(comm, {.redundancy = 1});
+  const std::size_t d = 16;
+  const std::vector<std::vector<float>> g = all_gradients(layout, d, 4);
+  std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+  std::vector<float> sum(d);
+  SECTION("a missing part gradient") {
+    if (comm.rank() == culprit) {
+      mine.pop_back();
+    }
+  }
+  SECTION("a part gradient shorter than the output") {
+    if (comm.rank() == culprit) {
+      mine[0] = mine[0].first(d - 1);
+    }
+  }
+  if (comm.rank() == culprit) {
+    REQUIRE_THROWS_AS(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                      std::invalid_argument);
+  } else {
+    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                        Catch::Contains("another rank passed malformed arguments"));
+  }
+}
+
+TEST_CASE("coded_allreduce rejects different options on every rank", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const coded::placement layout(p, 1);
+  const std::size_t d = 8;
+  const std::vector<std::vector<float>> g = all_gradients(layout, d, 6);
+  const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+  std::vector<float> sum(d);
+  mpi::coded_allreduce_options o{.redundancy = 1};
+  SECTION("schedule") {
+    if (comm.rank() == 0) {
+      o.schedule = mpi::coded_schedule::serialized;
+    }
+    mpi::coded_allreduce op(comm, o);
+    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                        Catch::Contains("different options: schedule"));
+  }
+  SECTION("tag_base") {
+    if (comm.rank() == 0) {
+      o.tag_base = 100;
+    }
+    mpi::coded_allreduce op(comm, o);
+    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                        Catch::Contains("different options: tag_base from 0 to 100"));
+  }
+}
+
+TEST_CASE("coded_allreduce fixed point rejects NaN on any rank on every rank", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const coded::placement layout(p, 1);
+  const std::size_t d = 8;
+  std::vector<std::vector<float>> g = all_gradients(layout, d, 2);
+  // part p - 1 is owned by rank p - 1 only
+  std::vector<std::vector<float>> bad = g;
+  bad[layout.part_count() - 1][3] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<std::span<const float>> mine = owned_parts(layout, bad, comm.rank());
+  mpi::coded_allreduce op(comm, {.redundancy = 1});
+  std::vector<float> sum(d);
+  REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                      Catch::Contains("NaN or an infinity"));
+  const std::vector<std::span<const float>> good = owned_parts(layout, g, comm.rank());
+  op(std::span<const std::span<const float>>(good), std::span<float>(sum));
+  CHECK(same_bits(sum, fixed_point_reference(g, d)));
+}
+
+TEST_CASE("coded_allreduce rejects a bad redundancy and bad tags", "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = 0}),
+                    Catch::Contains("redundancy r = 0 is below 1"));
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = -3}),
+                    Catch::Contains("redundancy r = -3 is below 1"));
+  CHECK_THROWS_AS(mpi::coded_allreduce(comm, {.redundancy = p}), std::invalid_argument);
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = p + 1}),
+                    Catch::Contains("is not below the rank count"));
+  if (p < 2) {
+    return;
+  }
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_base = -1}),
+                    Catch::Contains("tag_base -1 is negative"));
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_range = 0}),
+                    Catch::Contains("tag_range 0 is below 1"));
+  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.max_requests = 1}),
+                    Catch::Contains("max_requests 1 is outside [2, 64]"));
+  // the last tag must not pass MPI_TAG_UB
+  void* value = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
+  REQUIRE(found != 0);
+  const int tag_ub = *static_cast<int*>(value);
+  CHECK_NOTHROW(mpi::coded_allreduce(comm, {.tag_base = tag_ub, .tag_range = 1}));
+  if (coded::placement(p, 1).group_count() >= 2) {
+    CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_base = tag_ub, .tag_range = 2}),
+                      Catch::Contains("exceeds MPI_TAG_UB"));
+  }
+}
