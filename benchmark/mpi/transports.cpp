@@ -448,7 +448,6 @@ int run(int argc, char** argv) {
     gm::hierarchical_allreduce hier_rs(
         comm, {.group_size = 2, .variant = gm::hierarchical_variant::reduce_scatter});
     const int g = std::min(2, p);
-    const int groups = (p + g - 1) / g;
     for (const std::size_t bytes :
          {std::size_t{1} << 18, std::size_t{1} << 22, std::size_t{1} << 26}) {
       if (bytes > c.max_bytes || bytes < c.min_bytes) {
@@ -496,10 +495,8 @@ int run(int argc, char** argv) {
       emit(
           "hierarchical G=2 reduce_scatter", [&] { hier_rs(data); },
           [&](const gc::network& net) {
-            // S4's leader formula with the middle term replaced by G rings on M/G shards
-            return gc::hierarchical_allreduce_seconds(b, p, g, net, net) -
-                   gc::ring_allreduce_seconds(b, groups, net) +
-                   gc::ring_allreduce_seconds(b / g, groups, net);
+            return gc::hierarchical_allreduce_seconds(b, p, g, net, net,
+                                                      gc::hierarchical_variant::reduce_scatter);
           },
           true, false);
     }

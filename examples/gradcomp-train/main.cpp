@@ -10,6 +10,7 @@
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
 
+#include <gradcomp/cost/transport.hpp>
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/pipeline.hpp>
@@ -250,38 +251,23 @@ struct layer_info {
 };
 
 // Seconds to exchange one group message of `bytes` on the transport, from the calibrated
-// network (alpha-beta models of cost/alpha_beta.hpp).
-std::function<double(std::uint64_t)> transport_cost(const std::string& transport,
-                                                    int ranks,
-                                                    int servers,
-                                                    int group_size,
-                                                    const gradcomp::cost::network& net) {
-  namespace gc = gradcomp::cost;
-  if (transport == "none" || ranks == 1) {
-    return [](std::uint64_t) { return 0.0; };
+// network: the library's model of that transport (gradcomp::cost::message_cost in
+// cost/transport.hpp) under gradcomp-train's transport names and options.
+gradcomp::cost::message_cost transport_cost(const gt::transport_settings& transport,
+                                            int ranks,
+                                            const gradcomp::cost::network& net) {
+  using kind = gradcomp::cost::transport_kind;
+  static const std::pair<const char*, kind> kinds[] = {
+      {"allreduce", kind::native_allreduce},          {"ring", kind::ring_allreduce},
+      {"allgather", kind::sparse_allgather},          {"ps", kind::parameter_server},
+      {"hierarchical", kind::hierarchical_allreduce}, {"none", kind::none}};
+  for (const auto& [name, k] : kinds) {
+    if (transport.name == name) {
+      return gradcomp::cost::message_cost(
+          k, ranks, net, {.servers = transport.servers, .group_size = transport.group_size});
+    }
   }
-  if (transport == "allgather") {
-    return [=](std::uint64_t b) {
-      return gc::allgather_seconds(24.0, ranks, net) +
-             gc::allgather_seconds(static_cast<double>(b), ranks, net);
-    };
-  }
-  if (transport == "ps") {
-    const int s = servers > 0 ? servers : ranks;
-    return [=](std::uint64_t b) {
-      const auto x = static_cast<double>(b);
-      return gc::parameter_server_seconds(x, x, ranks, s, net);
-    };
-  }
-  if (transport == "hierarchical") {
-    const int g = std::clamp(group_size, 1, ranks);
-    return [=](std::uint64_t b) {
-      return gc::hierarchical_allreduce_seconds(static_cast<double>(b), ranks, g, net, net);
-    };
-  }
-  return [=](std::uint64_t b) {
-    return gc::ring_allreduce_seconds(static_cast<double>(b), ranks, net);
-  };
+  throw std::invalid_argument("unknown transport '" + transport.name + "'");
 }
 
 // ---- statistics -------------------------------------------------------------------------------
@@ -491,9 +477,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     }
     gradcomp::pipeline_policy::planned_grouping planner;
     planner.strategy = merge.value_or(strategy::size_threshold);
-    planner.model.communication_seconds =
-        transport_cost(o.transport.name, ranks, o.transport.servers, o.transport.group_size,
-                       net_model);
+    planner.model.communication_seconds = transport_cost(o.transport, ranks, net_model);
     if (gt::is_sparse_method(o.method.name)) {
       planner.model.message.density = o.method.density;
     }

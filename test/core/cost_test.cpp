@@ -21,21 +21,99 @@ TEST_CASE("ring allreduce follows S4's formula", "[cost]") {
   CHECK_THROWS_AS(ring_allreduce_seconds(1.0, 0, net), std::invalid_argument);
 }
 
-TEST_CASE("allgather, sparse allgather, parameter server and hierarchical models", "[cost]") {
+TEST_CASE("allgather and sparse allgather models", "[cost]") {
   const network net{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   CHECK(allgather_seconds(1000, 4, net) == Approx(3 * (2e-6 + 1e-5)));
   CHECK(sparse_allgather_seconds(100, 8, 3, net) ==
         Approx(2 * (2e-6 + 24e-8) + 2 * (2e-6 + 800e-8)));
-  // W = 3 workers, S = 1 server, 1e4 bytes each way: 2*3*a + 3*b*(2e4)/1
-  CHECK(parameter_server_seconds(1e4, 1e4, 3, 1, net) == Approx(6 * 2e-6 + 3 * 1e-8 * 2e4));
-  CHECK(parameter_server_seconds(1e4, 1e4, 3, 2, net) == Approx(6 * 2e-6 + 3 * 1e-8 * 1e4));
-  // 8 ranks in groups of 4: intra reduce + ring over 2 leaders + intra broadcast
+}
+
+TEST_CASE("parameter server model counts the busiest link phase by phase", "[cost]") {
+  const network net{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
+  // Co-located, W = P = 3, S = 1, push = pull = 1e4 bytes. Header alltoall: P-1 = 2 alpha.
+  // Push: 2 parts of 1e4 into the server (its own stays local): 2 alpha + 2e4 beta.
+  // Pull: status + shard to each of the 2 others: 4 alpha + 2e4 beta.
+  // Total 8 alpha + 4e4 beta = 1.6e-5 + 4e-4 (the old model said 6 alpha + 6e4 beta).
+  CHECK(parameter_server_seconds(1e4, 1e4, 3, 1, net) == Approx(1.6e-5 + 4e-4));
+  // Same with S = 2: parts and shards of 5e3 bytes; server 0 receives W-1 = 2 parts and sends
+  // 2 shards; its own 1 part out to server 1 (5e3) is below the 1e4 coming in.
+  // 2 alpha + 2 (alpha + 5e-5) + 2 (2 alpha + 5e-5) = 8 alpha + 2e-4.
+  CHECK(parameter_server_seconds(1e4, 1e4, 3, 2, net) == Approx(1.6e-5 + 2e-4));
+  // S = P co-located moves the ring's volume: 3/4 M in and 3/4 M out per phase, M = 1e6 at
+  // 1 ns/B: 0.75e-3 + 0.75e-3 = 1.5e-3 s = 2 (P-1)/P M beta.
+  const network pure{.beta_seconds_per_byte = 1e-9};
+  CHECK(parameter_server_seconds(1e6, 1e6, 4, 4, pure) == Approx(1.5e-3));
+  CHECK(parameter_server_seconds(1e6, 1e6, 4, 4, pure) ==
+        Approx(ring_allreduce_seconds(1e6, 4, pure)));
+  // Dedicated: W = 4 workers, S = 2 servers, P = 6, push = pull = 1e6, gamma 1e-10.
+  // Header 5 alpha; push: W = 4 parts of 5e5 into a server: 4 alpha + 2e6 beta; pull: 5
+  // status + shard pairs of 5e5 out (W + S - 1 = 5): 10 alpha + 2.5e6 beta; reduction of the
+  // 4 parts: 4 x 5e5 gamma. 19 x 2e-6 + 4.5e6 x 1e-8 + 2e6 x 1e-10 = 3.8e-5 + 0.045 + 2e-4.
+  const network with_gamma{
+      .alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8, .gamma_seconds_per_byte = 1e-10};
+  CHECK(parameter_server_seconds(1e6, 1e6, 4, 2, with_gamma, server_placement::dedicated) ==
+        Approx(0.045238));
+  // Dedicated with more servers than workers: W = 1, S = 3, push = pull = 3e4, no latency.
+  // Push: the worker's link sends its 3 parts (3e4 bytes), more than a server's 1e4 in;
+  // pull: each server sends 1e4 to 3 others (3e4). 6e4 x 1e-8 = 6e-4.
+  const network bandwidth_only{.beta_seconds_per_byte = 1e-8};
+  CHECK(parameter_server_seconds(3e4, 3e4, 1, 3, bandwidth_only, server_placement::dedicated) ==
+        Approx(6e-4));
+  // One rank: nothing crosses a link, the server still sums its own part: 1e6 x 1e-10.
+  CHECK(parameter_server_seconds(1e6, 1e6, 1, 1, with_gamma) == Approx(1e-4));
+  // docs/transport-benchmarks.md, 4 emulated hosts, 64 MiB, S = 1, calibrated alpha
+  // 3.723654 ms and beta 11.05343 ns/B: 12 alpha + 6 M beta = 0.0446838 + 6 x 0.7417831 s.
+  const network emulated{.alpha_seconds = 3.723654e-3, .beta_seconds_per_byte = 1.105343e-8};
+  CHECK(parameter_server_seconds(67108864.0, 67108864.0, 4, 1, emulated) ==
+        Approx(4.4953826).epsilon(1e-6));
+  CHECK_THROWS_AS(parameter_server_seconds(1, 1, 2, 3, net), std::invalid_argument);
+  CHECK_THROWS_AS(parameter_server_seconds(1, 1, 2, 0, net), std::invalid_argument);
+  CHECK_THROWS_AS(parameter_server_seconds(1, 1, 0, 1, net), std::invalid_argument);
+  CHECK_NOTHROW(parameter_server_seconds(1, 1, 2, 3, net, server_placement::dedicated));
+}
+
+TEST_CASE("hierarchical allreduce model, leader and reduce-scatter variants", "[cost]") {
+  const network net{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   const network intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-10};
   const double m = 1e6;
-  const double expected = (3 * 1e-6 + 0.75 * m * 1e-10) + ring_allreduce_seconds(m, 2, net) +
-                          (3 * 1e-6 + 0.75 * m * 1e-10);
-  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net) == Approx(expected));
+  // 8 ranks in groups of 4, leader: reduce 3 x 1e-6 + 1e6 x 1e-10 = 1.03e-4 (the leader
+  // receives all M), ring over 2 leaders 2 x 2e-6 + 2 x 1e-8 x 1e6 / 2 = 4e-6 + 1e-2,
+  // broadcast 1.03e-4: 0.010004 + 2.06e-4 = 0.01021.
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net) == Approx(0.01021));
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::leader) ==
+        Approx(0.01021));
+  // Reduce-scatter, 4 shards: reduce-scatter 3e-6 + 0.75 x 1e6 x 1e-10 = 7.8e-5, rings on
+  // 2.5e5 bytes over 2 groups 4e-6 + 2.5e-3, allgather 7.8e-5: 2.504e-3 + 1.56e-4 = 2.66e-3.
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::reduce_scatter) ==
+        Approx(2.66e-3));
+  // Uneven groups: 5 ranks in groups of 2 ({0,1}, {2,3}, {4}), 3 groups, 1 shard (the smallest
+  // group's size), 1 ns/B everywhere, M = 1e6. Reduce-scatter: a holder receives 1 block of
+  // 1e6: 1e-3; ring of 1e6 over 3 ranks: 2 x 2/3 x 1e-3; allgather: a rank without a shard
+  // receives all 1e6: 1e-3. Total 2e-3 + 4/3 e-3. The leader variant moves the same here.
+  const network ns{.beta_seconds_per_byte = 1e-9};
+  CHECK(hierarchical_allreduce_seconds(m, 5, 2, ns, ns, hierarchical_variant::reduce_scatter) ==
+        Approx(2e-3 + 4e-3 / 3));
+  CHECK(hierarchical_allreduce_seconds(m, 5, 2, ns, ns, hierarchical_variant::leader) ==
+        Approx(2e-3 + 4e-3 / 3));
+  // One group of 4 (no ring), leader: 2 x (3 x 1e-6 + 1e6 x 1e-9) = 2.006e-3; with gamma
+  // 1e-10 in the group the reduce adds 3/4 x 1e6 x 1e-10 = 7.5e-5.
+  const network intra_ns{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-9};
+  CHECK(hierarchical_allreduce_seconds(m, 4, 4, intra_ns, net) == Approx(2.006e-3));
+  const network intra_gamma{
+      .alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-9, .gamma_seconds_per_byte = 1e-10};
+  CHECK(hierarchical_allreduce_seconds(m, 4, 4, intra_gamma, net) == Approx(2.006e-3 + 7.5e-5));
+  // Groups of 1: a flat ring over all ranks, 2 x 3 x 2e-6 + 2 x 3/4 x 1e6 x 1e-8 = 1.2e-5 +
+  // 1.5e-2, whatever the variant.
+  CHECK(hierarchical_allreduce_seconds(m, 4, 1, intra, net) == Approx(0.015012));
+  CHECK(hierarchical_allreduce_seconds(m, 4, 1, intra, net, hierarchical_variant::reduce_scatter) ==
+        Approx(0.015012));
+  // docs/transport-benchmarks.md, 4 emulated hosts, groups of 2, 64 MiB, one network: leader
+  // (1 alpha + M beta) x 2 + ring of 2 (2 alpha + M beta) = 4 alpha + 3 M beta = 2.2402440 s.
+  const network emulated{.alpha_seconds = 3.723654e-3, .beta_seconds_per_byte = 1.105343e-8};
+  CHECK(hierarchical_allreduce_seconds(67108864.0, 4, 2, emulated, emulated) ==
+        Approx(2.2402440).epsilon(1e-6));
   CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 9, intra, net), std::invalid_argument);
+  CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 0, intra, net), std::invalid_argument);
 }
 
 TEST_CASE("S5 volumes and S2's fully connected layer rule", "[cost]") {

@@ -6,6 +6,7 @@
 
 #include <gradcomp/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 
@@ -60,47 +61,141 @@ sparse_allgather_seconds(double k, double bytes_per_pair, int ranks, const netwo
   return allgather_seconds(24.0, ranks, net) + allgather_seconds(k * bytes_per_pair, ranks, net);
 }
 
-//! @brief Parameter server (S1) with S servers and W workers, each pushing `push_bytes` and
-//! pulling `pull_bytes`, keys sharded evenly: each server receives W pushes of push_bytes / S
-//! and sends W pulls of pull_bytes / S over its one link, so the round takes
-//! 2 alpha W + W beta (push_bytes + pull_bytes) / S + W gamma push_bytes / S.
-//! This is the busiest server link of gradcomp::mpi::parameter_server up to small terms: there
-//! a co-located server keeps its own push and pull local (W - 1 of each cross the link), a
-//! dedicated server also sends its shard to the other S - 1 servers (every rank ends with the
-//! average: W + S - 1 pulls), and each round adds one MPI_Ialltoall of 56 bytes per rank pair
-//! (argument check and push sizes) and an 8-byte status per pull.
-[[nodiscard]] inline double parameter_server_seconds(
-    double push_bytes, double pull_bytes, int workers, int servers, const network& net) {
+//! @brief Where the servers of a parameter server run (mirrors gradcomp::mpi::server_placement,
+//! which this MPI-free header cannot include).
+enum class server_placement {
+  //! Every one of the W ranks is a worker and S of them also serve (P = W, 1 <= S <= W).
+  colocated,
+  //! S extra ranks only serve; the W workers are the others (P = W + S).
+  dedicated,
+};
+
+//! @brief Parameter server (S1: the server applies eq. 1's average (1/W) sum_n C(g_n)) with W
+//! workers and S servers, keys sharded evenly, every worker pushing `push_bytes` and every rank
+//! pulling `pull_bytes` (the averaged shards), modelled on the busiest link of
+//! gradcomp::mpi::parameter_server exactly as that transport moves bytes. P = W (co-located) or
+//! W + S (dedicated) ranks; one round is three phases, one after the other:
+//! 1. header exchange: one MPI_Ialltoall of 56 bytes per rank pair: (P - 1) alpha;
+//! 2. push: each server receives U parts of push_bytes / S, with U = W - 1 co-located (the
+//!    server's own part stays local) or U = max(W, S) dedicated (W pushes in, or, when S > W,
+//!    a worker's S parts out). Links are full duplex, so the busiest link's time is that of the
+//!    larger direction: a co-located server's own S - 1 outgoing parts (and a plain worker's S)
+//!    never exceed U. Time U (alpha + beta push_bytes / S);
+//! 3. pull: each server sends an 8-byte status and its averaged shard of pull_bytes / S to each
+//!    of the other P - 1 ranks (co-located: W - 1, dedicated: W + S - 1 pulls out); the S - 1
+//!    (or S) shards a rank receives never exceed that. Time (P - 1) (2 alpha + beta pull_bytes /
+//!    S);
+//! plus the reduction, W gamma push_bytes / S (a server decodes and sums all W parts).
+//!
+//!   t = (P - 1) alpha + U (alpha + beta push / S) + (P - 1) (2 alpha + beta pull / S)
+//!       + W gamma push / S.
+//!
+//! The push and pull phases add up, although the links are full duplex, because a server posts
+//! its pulls only once all W parts of its shard are in and summed (the round's data dependency;
+//! on 2-4 emulated hosts with S = 1 the measured times at 64 MiB are 0.84-0.94x of this sum and
+//! 1.7-1.8x of max(push, pull), docs/transport-benchmarks.md). With S = P co-located servers the
+//! beta term is 2 (P - 1) / P M beta for push = pull = M, the ring allreduce's; with S = 1 it is
+//! 2 (W - 1) M beta (collectives.md, section 3, PS row: W n / S each way per server, less the
+//! co-located server's own part).
+//! Not modelled: the 32-byte header of each encoded part, the alltoall's and statuses' bytes,
+//! messages split at max_message_bytes (1 GiB by default). O(1).
+//! @param push_bytes encoded push of one worker (dense: 4 n at fp32), bytes, >= 0.
+//! @param pull_bytes the pulled average (4 n), bytes, >= 0.
+//! @param workers W >= 1. @param servers S >= 1 (co-located: S <= W).
+//! @throws std::invalid_argument if workers < 1, servers < 1, or S > W co-located.
+[[nodiscard]] inline double
+parameter_server_seconds(double push_bytes,
+                         double pull_bytes,
+                         int workers,
+                         int servers,
+                         const network& net,
+                         server_placement placement = server_placement::colocated) {
   detail::check_ranks(workers);
   gradcomp::detail::require(servers >= 1, "server count ", servers, " is below 1");
+  const bool colocated = placement == server_placement::colocated;
+  gradcomp::detail::require(!colocated || servers <= workers, servers,
+                            " co-located servers exceed the ", workers, " workers");
   const double w = workers;
   const double s = servers;
-  return 2.0 * w * net.alpha_seconds +
-         w * net.beta_seconds_per_byte * (push_bytes + pull_bytes) / s +
+  const double others = colocated ? w - 1 : w + s - 1; // P - 1
+  const double pushes = colocated ? w - 1 : std::max(w, s);
+  return others * net.alpha_seconds +
+         pushes * (net.alpha_seconds + net.beta_seconds_per_byte * push_bytes / s) +
+         others * (2.0 * net.alpha_seconds + net.beta_seconds_per_byte * pull_bytes / s) +
          w * net.gamma_seconds_per_byte * push_bytes / s;
 }
 
-//! @brief Leader-based hierarchical allreduce (S4): reduce to the leader inside each group of G
-//! (a ring reduce: (G-1) alpha + (G-1)/G M (beta + gamma)), ring allreduce among the ceil(P/G)
-//! leaders, broadcast inside the group ((G-1) alpha + (G-1)/G M beta, pipelined), with
-//! separate intra-group and inter-group networks.
-//! The intra-group terms are the bandwidth-optimal bounds; gradcomp::mpi::hierarchical_allreduce
-//! (leader variant) runs MPI_Ireduce and MPI_Ibcast there, whose algorithms are the MPI
-//! library's and can move up to about twice that volume. For its reduce-scatter variant (same
-//! intra-group volume, then G rings of ceil(P/G) ranks on shards of M/G bytes in parallel),
-//! replace the middle term by ring_allreduce_seconds(bytes / group, ceil(P/G), inter).
-[[nodiscard]] inline double hierarchical_allreduce_seconds(
-    double bytes, int ranks, int group, const network& intra, const network& inter) {
+//! @brief The two schedules of a hierarchical allreduce (mirrors
+//! gradcomp::mpi::hierarchical_variant).
+enum class hierarchical_variant {
+  //! S4: reduce to each group's leader, ring allreduce among the leaders, broadcast in the group.
+  leader,
+  //! Reduce-scatter in the group, one ring per shard across the groups, allgather in the group.
+  reduce_scatter,
+};
+
+//! @brief Two-level allreduce of `bytes` = M over P ranks in groups of g consecutive ranks
+//! (S4's hierarchical synchronisation), with separate intra-group and inter-group networks, as
+//! gradcomp::mpi::hierarchical_allreduce runs it with group_size g. G = ceil(P / g) groups; the
+//! three stages run one after the other.
+//!
+//! Leader variant (S4; MPI_Ireduce, the leaders' ring, MPI_Ibcast), for g > 1:
+//!   t = [(g-1) alpha + M beta + (g-1)/g M gamma]      reduce to the leader (intra)
+//!     + ring_allreduce_seconds(M, G, inter)           ring among the G leaders
+//!     + [(g-1) alpha + M beta]                        broadcast from the leader (intra).
+//! The intra-group M beta terms are the bandwidth lower bounds of the two collectives whatever
+//! their algorithm: the leader must receive M bytes of partial sums, and every other rank must
+//! receive the M-byte result. A pipelined chain attains them, with (g-1) alpha of start-up;
+//! for g = 2 every algorithm moves exactly M. (g-1)/g M gamma is the reduction work spread over
+//! the group. For g > 2 MPI's algorithms can move more than the bound (MPICH's defaults for
+//! small groups: a binomial Ibcast, log2(g) M through the root's link; a reduce-scatter + gather
+//! Ireduce, 2 (g-1)/g M); this is not modelled.
+//!
+//! Reduce-scatter variant (MPI_Ireduce_scatter onto m shard holders, G rings of M / m, then
+//! MPI_Iallgatherv), m = the smallest group's size (P mod g, or g when g divides P):
+//!   t = [(g-1) alpha + (g-1)/m M (beta + gamma)]     a holder receives g-1 blocks of M / m
+//!     + ring_allreduce_seconds(M / m, G, inter)      the G-rank rings, in parallel
+//!     + [(g-1) alpha + A M beta]                     allgather, A = (g-1)/g when m = g; else 1
+//!                                                    (a rank holding no shard receives all M).
+//! With m = g the intra-group terms are the bandwidth-optimal (g-1)/g M each way.
+//!
+//! g = 1 is a flat ring over P ranks in both variants; g >= P one group (G = 1, no ring).
+//! Measured with g = 2 and one rank per emulated host (docs/transport-benchmarks.md), 4 and
+//! 64 MiB: leader 0.82-1.18x of this model on 1 Gbit/s links (0.58-0.83x at 10 Gbit/s, where
+//! the calibrated alpha dominates at 4 MiB); reduce-scatter 0.82-1.14x on 2 hosts at 1 Gbit/s,
+//! but 1.4x on 4 hosts, which no volume explains (the schedule's bytes are as modelled). O(1).
+//! @param bytes M >= 0. @param ranks P >= 1. @param group g, 1 <= g <= P.
+//! @throws std::invalid_argument if ranks < 1 or group is outside [1, ranks].
+[[nodiscard]] inline double
+hierarchical_allreduce_seconds(double bytes,
+                               int ranks,
+                               int group,
+                               const network& intra,
+                               const network& inter,
+                               hierarchical_variant variant = hierarchical_variant::leader) {
   detail::check_ranks(ranks);
   gradcomp::detail::require(group >= 1 && group <= ranks, "group size ", group, " is outside [1, ",
                             ranks, "]");
+  if (group == 1) {
+    return ring_allreduce_seconds(bytes, ranks, inter);
+  }
   const double g = group;
-  const int leaders = (ranks + group - 1) / group;
-  const double intra_part = (g - 1) / g * bytes;
-  const double reduce = (g - 1) * intra.alpha_seconds +
-                        intra_part * (intra.beta_seconds_per_byte + intra.gamma_seconds_per_byte);
-  const double broadcast = (g - 1) * intra.alpha_seconds + intra_part * intra.beta_seconds_per_byte;
-  return reduce + ring_allreduce_seconds(bytes, leaders, inter) + broadcast;
+  const int groups = (ranks + group - 1) / group;
+  if (variant == hierarchical_variant::leader) {
+    const double reduce = (g - 1) * intra.alpha_seconds + bytes * intra.beta_seconds_per_byte +
+                          (g - 1) / g * bytes * intra.gamma_seconds_per_byte;
+    const double broadcast = (g - 1) * intra.alpha_seconds + bytes * intra.beta_seconds_per_byte;
+    return reduce + ring_allreduce_seconds(bytes, groups, inter) + broadcast;
+  }
+  const int smallest = ranks % group == 0 ? group : ranks % group;
+  const double m = smallest;
+  const double reduce_scatter =
+      (g - 1) * intra.alpha_seconds +
+      (g - 1) / m * bytes * (intra.beta_seconds_per_byte + intra.gamma_seconds_per_byte);
+  const double allgather_share = smallest == group ? (g - 1) / g : 1.0;
+  const double allgather =
+      (g - 1) * intra.alpha_seconds + allgather_share * bytes * intra.beta_seconds_per_byte;
+  return reduce_scatter + ring_allreduce_seconds(bytes / m, groups, inter) + allgather;
 }
 
 } // namespace gradcomp::cost

@@ -84,9 +84,11 @@ struct hierarchical_allreduce_options {
 //!
 //! Bytes per piece of M = 4 x length bytes, groups of m ranks, G groups: leader variant, a
 //! leader moves 2 (G-1)/G M in the ring, plus what MPI's reduce and broadcast move inside the
-//! group (at least (m-1)/m M each; cost::hierarchical_allreduce_seconds models this variant);
+//! group (the leader receives M in the reduce and every other member M in the broadcast:
+//! cost::hierarchical_allreduce_seconds with hierarchical_variant::leader models this);
 //! reduce-scatter variant, a shard holder moves 2 (G-1)/G M/m_min in its ring, plus MPI's
-//! reduce-scatter and allgather inside the group (about (m-1)/m M each). Memory: one shard of
+//! reduce-scatter and allgather inside the group (about (m-1)/m M each;
+//! hierarchical_variant::reduce_scatter). Memory: one shard of
 //! scratch (reduce-scatter) plus the ring's block. Stages of one piece run one after another;
 //! pieces are not pipelined.
 //!
