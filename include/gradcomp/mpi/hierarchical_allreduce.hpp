@@ -158,8 +158,7 @@ public:
                               "hierarchical_allreduce: start() while an operation is in progress");
     data_ = data;
     piece_begin_ = piece_end_ = 0;
-    if (options_.check_lengths && comm_->size() > 1) {
-      lengths_.start(*comm_, data.size(), request_);
+    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
       phase_ = phase::checking;
     } else {
       begin_piece();
@@ -176,10 +175,9 @@ public:
       case phase::done:
         return true;
       case phase::checking:
-        if (!detail::complete(request_)) {
+        if (!lengths_.settled("hierarchical_allreduce")) {
           return false;
         }
-        lengths_.verify("hierarchical_allreduce");
         begin_piece();
         continue;
       case phase::intra_reduce:
@@ -303,6 +301,7 @@ private:
   // make the object ready for a new start().
   void reset() noexcept {
     phase_ = phase::idle;
+    lengths_.cancel();
     if (request_ != MPI_REQUEST_NULL) {
       MPI_Request_free(&request_);
     }

@@ -71,8 +71,7 @@ public:
                               "native_allreduce: start() while an operation is in progress");
     data_ = data;
     offset_ = 0;
-    if (options_.check_lengths && comm_->size() > 1) {
-      lengths_.start(*comm_, data.size(), request_);
+    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
       phase_ = phase::checking;
       return;
     }
@@ -89,10 +88,9 @@ public:
       case phase::done:
         return true;
       case phase::checking:
-        if (!detail::complete(request_)) {
+        if (!lengths_.settled("native_allreduce")) {
           return false;
         }
-        lengths_.verify("native_allreduce");
         begin_sum();
         continue;
       case phase::sum:
@@ -111,6 +109,7 @@ private:
 
   void reset() noexcept {
     phase_ = phase::idle;
+    lengths_.cancel();
     if (request_ != MPI_REQUEST_NULL) {
       MPI_Request_free(&request_);
     }

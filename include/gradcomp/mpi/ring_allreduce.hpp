@@ -81,8 +81,7 @@ public:
     segment_elements_ = std::max({std::size_t{1}, options_.segment_bytes / sizeof(float),
                                   (largest_block + max_segments - 1) / max_segments});
     step_ = 0;
-    if (options_.check_lengths && p > 1) {
-      lengths_.start(*comm_, data.size(), check_request_);
+    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
       phase_ = phase::checking;
     } else {
       begin_ring();
@@ -98,14 +97,12 @@ public:
       case phase::idle:
       case phase::done:
         return true;
-      case phase::checking: {
-        if (!detail::complete(check_request_)) {
+      case phase::checking:
+        if (!lengths_.settled("ring_allreduce")) {
           return false;
         }
-        lengths_.verify("ring_allreduce");
         begin_ring();
         continue;
-      }
       case phase::ring:
         if (!progress_step()) {
           return false;
@@ -226,9 +223,7 @@ private:
         MPI_Request_free(&request);
       }
     }
-    if (check_request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&check_request_);
-    }
+    lengths_.cancel();
   }
 
   const communicator* comm_;
@@ -242,7 +237,6 @@ private:
   std::vector<MPI_Request> requests_;
   std::vector<float> scratch_;
   detail::length_agreement lengths_;
-  MPI_Request check_request_ = MPI_REQUEST_NULL;
 };
 
 } // namespace gradcomp::mpi

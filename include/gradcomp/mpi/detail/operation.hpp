@@ -65,10 +65,49 @@ private:
 
 //! Every rank's vector length, agreed with one nonblocking allreduce of (n, -n) under MPI_MIN:
 //! afterwards every rank knows the smallest and the largest length, so all of them detect a
-//! mismatch together.
+//! mismatch together. Two ways to use it: begin() / settled() / cancel() with the request kept
+//! here (a transport's first phase), or start(request) / verify() when the caller completes the
+//! request together with others.
 class length_agreement {
 public:
-  //! Starts the agreement on `n`. Collective.
+  length_agreement() = default;
+  length_agreement(const length_agreement&) = delete;
+  length_agreement& operator=(const length_agreement&) = delete;
+  ~length_agreement() { cancel(); }
+
+  //! Starts the agreement on `n` with the request kept here, if `enabled` and the communicator
+  //! has more than one rank; returns whether it started (false: nothing to wait for).
+  //! Collective (every rank must pass the same `enabled`).
+  bool begin(const communicator& comm, std::size_t n, bool enabled) {
+    if (!enabled || comm.size() == 1) {
+      return false;
+    }
+    start(comm, n, own_);
+    return true;
+  }
+
+  //! Whether the agreement begin() started has completed (never blocks; true if none was
+  //! started); on completion verifies it. @throws mpi_error naming `operation` unless all
+  //! lengths agree, or if MPI_Test fails.
+  bool settled(const char* operation) {
+    if (own_ == MPI_REQUEST_NULL) {
+      return true;
+    }
+    if (!complete(own_)) {
+      return false;
+    }
+    verify(operation);
+    return true;
+  }
+
+  //! Releases an agreement begin() started and that is still pending (after an exception).
+  void cancel() noexcept {
+    if (own_ != MPI_REQUEST_NULL) {
+      MPI_Request_free(&own_);
+    }
+  }
+
+  //! Starts the agreement on `n`; the caller completes `request`. Collective.
   void start(const communicator& comm, std::size_t n, MPI_Request& request) {
     mine_ = n;
     lengths_ = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n)};
@@ -89,6 +128,7 @@ public:
 private:
   std::array<std::int64_t, 2> lengths_{};
   std::size_t mine_ = 0;
+  MPI_Request own_ = MPI_REQUEST_NULL;
 };
 
 } // namespace gradcomp::mpi::detail
