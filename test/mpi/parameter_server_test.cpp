@@ -12,6 +12,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 #include <thread>
 
 #include "mpi_test_util.hpp"
@@ -277,6 +279,69 @@ TEST_CASE("parameter server: an invalid push makes every rank throw", "[mpi][par
   const sparse_message fine = push_of(comm.rank(), 100, 0.1, overlap::random);
   ps(fine, average);
   CHECK(average == expected_average(ps, 100, 0.1, overlap::random));
+}
+
+// Fault injection through MPI's profiling interface: this executable's MPI_Ialltoall replaces
+// the library's for every caller and forwards to PMPI_Ialltoall. While `corrupt_stated_size` is
+// set on a rank, the header that rank sends to rank 0 in the parameter server's alltoall (7
+// int64 fields per destination, the push size last) states `corrupt_value` bytes instead.
+namespace {
+bool corrupt_stated_size = false;
+std::int64_t corrupt_value = 0;
+std::vector<std::int64_t> corrupted_headers;
+} // namespace
+
+extern "C" int MPI_Ialltoall(const void* sendbuf,
+                             int sendcount,
+                             MPI_Datatype sendtype,
+                             void* recvbuf,
+                             int recvcount,
+                             MPI_Datatype recvtype,
+                             MPI_Comm comm,
+                             MPI_Request* request) {
+  constexpr int header_fields = 7;
+  if (corrupt_stated_size && sendtype == MPI_INT64_T && sendcount == header_fields) {
+    int p = 0;
+    PMPI_Comm_size(comm, &p);
+    const auto* headers = static_cast<const std::int64_t*>(sendbuf);
+    corrupted_headers.assign(headers, headers + static_cast<std::ptrdiff_t>(header_fields) * p);
+    corrupted_headers[header_fields - 1] = corrupt_value; // destination 0's push size
+    sendbuf = corrupted_headers.data();
+  }
+  return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                        request);
+}
+
+TEST_CASE("parameter server: a push size stated out of bounds makes every rank throw",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() < 2) {
+    return; // no remote push to state a size for
+  }
+  mpi::parameter_server ps(comm, {.servers = 1}); // rank 0 serves everything
+  const sparse_message push = push_of(comm.rank(), 1000, 0.1, overlap::random);
+  std::vector<float> average(1000);
+  for (const std::int64_t bad : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{31},
+                                 std::int64_t{32 + 9 * 1000 + 1}, INT64_MAX}) {
+    CAPTURE(bad);
+    corrupt_stated_size = comm.rank() == comm.size() - 1; // the last worker lies
+    corrupt_value = bad;
+    std::string what;
+    try {
+      ps(push, average);
+    } catch (const wire_error& e) {
+      what = e.what();
+    }
+    corrupt_stated_size = false;
+    CHECK_THAT(what, Catch::Contains("server rank 0 rejected the push size stated by worker rank " +
+                                     std::to_string(comm.size() - 1)));
+    if (comm.rank() == 0) {
+      CHECK_THAT(what, Catch::Contains("states a push of " + std::to_string(bad) + " bytes"));
+    }
+    // the object and the communicator stay usable: no message of the failed round is left over
+    ps(push, average);
+    CHECK(average == expected_average(ps, 1000, 0.1, overlap::random));
+  }
 }
 
 TEST_CASE("parameter server: a push its server rejects makes every rank throw a wire_error",

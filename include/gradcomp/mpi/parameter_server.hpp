@@ -183,7 +183,10 @@ private:
 //! A round, per rank:
 //! 1. one MPI_Ialltoall of 56 bytes per rank pair: every rank's dense length, options and the
 //!    byte size of its push part for each destination; every rank checks that all agree (so a
-//!    mismatch makes every rank throw, before any payload moves);
+//!    mismatch makes every rank throw, before any payload moves); then one MPI_Iallreduce of 8
+//!    bytes carries every server's verdict on the push sizes stated to it (each must lie within
+//!    gradcomp::min_encoded_bytes(0) .. max_encoded_bytes(shard length)), so a bad size makes
+//!    every rank throw too;
 //! 2. each worker splits its push by shard (indices rebased to the shard), encodes each part in
 //!    the wire format (gradcomp::encode) and sends it to its server (MPI_Isend);
 //! 3. each server decodes (validating) its W parts and sums them into its shard in worker-rank
@@ -203,7 +206,7 @@ private:
 //! itself, its part (32 bytes + 4 n_s dense, or 32 + index bytes + 4 nnz_s sparse at fp32) and
 //! receives 4 n_s from each such server; a server receives the parts of the W workers other
 //! than itself and sends 4 n_s to each of the P - 1 other ranks. Messages: two latency rounds
-//! plus the alltoall; a server handles W pushes and P - 1 pulls (cost::parameter_server_seconds
+//! plus the alltoall and the 8-byte verdict allreduce; a server handles W pushes and P - 1 pulls (cost::parameter_server_seconds
 //! models its link). Work: O(nnz + S log nnz) per worker push, O(sum of the parts' nnz + n_s)
 //! per server. Memory: the encoded parts of the push and, on a server, the W received parts.
 //! At most 4 x 16 point-to-point requests are in flight per rank (each kind of transfer is
@@ -219,7 +222,7 @@ private:
 //! @throws mpi_error on an MPI failure, or, on every rank, when ranks pass different output
 //! lengths or options, or a worker's push is invalid (fails sparse_message::validate(), or its
 //! dense length differs from its output's); gradcomp::wire_error on every rank when a server
-//! rejects a received part (it does not decode, e.g. a push carries NaN).
+//! rejects a stated push size or a received part (it does not decode, e.g. a push carries NaN).
 class parameter_server : public detail::nonblocking_operation<parameter_server> {
   friend class detail::nonblocking_operation<parameter_server>;
 
@@ -328,10 +331,17 @@ public:
           return false;
         }
         check_headers();
+        start_size_verdict();
+        continue;
+      }
+      case phase::sizes:
+        if (!detail::complete(request_)) {
+          return false;
+        }
+        check_size_verdict();
         post_exchange();
         phase_ = phase::exchange;
         continue;
-      }
       case phase::exchange:
         if (!progress_exchange()) {
           return false;
@@ -367,7 +377,7 @@ public:
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
-  enum class phase { idle, headers, exchange, done };
+  enum class phase { idle, headers, sizes, exchange, done };
   // Fields of the per-destination header of the alltoall (int64 each).
   static constexpr std::size_t f_length = 0, f_status = 1, f_servers = 2, f_placement = 3,
                                f_tag = 4, f_max_bytes = 5, f_part_bytes = 6, fields = 7;
@@ -449,6 +459,56 @@ private:
     }
   }
 
+  // A server validates the push sizes its workers stated (only it receives them) before they
+  // size any buffer, and all ranks learn every server's verdict through one 8-byte
+  // MPI_Iallreduce (MAX of a code naming the first server and worker at fault), so a bad size
+  // makes every rank throw instead of leaving the others waiting.
+  void start_size_verdict() {
+    const int p = comm_->size();
+    size_verdict_ = 0;
+    size_problem_.clear();
+    if (is_server()) {
+      const std::size_t n = average_.size();
+      const std::size_t shard = shard_begin(n, my_server_ + 1) - shard_begin(n, my_server_);
+      const std::uint64_t most = max_encoded_bytes(shard);
+      for (int w = 0; w < workers_ && size_verdict_ == 0; ++w) {
+        const int source = worker_rank(w);
+        if (source == comm_->rank()) {
+          continue;
+        }
+        const std::int64_t stated =
+            headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes];
+        if (stated < static_cast<std::int64_t>(wire_header_bytes) ||
+            static_cast<std::uint64_t>(stated) > most) {
+          // largest code for the lowest server rank, then the lowest worker: the MAX names the
+          // same culprit everywhere
+          size_verdict_ = static_cast<std::int64_t>(p - comm_->rank()) * (p + 1) + (p - source);
+          size_problem_ = gradcomp::detail::concat(
+              "worker rank ", source, " states a push of ", stated, " bytes for a shard of ",
+              shard, " elements, outside [", wire_header_bytes, ", ", most, "]");
+        }
+      }
+    }
+    detail::check(MPI_Iallreduce(MPI_IN_PLACE, &size_verdict_, 1, MPI_INT64_T, MPI_MAX,
+                                 comm_->native(), &request_),
+                  "MPI_Iallreduce");
+    phase_ = phase::sizes;
+  }
+
+  void check_size_verdict() const {
+    if (size_verdict_ == 0) {
+      return;
+    }
+    const int p = comm_->size();
+    const auto server = static_cast<int>(p - size_verdict_ / (p + 1));
+    const auto worker = static_cast<int>(p - size_verdict_ % (p + 1));
+    throw wire_error(gradcomp::detail::concat(
+        "gradcomp wire: parameter_server: server rank ", server,
+        " rejected the push size stated by worker rank ", worker,
+        server == comm_->rank() ? ": " + size_problem_
+                                : std::string(" (the server's exception says why)")));
+  }
+
   void post_exchange() {
     const int me = comm_->rank();
     const int tag = options_.tag_base;
@@ -480,19 +540,9 @@ private:
         const int source = worker_rank(w);
         std::vector<std::byte>& part = received_parts_[static_cast<std::size_t>(w)];
         if (source != me) {
-          const std::int64_t stated =
-              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes];
-          // a peer's stated size, validated before it sizes a buffer; only this server sees it,
-          // so the other ranks are not told (a known limit, docs/testing.md)
-          const std::uint64_t most = max_encoded_bytes(hi - lo);
-          if (stated < static_cast<std::int64_t>(wire_header_bytes) ||
-              static_cast<std::uint64_t>(stated) > most) {
-            throw wire_error(gradcomp::detail::concat(
-                "gradcomp wire: parameter_server: worker rank ", source, " states a push of ",
-                stated, " bytes for a shard of ", hi - lo, " elements, outside [",
-                wire_header_bytes, ", ", most, "]"));
-          }
-          const auto bytes = static_cast<std::size_t>(stated);
+          // validated by check_size_verdict() on every rank before this point
+          const auto bytes = static_cast<std::size_t>(
+              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes]);
           part.resize(bytes);
           push_receives_.add(false, part.data(), bytes, 1, MPI_BYTE, byte_chunk(), source, tag);
           bytes_received_ += bytes;
@@ -623,6 +673,8 @@ private:
   std::vector<std::vector<std::byte>> parts_, received_parts_;
   std::vector<std::size_t> last_transfer_;
   std::vector<std::int64_t> headers_out_, headers_in_, statuses_;
+  std::int64_t size_verdict_ = 0;
+  std::string size_problem_;
   std::int64_t status_out_ = -1;
   int next_worker_ = 0;
   std::int64_t rejected_worker_ = -1;
