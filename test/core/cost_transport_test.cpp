@@ -43,12 +43,13 @@ TEST_CASE("message_cost prices the parameter server with its placement", "[cost]
   CHECK(message_cost(transport_kind::parameter_server, 4, bw, {.servers = 1})(1'000'000) ==
         Approx(6e-3));
   // 6 ranks, 2 dedicated servers: W = 4; push 4 parts of 5e5 in, pull 5 shards of 5e5 out;
-  // latency 5 + 4 + 10 = 19 alpha; gamma on 4 parts of 5e5
+  // latency 5 (alltoall) + 3 (verdict, ceil(log2 6)) + 4 + 10 = 22 alpha; gamma on 4 parts
+  // of 5e5
   const network full{
       .alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8, .gamma_seconds_per_byte = 1e-10};
   const transport_options dedicated{.servers = 2, .placement = server_placement::dedicated};
   CHECK(message_cost(transport_kind::parameter_server, 6, full, dedicated)(1'000'000) ==
-        Approx(3.8e-5 + 0.045 + 2e-4));
+        Approx(4.4e-5 + 0.045 + 2e-4));
 }
 
 TEST_CASE("message_cost prices the hierarchical allreduce by group and variant", "[cost]") {

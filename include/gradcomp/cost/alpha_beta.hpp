@@ -75,7 +75,10 @@ enum class server_placement {
 //! pulling `pull_bytes` (the averaged shards), modelled on the busiest link of
 //! gradcomp::mpi::parameter_server exactly as that transport moves bytes. P = W (co-located) or
 //! W + S (dedicated) ranks; one round is three phases, one after the other:
-//! 1. header exchange: one MPI_Ialltoall of 56 bytes per rank pair: (P - 1) alpha;
+//! 1. header exchange: one MPI_Ialltoall of 56 bytes per rank pair, (P - 1) alpha, then the
+//!    servers' verdict on the stated push sizes, one 8-byte MPI_Iallreduce, ceil(log2 P) alpha
+//!    (recursive doubling; this step postdates the recorded runs of
+//!    docs/transport-benchmarks.md, whose model columns leave it out);
 //! 2. push: each server receives U parts of push_bytes / S, with U = W - 1 co-located (the
 //!    server's own part stays local) or U = max(W, S) dedicated (W pushes in, or, when S > W,
 //!    a worker's S parts out). Links are full duplex, so the busiest link's time is that of the
@@ -87,8 +90,8 @@ enum class server_placement {
 //!    S);
 //! plus the reduction, W gamma push_bytes / S (a server decodes and sums all W parts).
 //!
-//!   t = (P - 1) alpha + U (alpha + beta push / S) + (P - 1) (2 alpha + beta pull / S)
-//!       + W gamma push / S.
+//!   t = (P - 1 + ceil(log2 P)) alpha + U (alpha + beta push / S)
+//!       + (P - 1) (2 alpha + beta pull / S) + W gamma push / S.
 //!
 //! The push and pull phases add up, although the links are full duplex, because a server posts
 //! its pulls only once all W parts of its shard are in and summed (the round's data dependency;
@@ -119,7 +122,8 @@ parameter_server_seconds(double push_bytes,
   const double s = servers;
   const double others = colocated ? w - 1 : w + s - 1; // P - 1
   const double pushes = colocated ? w - 1 : std::max(w, s);
-  return others * net.alpha_seconds +
+  const double verdict_rounds = std::ceil(std::log2(others + 1.0));
+  return (others + verdict_rounds) * net.alpha_seconds +
          pushes * (net.alpha_seconds + net.beta_seconds_per_byte * push_bytes / s) +
          others * (2.0 * net.alpha_seconds + net.beta_seconds_per_byte * pull_bytes / s) +
          w * net.gamma_seconds_per_byte * push_bytes / s;
