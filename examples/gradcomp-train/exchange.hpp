@@ -24,8 +24,11 @@ namespace gradcomp_train {
 inline const std::vector<std::string> method_names = {
     "dense",        "exact_topk",          "sampled_topk",     "gaussian_threshold",
     "lognormal_threshold", "reused_threshold", "fp16"};
-inline const std::vector<std::string> transport_names = {"allreduce", "ring", "allgather",
-                                                         "ps",        "hierarchical", "none"};
+inline const std::vector<std::string> transport_names = {"allreduce",    "ring", "allgather", "ps",
+                                                         "hierarchical", "none", "coded"};
+//! The names accepted by --coding and --coded-schedule (transport coded).
+inline const std::vector<std::string> coding_names = {"fixed_point", "xor"};
+inline const std::vector<std::string> coded_schedule_names = {"concurrent", "serialized"};
 
 //! A pipeline transport chosen at run time (virtual start / test / wait).
 class any_transport {
@@ -71,9 +74,36 @@ private:
 //! Transport settings from the command line.
 struct transport_settings {
   std::string name = "allreduce";
-  int servers = 0;    //!< ps: server count (0: every rank).
-  int group_size = 2; //!< hierarchical: ranks per group.
+  int servers = 0;                           //!< ps: server count (0: every rank).
+  int group_size = 2;                        //!< hierarchical: ranks per group.
+  int redundancy = 1;                        //!< coded: R, the ranks that compute each part.
+  std::string coding = "fixed_point";        //!< coded: fixed_point or xor.
+  std::string coded_schedule = "concurrent"; //!< coded: concurrent or serialized.
 };
+
+//! The coded_allreduce options of transport coded (gradcomp::mpi::coded_allreduce is not a
+//! pipeline transport: it takes one gradient per part, so gradcomp-train calls it directly).
+//! @throws std::invalid_argument on an unknown coding or schedule name.
+inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_settings& s) {
+  namespace gm = gradcomp::mpi;
+  gm::coded_allreduce_options o;
+  o.redundancy = s.redundancy;
+  if (s.coding == "fixed_point") {
+    o.coding = gm::packet_coding::fixed_point;
+  } else if (s.coding == "xor") {
+    o.coding = gm::packet_coding::xor_bits;
+  } else {
+    throw std::invalid_argument("unknown coding '" + s.coding + "'");
+  }
+  if (s.coded_schedule == "concurrent") {
+    o.schedule = gm::coded_schedule::concurrent;
+  } else if (s.coded_schedule == "serialized") {
+    o.schedule = gm::coded_schedule::serialized;
+  } else {
+    throw std::invalid_argument("unknown coded schedule '" + s.coded_schedule + "'");
+  }
+  return o;
+}
 
 //! The transport called `s.name` over `comm`. @throws std::invalid_argument on an unknown name.
 inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
@@ -100,6 +130,10 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
   }
   if (s.name == "none") {
     return any_transport::make<gradcomp::loopback_exchange>();
+  }
+  if (s.name == "coded") {
+    throw std::invalid_argument("transport 'coded' is not a pipeline transport (it exchanges one "
+                                "gradient per part: see coded_options)");
   }
   throw std::invalid_argument("unknown transport '" + s.name + "'");
 }

@@ -4,8 +4,10 @@
 // train.md). Every rank trains on its own shard; per-parameter tensor hooks hand each gradient
 // to the pipeline as backward produces it (WFBP), which compresses it (per-layer error feedback)
 // and exchanges merged groups on a communication thread; the averaged gradient then drives
-// SGD with momentum. Prints a table on stdout (rank 0), writes the same as JSON (--report), and
-// fails unless every rank ends with bit-identical parameters.
+// SGD with momentum. --transport coded instead runs CSSGD (docs/coded.md; no pipeline): every
+// part of the global batch is computed by R ranks and mpi::coded_allreduce sums all parts.
+// Prints a table on stdout (rank 0), writes the same as JSON (--report), and fails unless every
+// rank ends with bit-identical parameters.
 #include "../common/fashion_mnist.hpp"
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
@@ -33,8 +35,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <memory>
 #include <numeric>
 #include <random>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -193,13 +197,22 @@ std::string blas_in_use() {
 
 // ---- data sharding ------------------------------------------------------------------------------
 
-// PyTorch's DistributedSampler: every epoch a permutation of all N samples from (seed, epoch),
-// padded by wrapping to a multiple of P; rank r takes positions r, r + P, ...
-std::vector<std::int64_t> shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
+// The epoch's permutation of all N samples from (seed, epoch), the same on every rank.
+std::vector<std::int64_t> epoch_order(std::int64_t n, std::uint64_t seed, int epoch) {
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
   std::iota(order.begin(), order.end(), std::int64_t{0});
   std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(epoch));
   std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
+// PyTorch's DistributedSampler: every epoch a permutation of all N samples from (seed, epoch),
+// padded by wrapping to a multiple of P; rank r takes positions r, r + P, ... Iteration i of
+// every rank together therefore covers the positions [i B P, (i B + len) P) of the padded
+// permutation (B the batch per rank, len the batch of that iteration): the global batch that
+// transport coded splits into parts (global_batch).
+std::vector<std::int64_t> shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
+  const std::vector<std::int64_t> order = epoch_order(n, seed, epoch);
   const std::int64_t per_rank = (n + ranks - 1) / ranks;
   std::vector<std::int64_t> mine;
   mine.reserve(static_cast<std::size_t>(per_rank));
@@ -208,6 +221,23 @@ std::vector<std::int64_t> shard(std::int64_t n, int ranks, int rank, std::uint64
     mine.push_back(order[static_cast<std::size_t>(position)]);
   }
   return mine;
+}
+
+// Transport coded: the samples of iteration i of all ranks together (each rank's batch of `len`
+// samples from shard position `begin` = i B), in position order: positions [begin P,
+// (begin + len) P) of the permutation `order` padded by wrapping. The same samples as the
+// union of the P shard batches of the other transports; every rank computes it alone.
+std::vector<std::int64_t> global_batch(const std::vector<std::int64_t>& order,
+                                       int ranks,
+                                       std::int64_t begin,
+                                       std::int64_t len) {
+  const auto n = static_cast<std::int64_t>(order.size());
+  std::vector<std::int64_t> samples;
+  samples.reserve(static_cast<std::size_t>(len * ranks));
+  for (std::int64_t p = begin * ranks; p < (begin + len) * ranks; ++p) {
+    samples.push_back(order[static_cast<std::size_t>(p % n)]);
+  }
+  return samples;
 }
 
 // ---- evaluation ------------------------------------------------------------------------------
@@ -323,6 +353,30 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     problem = format("%d ranks but only %lld training samples: every rank needs at least one",
                      ranks, static_cast<long long>(train_set.size()));
   }
+  // transport coded: dense gradients only, 1 <= R < P; the exchange object (local to build)
+  // also checks the placement's limits
+  const bool coded_transport = o.transport.name == "coded";
+  const std::string merge_name = coded_transport ? std::string("none") : o.merge;
+  std::unique_ptr<gradcomp::mpi::coded_allreduce> coded;
+  if (problem.empty() && coded_transport) {
+    const int r = o.transport.redundancy;
+    if (o.method.name != "dense") {
+      problem = "--transport coded needs --method dense (it exchanges the dense gradient of "
+                "every part), not --method " +
+                o.method.name;
+    } else if (r < 1 || r >= ranks) {
+      problem = format(
+          "--redundancy %d is outside [1, P) = [1, %d): --transport coded needs 1 <= R < P%s", r,
+          ranks, ranks == 1 ? " (one rank has nothing to exchange: run 2 or more ranks)" : "");
+    } else {
+      try {
+        coded =
+            std::make_unique<gradcomp::mpi::coded_allreduce>(comm, gt::coded_options(o.transport));
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+    }
+  }
   double flag[1] = {problem.empty() ? 0.0 : 1.0};
   allreduce(comm, std::span<double>(flag), MPI_MAX);
   if (flag[0] != 0.0) {
@@ -387,7 +441,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
              ranks, o.model.c_str(), total_numel, layers.size(),
              static_cast<long long>(train_set.size()), static_cast<long long>(per_rank),
              static_cast<long long>(iterations_per_epoch), o.batch_size, o.method.name.c_str(),
-             o.transport.name.c_str(), o.merge.c_str(), o.threads, blas.c_str()));
+             o.transport.name.c_str(), merge_name.c_str(), o.threads, blas.c_str()));
+  if (coded) {
+    const gradcomp::coded::placement& pl = coded->placement();
+    say(format("coded: redundancy R = %d, coding %s, schedule %s: each global batch of up to "
+               "%lld samples is split into C(%d, %d) = %zu parts; every rank computes %zu of "
+               "them (R/P of the batch, R times the work of plain data parallelism)",
+               pl.redundancy(), o.transport.coding.c_str(), o.transport.coded_schedule.c_str(),
+               static_cast<long long>(o.batch_size) * ranks, ranks, pl.redundancy(),
+               pl.part_count(), pl.parts_per_rank()));
+  }
 
   // --- hooks: each parameter's gradient goes to `on_gradient` as backward produces it
   std::function<void(std::size_t, const torch::Tensor&)> on_gradient;
@@ -407,12 +470,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const auto training_start = clock_type::now();
   double train_seconds = 0; // training only: evaluation excluded
 
-  // --- the merge plan
+  // --- the merge plan (not for transport coded: it exchanges all parts' gradients at once,
+  // after every backward, with no pipeline)
   const auto t_plan = clock_type::now();
   const std::optional<strategy> merge = gradcomp::schedule::strategy_from_name(o.merge);
   gradcomp::schedule::grouping proposal;
   nlohmann::json plan_info = nlohmann::json::object();
-  {
+  if (!coded_transport) {
     // profile: forward/backward of the first batches with a scratch compressor per layer in
     // the hooks (no exchange, no step), as in training
     std::vector<double> backward_median(params.size(), 0.0);
@@ -512,8 +576,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   plan_info["groups"] = groups_json;
   const double plan_seconds = seconds_since(t_plan);
   train_seconds += plan_seconds;
-  say(format("merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
-             o.merge.c_str(), proposal.size(), plan_seconds, plan_text.c_str()));
+  if (coded_transport) {
+    plan_text = "coded: no merge plan";
+    plan_info = {{"strategy", "none"}, {"note", plan_text}, {"groups", groups_json}};
+    say(plan_text);
+  } else {
+    say(format("merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
+               o.merge.c_str(), proposal.size(), plan_seconds, plan_text.c_str()));
+  }
 
   // --- the pipeline
   // --transport none: every rank trains alone on its own gradients, no pipeline at all (the
@@ -521,7 +591,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const bool alone = o.transport.name == "none";
   std::unique_ptr<gt::gradient_exchange> exchange;
   torch::Tensor keep;
-  if (alone) {
+  if (alone || coded_transport) {
     on_gradient = [](std::size_t, const torch::Tensor&) {};
   } else {
     exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
@@ -530,6 +600,93 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     };
   }
   const gradcomp::pipeline_iteration_stats no_stats{};
+
+  // --- transport coded (CSSGD, docs/coded.md "Training with coded exchange"): per iteration,
+  // one forward + backward per part this rank owns, in placement().parts_of(rank) order, over
+  // that part's samples of the global batch (the same batch_size x P samples as the other
+  // transports); each part's gradient, every parameter flattened in named_parameters() order,
+  // goes into its buffer; one coded_allreduce sums all C(P, R) parts; .grad views the sum; the
+  // optimizer steps with its own momentum (dense: no momentum correction). Each part's loss is
+  // its samples' summed loss divided by the global batch's size, so the sum over the parts is
+  // the gradient of the global batch's mean loss exactly, whatever the parts' sizes.
+  std::vector<std::size_t> offsets(params.size() + 1, 0);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    offsets[i + 1] = offsets[i] + numel[i];
+  }
+  std::vector<std::vector<float>> part_gradients;
+  std::vector<std::span<const float>> part_spans;
+  std::vector<float> part_sum;
+  if (coded) {
+    part_gradients.assign(coded->placement().parts_per_rank(), std::vector<float>(total_numel));
+    part_spans.assign(part_gradients.begin(), part_gradients.end());
+    part_sum.assign(total_numel, 0.0f);
+  }
+  struct coded_times {
+    double iteration = 0, forward = 0, backward = 0, apply = 0, exchange = 0, step = 0;
+    double loss = 0;          // summed over this rank's samples
+    std::int64_t samples = 0; // this rank's samples (over its parts)
+  };
+  // One training iteration with transport coded over the epoch's permutation `order`.
+  const auto coded_iteration = [&](const std::vector<std::int64_t>& order, std::int64_t it) {
+    using seconds = std::chrono::duration<double>;
+    coded_times c;
+    const auto t0 = clock_type::now();
+    const std::int64_t begin = it * o.batch_size;
+    const std::vector<std::int64_t> global =
+        global_batch(order, ranks, begin, std::min<std::int64_t>(o.batch_size, per_rank - begin));
+    const gradcomp::coded::placement& pl = coded->placement();
+    const std::span<const std::size_t> owned = pl.parts_of(rank);
+    const auto cross_entropy_sum =
+        torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
+    for (std::size_t k = 0; k < owned.size(); ++k) {
+      const gradcomp::coded::index_range r = pl.part_samples(owned[k], global.size());
+      std::vector<float>& g = part_gradients[k];
+      const auto tf = clock_type::now();
+      if (r.size() == 0) { // a short last batch: fewer samples than parts
+        std::fill(g.begin(), g.end(), 0.0f);
+        c.apply += seconds_since(tf);
+        continue;
+      }
+      const torch::Tensor index = torch::tensor(
+          std::vector<std::int64_t>(global.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                                    global.begin() + static_cast<std::ptrdiff_t>(r.end)),
+          torch::kInt64);
+      clear_gradients();
+      const torch::Tensor loss = torch::nn::functional::cross_entropy(
+          net.module.forward(train_set.images.index_select(0, index)),
+          train_set.labels.index_select(0, index), cross_entropy_sum);
+      const auto tb = clock_type::now();
+      backward_start = tb;
+      (loss / static_cast<double>(global.size())).backward();
+      const auto tc = clock_type::now();
+      for (std::size_t i = 0; i < params.size(); ++i) {
+        const torch::Tensor grad = params[i].grad().contiguous();
+        std::memcpy(g.data() + offsets[i], grad.data_ptr<float>(), numel[i] * sizeof(float));
+      }
+      c.forward += seconds(tb - tf).count();
+      c.backward += seconds(tc - tb).count();
+      c.apply += seconds_since(tc);
+      c.loss += loss.item<double>();
+      c.samples += static_cast<std::int64_t>(r.size());
+    }
+    const auto te = clock_type::now();
+    (*coded)(part_spans, std::span<float>(part_sum));
+    const auto tg = clock_type::now();
+    // .grad becomes a view of the sum (valid until the next exchange; clear_gradients() drops
+    // the views before the next backward)
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      params[i].mutable_grad() = torch::from_blob(part_sum.data() + offsets[i], params[i].sizes(),
+                                                  torch::TensorOptions().dtype(torch::kFloat32));
+    }
+    const auto th = clock_type::now();
+    optimizer.step();
+    const auto ti = clock_type::now();
+    c.exchange = seconds(tg - te).count();
+    c.apply += seconds(th - tg).count();
+    c.step = seconds(ti - th).count();
+    c.iteration = seconds(ti - t0).count();
+    return c;
+  };
 
   // --- training loop
   sums s;
@@ -542,54 +699,82 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const int evals = std::max(1, o.evals_per_epoch);
   barrier(comm);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
-    const std::vector<std::int64_t> mine = shard(train_set.size(), ranks, rank, o.seed, epoch);
+    // this rank's shard, or with transport coded the whole permutation (every rank needs every
+    // part's samples)
+    const std::vector<std::int64_t> mine =
+        coded ? std::vector<std::int64_t>{} : shard(train_set.size(), ranks, rank, o.seed, epoch);
+    const std::vector<std::int64_t> order =
+        coded ? epoch_order(train_set.size(), o.seed, epoch) : std::vector<std::int64_t>{};
     int next_eval = 1;
     for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
-      const auto t0 = clock_type::now();
-      const auto [x, y] = batch(mine, it * o.batch_size);
-      clear_gradients();
-      const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
-      const auto t1 = clock_type::now();
-      backward_start = t1;
-      loss.backward();
-      const auto t2 = clock_type::now();
-      if (!alone) {
-        exchange->finish();
-        // .grad becomes a view of the pipeline's average (valid until the next finish(); the
-        // optimizer only reads it, and clear_gradients() drops the view before the next backward)
-        for (std::size_t i = 0; i < params.size(); ++i) {
-          const std::span<const float> avg = exchange->averaged(i);
-          params[i].mutable_grad() =
-              torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
-                               torch::TensorOptions().dtype(torch::kFloat32));
+      if (coded) {
+        const coded_times c = coded_iteration(order, it);
+        s.iteration += c.iteration;
+        s.forward += c.forward;
+        s.backward += c.backward;
+        s.finish_wait += c.exchange; // the exchange is not overlapped with anything
+        s.apply += c.apply;
+        s.communicate += c.exchange;
+        s.step += c.step;
+        s.bytes_sent += static_cast<double>(coded->bytes_sent());
+        s.bytes_received += static_cast<double>(coded->bytes_received());
+        s.selected += static_cast<double>(total_numel);
+        s.numel += static_cast<double>(total_numel);
+        ++s.iterations;
+        ++global_iteration;
+        train_seconds += c.iteration;
+        if (c.samples > 0) {
+          loss_sum += c.loss / static_cast<double>(c.samples);
+          ++loss_count;
         }
+      } else {
+        const auto t0 = clock_type::now();
+        const auto [x, y] = batch(mine, it * o.batch_size);
+        clear_gradients();
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
+        const auto t1 = clock_type::now();
+        backward_start = t1;
+        loss.backward();
+        const auto t2 = clock_type::now();
+        if (!alone) {
+          exchange->finish();
+          // .grad becomes a view of the pipeline's average (valid until the next finish(); the
+          // optimizer only reads it, and clear_gradients() drops the view before the next
+          // backward)
+          for (std::size_t i = 0; i < params.size(); ++i) {
+            const std::span<const float> avg = exchange->averaged(i);
+            params[i].mutable_grad() =
+                torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
+                                 torch::TensorOptions().dtype(torch::kFloat32));
+          }
+        }
+        const auto t3 = clock_type::now();
+        optimizer.step();
+        const auto t4 = clock_type::now();
+        const auto& st = alone ? no_stats : exchange->last_stats();
+        const double iteration = std::chrono::duration<double>(t4 - t0).count();
+        s.iteration += iteration;
+        s.forward += std::chrono::duration<double>(t1 - t0).count();
+        s.backward += std::chrono::duration<double>(t2 - t1).count() - st.compress_seconds;
+        s.compress += st.compress_seconds;
+        s.finish_wait += st.finish_wait_seconds;
+        s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
+        s.communicate += st.communicate_seconds;
+        s.step += std::chrono::duration<double>(t4 - t3).count();
+        s.bytes_sent += static_cast<double>(st.bytes_sent);
+        s.bytes_received += static_cast<double>(st.bytes_received);
+        s.selected += static_cast<double>(st.selected);
+        s.numel += static_cast<double>(st.numel);
+        for (const auto& l : st.layers) {
+          s.fallbacks += l.fallback ? 1 : 0;
+          ++s.compress_calls;
+        }
+        ++s.iterations;
+        ++global_iteration;
+        train_seconds += iteration;
+        loss_sum += loss.item<double>();
+        ++loss_count;
       }
-      const auto t3 = clock_type::now();
-      optimizer.step();
-      const auto t4 = clock_type::now();
-      const auto& st = alone ? no_stats : exchange->last_stats();
-      const double iteration = std::chrono::duration<double>(t4 - t0).count();
-      s.iteration += iteration;
-      s.forward += std::chrono::duration<double>(t1 - t0).count();
-      s.backward += std::chrono::duration<double>(t2 - t1).count() - st.compress_seconds;
-      s.compress += st.compress_seconds;
-      s.finish_wait += st.finish_wait_seconds;
-      s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
-      s.communicate += st.communicate_seconds;
-      s.step += std::chrono::duration<double>(t4 - t3).count();
-      s.bytes_sent += static_cast<double>(st.bytes_sent);
-      s.bytes_received += static_cast<double>(st.bytes_received);
-      s.selected += static_cast<double>(st.selected);
-      s.numel += static_cast<double>(st.numel);
-      for (const auto& l : st.layers) {
-        s.fallbacks += l.fallback ? 1 : 0;
-        ++s.compress_calls;
-      }
-      ++s.iterations;
-      ++global_iteration;
-      train_seconds += iteration;
-      loss_sum += loss.item<double>();
-      ++loss_count;
 
       if (root && stderr_is_terminal() && (it % 10 == 9 || it + 1 == iterations_per_epoch)) {
         std::fprintf(stderr, "\rgradcomp-train: epoch %d/%d  %5lld/%lld  loss %.4f  %.1f ms/it ",
@@ -687,8 +872,15 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     hash_list.push_back(format("%016llx", static_cast<unsigned long long>(h)));
   }
   const double density = counts[1] > 0 ? counts[0] / counts[1] : 1.0;
-  const std::string label =
-      o.label.empty() ? o.method.name + " / " + o.transport.name + " / " + o.merge : o.label;
+  const std::string coded_text =
+      coded ? format("R = %d, %s, %s", o.transport.redundancy, o.transport.coding.c_str(),
+                     o.transport.coded_schedule.c_str())
+            : std::string();
+  std::string label = o.label;
+  if (label.empty()) {
+    label = coded ? o.method.name + " / coded (" + coded_text + ")"
+                  : o.method.name + " / " + o.transport.name + " / " + o.merge;
+  }
   nlohmann::json report = {
       {"label", label},
       {"config",
@@ -698,7 +890,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         {"interval", o.method.interval},
         {"dense_below_elements", o.method.dense_below},
         {"transport", o.transport.name},
-        {"merge", o.merge},
+        {"merge", merge_name},
         {"model", o.model},
         {"epochs", o.epochs},
         {"batch_size_per_rank", o.batch_size},
@@ -725,6 +917,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       {"guard_fallbacks", counts[2]},
       {"replica_hashes", hash_list},
       {"replicas_identical", identical}};
+  if (coded) {
+    const gradcomp::coded::placement& pl = coded->placement();
+    nlohmann::json& config = report["config"];
+    config["redundancy"] = pl.redundancy();
+    config["coding"] = o.transport.coding;
+    config["coded_schedule"] = o.transport.coded_schedule;
+    config["parts"] = pl.part_count();
+    config["parts_per_rank"] = pl.parts_per_rank();
+    config["global_batch"] = static_cast<std::int64_t>(o.batch_size) * ranks;
+  }
 
   std::string table;
   table += "| epoch | test accuracy | test loss | train loss | training seconds |\n"
@@ -738,19 +940,35 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
   table += "\n| per iteration (mean over ranks) | value |\n|---|---|\n";
   table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
-  table += format("| compute (forward + backward, compression excluded) | %.1f ms |\n",
-                  1000 * (mean_values[1] + mean_values[2]));
-  table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
-  table += format("| communication not overlapped (waiting in finish) | %.2f ms |\n",
-                  1000 * mean_values[4]);
-  table += format("| averages into .grad (copy, momentum masking) | %.2f ms |\n",
-                  1000 * mean_values[5]);
-  table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
+  if (coded) {
+    table += format("| compute (forward + backward over this rank's %zu parts) | %.1f ms |\n",
+                    coded->placement().parts_per_rank(), 1000 * (mean_values[1] + mean_values[2]));
+    table += format("| communication (coded_allreduce, not overlapped) | %.2f ms |\n",
+                    1000 * mean_values[6]);
+    table += format("| part gradients into buffers, sum into .grad | %.2f ms |\n",
+                    1000 * mean_values[5]);
+  } else {
+    table += format("| compute (forward + backward, compression excluded) | %.1f ms |\n",
+                    1000 * (mean_values[1] + mean_values[2]));
+    table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
+    table += format("| communication not overlapped (waiting in finish) | %.2f ms |\n",
+                    1000 * mean_values[4]);
+    table += format("| averages into .grad (copy, momentum masking) | %.2f ms |\n",
+                    1000 * mean_values[5]);
+    table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
+  }
   table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[7]);
   table += format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8],
                   mean_values[9]);
   table += format("| achieved density | %.5f |\n", density);
-  table += format("| merge plan (%s) | %s |\n", o.merge.c_str(), plan_text.c_str());
+  if (coded) {
+    const gradcomp::coded::placement& pl = coded->placement();
+    table += format("| redundancy R (parts, parts per rank) | %d (%zu, %zu) |\n", pl.redundancy(),
+                    pl.part_count(), pl.parts_per_rank());
+    table += format("| coding (schedule) | %s (%s) |\n", o.transport.coding.c_str(),
+                    o.transport.coded_schedule.c_str());
+  }
+  table += format("| merge plan (%s) | %s |\n", merge_name.c_str(), plan_text.c_str());
   table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
   table += format("| replicas identical | %s (%s) |\n", identical ? "yes" : "NO",
                   hash_list.dump().c_str());
@@ -824,7 +1042,8 @@ int main(int argc, char** argv) {
   app.add_option("--transport", o.transport.name,
                  "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
                  "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
-                 "the no-communication floor; --method is then ignored)")
+                 "the no-communication floor; --method is then ignored), coded (CSSGD's coded "
+                 "multicast, --redundancy, --coding, --coded-schedule; --method dense only)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::transport_names));
   std::vector<std::string> merges;
@@ -880,6 +1099,17 @@ int main(int argc, char** argv) {
   app.add_option("--group-size", o.transport.group_size, "hierarchical: ranks per group")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--redundancy", o.transport.redundancy,
+                 "coded: R, the ranks that compute each part of the global batch, 1 <= R < P")
+      ->capture_default_str();
+  app.add_option("--coding", o.transport.coding,
+                 "coded: packet coding, fixed_point (int32, agreed scale) or xor (float bits)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coding_names));
+  app.add_option("--coded-schedule", o.transport.coded_schedule,
+                 "coded: concurrent (all groups at once) or serialized (one sender at a time)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coded_schedule_names));
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()
