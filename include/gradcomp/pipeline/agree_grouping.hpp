@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Plan agreement across ranks (issue 5 item 3): every rank checks that all ranks have
-//! the same layer layout, then takes rank 0's grouping. Needs gradcomp::mpi.
+//! the same layer layout, then takes rank 0's grouping, at construction and, for a re-planning
+//! policy, again when the pipeline re-plans from measured backward times. Needs gradcomp::mpi.
 #pragma once
 
 #include <gradcomp/error.hpp>
@@ -38,6 +39,26 @@ namespace pipeline_detail {
     }
   }
   return h;
+}
+
+//! @brief Checks that every rank of `comm` passed the same warm-up length (one MPI_Iallreduce,
+//! MPI_MIN over {w, ~w}: 16 bytes). Collective. O(1).
+//! @throws mpi_error on every rank if the values differ (naming the smallest and largest), or
+//! on an MPI failure.
+inline void agree_warmup(const communicator& comm, std::size_t warmup, const wait_policy& wait) {
+  const auto w = static_cast<std::uint64_t>(warmup);
+  std::array<std::uint64_t, 2> values = {w, ~w};
+  MPI_Request request = MPI_REQUEST_NULL;
+  detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), 2, MPI_UINT64_T, MPI_MIN, comm.native(),
+                               &request),
+                "MPI_Iallreduce");
+  mpi::wait(request, wait);
+  if (values[0] != ~values[1]) {
+    throw mpi_error(gradcomp::detail::concat(
+        "gradcomp mpi: agreed_grouping: ranks have different warm-up iterations (from ", values[0],
+        " to ", ~values[1], "; this rank has ", w,
+        "): they would re-plan at different iterations"));
+  }
 }
 
 } // namespace pipeline_detail
@@ -128,22 +149,63 @@ namespace pipeline_detail {
 //! @brief A grouping policy that plans on rank 0 only (with the wrapped policy) and gives every
 //! rank that plan through agree_grouping(): use it whenever the wrapped policy could decide
 //! differently on different ranks (planned_grouping with per-rank measured times).
+//!
 //! Collective: groups() is called by the pipeline's constructor, so every rank must construct
 //! its pipeline at the same point relative to other collectives on `comm`.
-//! @throws as agree_grouping and the wrapped policy do.
+//!
+//! Re-planning: if Policy models pipeline_policy::replanning_policy, so does agreed_grouping.
+//! groups() then first checks (one more 16-byte allreduce) that every rank's
+//! warmup_iterations() is the same, and replan() plans on rank 0 from rank 0's measured times
+//! and gives every rank that grouping through agree_grouping(): a collective, called by every
+//! rank's pipeline at the end of the same finish() (the W-th successful iteration, W being the
+//! same everywhere), so the ranks switch groupings together. `comm` must then outlive the
+//! pipeline, and no other thread may use MPI on `comm` during that finish().
+//! @throws as agree_grouping and the wrapped policy do; mpi_error on every rank if the ranks'
+//! warm-up lengths differ.
 template <gradcomp::pipeline_policy::grouping_policy Policy>
 struct agreed_grouping {
-  const communicator* comm = nullptr; //!< required; must outlive the call.
+  const communicator* comm = nullptr; //!< required; must outlive the calls (the pipeline).
   Policy policy{};
   wait_policy wait{};
 
+  //! Rank 0's `policy.groups(numel)` on every rank. Collective (see the struct). O(plan + L).
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
     gradcomp::detail::require(comm != nullptr, "agreed_grouping: no communicator");
+    if constexpr (gradcomp::pipeline_policy::replanning_policy<Policy>) {
+      pipeline_detail::agree_warmup(*comm, static_cast<std::size_t>(policy.warmup_iterations()),
+                                    wait);
+    }
+    return agree_on_root(numel, [&] { return policy.groups(numel); });
+  }
+
+  //! @brief Rank 0's `policy.replan(numel, backward_seconds)` (its own measured times; the
+  //! other ranks' are not read) on every rank. Collective (see the struct). O(plan + L).
+  //! @throws as groups(): if rank 0's replan() throws, rank 0 rethrows it and the others
+  //! throw mpi_error (nobody hangs).
+  [[nodiscard]] schedule::grouping replan(std::span<const std::size_t> numel,
+                                          std::span<const double> backward_seconds)
+      const requires gradcomp::pipeline_policy::replanning_policy<Policy> {
+    gradcomp::detail::require(comm != nullptr, "agreed_grouping: no communicator");
+    return agree_on_root(numel, [&] { return policy.replan(numel, backward_seconds); });
+  }
+
+  //! The wrapped policy's warm-up length (this rank's; groups() checked it is the same on
+  //! every rank). Not collective. O(1).
+  [[nodiscard]] std::size_t
+  warmup_iterations() const requires gradcomp::pipeline_policy::replanning_policy<Policy> {
+    return static_cast<std::size_t>(policy.warmup_iterations());
+  }
+
+private:
+  // `plan()` on rank 0, agreed on every rank; a failure on rank 0 makes every rank throw.
+  template <class Plan>
+  [[nodiscard]] schedule::grouping agree_on_root(std::span<const std::size_t> numel,
+                                                 Plan&& plan) const {
     schedule::grouping proposal;
     std::exception_ptr error;
     if (comm->rank() == 0) {
       try {
-        proposal = policy.groups(numel);
+        proposal = std::forward<Plan>(plan)();
       } catch (...) {
         error = std::current_exception();
       }
@@ -160,5 +222,10 @@ struct agreed_grouping {
     return agree_grouping(*comm, numel, proposal, wait);
   }
 };
+
+static_assert(gradcomp::pipeline_policy::replanning_policy<
+              agreed_grouping<gradcomp::pipeline_policy::planned_grouping>>);
+static_assert(!gradcomp::pipeline_policy::replanning_policy<
+              agreed_grouping<gradcomp::pipeline_policy::fixed_grouping>>);
 
 } // namespace gradcomp::mpi

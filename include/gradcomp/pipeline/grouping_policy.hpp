@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The pipeline's grouping policy concept (which consecutive layers share a message) and
-//! two policies: a given grouping, and one planned by a merge strategy.
+//! @brief The pipeline's grouping policy concept (which consecutive layers share a message), the
+//! optional re-planning extension (a new grouping from backward times measured online), and two
+//! policies: a given grouping, and one planned (and optionally re-planned) by a merge strategy.
 #pragma once
 
 #include <gradcomp/error.hpp>
@@ -24,7 +25,30 @@ concept grouping_policy = requires(const G& g, std::span<const std::size_t> nume
   { g.groups(numel) } -> std::convertible_to<schedule::grouping>;
 };
 
-//! @brief A grouping given explicitly (validated by the pipeline); empty means per_layer.
+//! @brief A grouping policy that can also plan again from backward times the pipeline measured
+//! (issue 5: online profiling).
+//!
+//! Required members, besides groups():
+//! * `replan(numel, backward_seconds)`: the grouping for layers of `numel` elements (forward
+//!   order) whose backward times are `backward_seconds` (seconds per layer, forward order, same
+//!   length, each >= 0: the medians the pipeline measured over its warm-up). Must be
+//!   deterministic; may throw (the pipeline then keeps its grouping and finish() rethrows).
+//! * `warmup_iterations()`: after how many finished iterations the pipeline calls replan()
+//!   (once); 0 means never. Read once, at the pipeline's construction; must not throw.
+//!
+//! The pipeline calls replan() on the training thread at the end of finish(), while its
+//! communication thread is idle, so a collective replan() (mpi::agreed_grouping) is allowed:
+//! every rank re-plans at the same iteration when warmup_iterations() is the same everywhere.
+//! The policy must be move-constructible: the pipeline keeps it.
+template <class G>
+concept replanning_policy = grouping_policy<G> && std::move_constructible<G> &&
+    requires(const G& g, std::span<const std::size_t> numel, std::span<const double> seconds) {
+  { g.replan(numel, seconds) } -> std::convertible_to<schedule::grouping>;
+  { g.warmup_iterations() } -> std::convertible_to<std::size_t>;
+};
+
+//! @brief A grouping given explicitly (validated by the pipeline); empty means per_layer. Not a
+//! replanning_policy: the grouping never changes.
 struct fixed_grouping {
   schedule::grouping grouping{};
 
@@ -35,24 +59,54 @@ struct fixed_grouping {
 
 //! @brief A grouping chosen by a merge strategy (schedule::plan) for the layer sizes, the given
 //! backward seconds per layer (forward order; empty: all zero) and the cost model. O(plan).
-//! @throws std::invalid_argument (from groups()) if the backward seconds' count differs from
-//! the layer count, or the profile or model is invalid.
+//! Deterministic (as schedule::plan), not collective.
+//!
+//! A replanning_policy: with `replan_after` > 0, the pipeline measures the backward time of
+//! every layer over its first `replan_after` iterations and then asks replan() for a grouping
+//! planned with the same strategy, model, forward seconds and options but the measured
+//! backward seconds (the medians) instead of `backward_seconds`.
+//! @throws std::invalid_argument (from groups() or replan()) if the backward seconds' count
+//! differs from the layer count, or the profile or model is invalid.
 struct planned_grouping {
   schedule::strategy strategy = schedule::strategy::per_layer;
   schedule::cost_model model{};
-  std::vector<double> backward_seconds{}; //!< per layer, forward order.
-  double forward_seconds = 0.0;
+  std::vector<double> backward_seconds{}; //!< per layer, forward order (s); empty: all zero.
+  double forward_seconds = 0.0;           //!< t_f (s).
   schedule::plan_options options{};
+  //! Finished iterations after which the pipeline re-plans from its measurements (once);
+  //! 0: never (the grouping of groups() stays).
+  std::size_t replan_after = 0;
 
+  //! The grouping for `numel` (forward order) with `backward_seconds`. O(plan).
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
-    gradcomp::detail::require(backward_seconds.empty() || backward_seconds.size() == numel.size(),
-                              "planned_grouping: ", backward_seconds.size(), " backward times for ",
+    return plan_with(numel, backward_seconds);
+  }
+
+  //! The grouping for `numel` with the measured `measured_seconds` (per layer, forward order,
+  //! in [0, schedule::max_layer_seconds]) in place of `backward_seconds`. O(plan).
+  //! @throws std::invalid_argument if the counts differ, or the profile or model is invalid.
+  [[nodiscard]] schedule::grouping replan(std::span<const std::size_t> numel,
+                                          std::span<const double> measured_seconds) const {
+    gradcomp::detail::require(measured_seconds.size() == numel.size(),
+                              "planned_grouping: ", measured_seconds.size(),
+                              " measured backward times for ", numel.size(), " layers");
+    return plan_with(numel, measured_seconds);
+  }
+
+  //! `replan_after`. O(1).
+  [[nodiscard]] std::size_t warmup_iterations() const noexcept { return replan_after; }
+
+private:
+  [[nodiscard]] schedule::grouping plan_with(std::span<const std::size_t> numel,
+                                             std::span<const double> seconds) const {
+    gradcomp::detail::require(seconds.empty() || seconds.size() == numel.size(),
+                              "planned_grouping: ", seconds.size(), " backward times for ",
                               numel.size(), " layers");
     schedule::layer_profile profile;
     profile.forward_seconds = forward_seconds;
+    profile.layers.reserve(numel.size());
     for (std::size_t i = 0; i < numel.size(); ++i) {
-      profile.layers.push_back(
-          {{}, numel[i], backward_seconds.empty() ? 0.0 : backward_seconds[i]});
+      profile.layers.push_back({{}, numel[i], seconds.empty() ? 0.0 : seconds[i]});
     }
     return schedule::plan(strategy, profile, model, options);
   }
@@ -60,5 +114,7 @@ struct planned_grouping {
 
 static_assert(grouping_policy<fixed_grouping>);
 static_assert(grouping_policy<planned_grouping>);
+static_assert(!replanning_policy<fixed_grouping>);
+static_assert(replanning_policy<planned_grouping>);
 
 } // namespace gradcomp::pipeline_policy

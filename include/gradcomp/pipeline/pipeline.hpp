@@ -3,7 +3,8 @@
 //! @brief gradcomp::pipeline: wait-free backward propagation with compression. Layer gradients
 //! are compressed (per-layer error feedback) as backward produces them, merged into groups of
 //! consecutive layers, and averaged by a transport on a communication thread that overlaps the
-//! rest of backward.
+//! rest of backward. With a replanning grouping policy it measures each layer's backward time
+//! from the hook timestamps and re-plans its grouping once, after a warm-up.
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
@@ -16,19 +17,34 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <concepts>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <span>
 #include <stdexcept>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace gradcomp {
+
+namespace pipeline_policy {
+
+//! @brief A clock for the pipeline's timestamps: a std::chrono clock (std::chrono::is_clock_v)
+//! that is steady. Its now() is called on the training thread and on the communication thread,
+//! so it must be thread-safe. std::chrono::steady_clock (the default); tests may pass a clock
+//! they advance themselves.
+template <class C>
+concept monotonic_clock = std::chrono::is_clock_v<C> && C::is_steady;
+
+} // namespace pipeline_policy
 
 //! @brief What one pipeline iteration (gradient_ready calls up to finish()) did.
 struct pipeline_iteration_stats {
@@ -71,17 +87,41 @@ struct pipeline_iteration_stats {
 //! sizes and grouping and run the same iterations; each group is one collective on the
 //! transport's communicator.
 //!
+//! Online re-planning: if Grouping models pipeline_policy::replanning_policy and its
+//! warmup_iterations() W is > 0, the pipeline timestamps every gradient_ready() call of its
+//! first W successful iterations (see gradient_ready() and begin_backward() for what is
+//! measured), and at the end of the W-th successful finish() calls the policy's replan() once
+//! with the per-layer medians (measured_backward_seconds()); from the next iteration on, the
+//! groups are the new grouping (groups(), replanned()). Results stay bit-identical to
+//! per-layer error feedback across the switch (the layers' compression does not depend on the
+//! grouping); only the transport's per-group arithmetic may change with the groups. After
+//! iteration W nothing is timestamped any more. Without a replanning policy, or with W = 0,
+//! nothing of this happens. With a collective policy (mpi::agreed_grouping) every rank must
+//! count the same successful iterations: a failure on some ranks only (a layer never reported,
+//! a rank-local transport error) would make the ranks re-plan at different iterations, as it
+//! already desynchronises the transport's collectives.
+//!
 //! @tparam Compressor a gradcomp::compressor, copyable (the prototype is copied per layer).
 //! @tparam Transport  a pipeline_policy::transport (loopback_exchange, mpi::dense_exchange,
 //!                    mpi::sparse_exchange).
-//! @tparam Grouping   a pipeline_policy::grouping_policy (fixed_grouping, planned_grouping).
+//! @tparam Grouping   a pipeline_policy::grouping_policy (fixed_grouping, planned_grouping,
+//!                    mpi::agreed_grouping<Policy>); a pipeline_policy::replanning_policy
+//!                    (planned_grouping, mpi::agreed_grouping<planned_grouping>) may re-plan.
+//! @tparam Clock      a pipeline_policy::monotonic_clock for every timestamp and the statistics'
+//!                    seconds (std::chrono::steady_clock; tests inject a clock they advance).
 template <compressor Compressor,
           pipeline_policy::transport Transport,
-          pipeline_policy::grouping_policy Grouping = pipeline_policy::fixed_grouping>
+          pipeline_policy::grouping_policy Grouping = pipeline_policy::fixed_grouping,
+          pipeline_policy::monotonic_clock Clock = std::chrono::steady_clock>
 class pipeline {
+  static constexpr bool can_replan = pipeline_policy::replanning_policy<Grouping>;
+
 public:
   //! @param layer_numel elements per layer, forward order; at least one layer.
-  //! @param grouping    the grouping policy, asked once for the groups of these layers.
+  //! @param grouping    the grouping policy, asked once for the groups of these layers (kept,
+  //!                    and asked once more to re-plan, if it is a replanning_policy with
+  //!                    warmup_iterations() > 0; it must then stay usable: e.g. the
+  //!                    communicator of mpi::agreed_grouping must outlive the pipeline).
   //! @param prototype   the compressor every layer's error feedback starts from.
   //! @param transport   the exchange; must outlive the pipeline and not be used elsewhere
   //!                    while the pipeline lives.
@@ -89,21 +129,39 @@ public:
   //!                    default; see gradcomp::momentum_correction: the optimizer must then
   //!                    apply the averages without momentum).
   //! Memory: 4n bytes of residual per layer (8n with momentum correction), per-layer message
-  //! buffers, and one dense average buffer per group (4 bytes per element of the model).
+  //! buffers, and one dense average buffer per group (4 bytes per element of the model); with
+  //! re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for the timestamps (W =
+  //! warmup_iterations(), allocated here: nothing is allocated per iteration for them).
   //! Starts the communication thread.
   //! @throws std::invalid_argument if there are no layers, the grouping is not a partition
   //! of the layers into consecutive groups in backward order, or mc is refused by
-  //! gradcomp::error_feedback.
+  //! gradcomp::error_feedback, or warmup_iterations() is so large that the timestamp record
+  //! would not fit in memory; whatever the policy's groups() throws.
   pipeline(std::vector<std::size_t> layer_numel,
            Grouping grouping,
            Compressor prototype,
            Transport& transport,
            momentum_correction mc = {})
-      : numel_(std::move(layer_numel)), transport_(&transport) {
+      : numel_(std::move(layer_numel)), transport_(&transport), policy_(keep(grouping)) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
-    grouping_ = grouping.groups(std::span<const std::size_t>(numel_));
+    if constexpr (can_replan) {
+      grouping_ = policy_.groups(std::span<const std::size_t>(numel_));
+    } else {
+      grouping_ = grouping.groups(std::span<const std::size_t>(numel_));
+    }
     schedule::validate(grouping_, layers);
+    if constexpr (can_replan) {
+      warmup_ = static_cast<std::size_t>(policy_.warmup_iterations());
+      gradcomp::detail::require(
+          warmup_ <= std::numeric_limits<std::size_t>::max() / sizeof(double) / (layers + 2),
+          "pipeline: warmup_iterations() ", warmup_, " is too large for ", layers, " layers");
+      if (warmup_ > 0) {
+        samples_.assign(warmup_ * layers, 0.0);
+        column_.assign(warmup_, 0.0);
+        measured_.assign(layers, 0.0);
+      }
+    }
     feedback_.reserve(layers);
     for (const std::size_t n : numel_) {
       feedback_.emplace_back(n, prototype, mc);
@@ -112,23 +170,7 @@ public:
     reported_.assign(layers, false);
     group_of_.resize(layers);
     offset_of_.resize(layers);
-    groups_.resize(grouping_.size());
-    for (std::size_t g = 0; g < grouping_.size(); ++g) {
-      group_state& state = groups_[g];
-      // backward positions [begin, end) are forward indices L-1-begin down to L-end
-      const std::size_t first = schedule::forward_index(grouping_[g].end - 1, layers);
-      const std::size_t last = schedule::forward_index(grouping_[g].begin, layers);
-      std::uint64_t offset = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        state.layers.push_back(l);
-        group_of_[l] = g;
-        offset_of_[l] = offset;
-        offset += numel_[l];
-      }
-      state.numel = offset;
-      state.pending = state.layers.size();
-      state.average.assign(static_cast<std::size_t>(offset), 0.0f);
-    }
+    build_groups(grouping_, groups_, group_of_, offset_of_);
     ready_.assign(groups_.size(), false);
     current_.layers.assign(layers, selection_stats{});
     for (const std::size_t n : numel_) {
@@ -152,10 +194,33 @@ public:
     comm_thread_.join();
   }
 
+  //! @brief Optional: marks the start of this iteration's backward pass (call it right before
+  //! loss.backward()). Only used while the pipeline measures backward times (a replanning
+  //! policy, during its warm-up): the first reported layer's backward time is then measured
+  //! from this call; without it, the first reported layer of an iteration counts 0 s. Calling
+  //! it again before the first gradient_ready() moves the mark. O(1): one Clock::now() while
+  //! measuring, nothing otherwise. Training thread, as gradient_ready(); not collective.
+  //! @throws std::invalid_argument if a layer was already reported in this iteration; nothing
+  //! changes then.
+  void begin_backward() {
+    gradcomp::detail::require(!started_, "pipeline: begin_backward() after gradient_ready() "
+                                         "in the same iteration");
+    if (measuring()) {
+      last_event_ = clock::now();
+      have_reference_ = true;
+    }
+  }
+
   //! @brief Reports the gradient of `layer` (forward index) for this iteration: compresses it
   //! with the layer's error feedback (O(n) plus the compressor's cost) and, if it completes its
   //! group, assembles the group's message and hands it to the communication thread. `grad` is
   //! read during the call only.
+  //!
+  //! While measuring (re-planning warm-up), the call's ready time t0 is taken after the
+  //! argument checks, before compressing, and its end t1 after the hand-off; the layer's
+  //! backward time is t0 minus the previous call's t1 in this iteration (or the
+  //! begin_backward() mark, or t0 itself for the first call without one): the gap between
+  //! calls, so the caller-thread compression and assembly are not counted as backward.
   //! @throws std::invalid_argument naming the layer if it is out of range or was already
   //! reported in this iteration, or naming both lengths if grad's length differs from the
   //! layer's; nothing changes then.
@@ -170,8 +235,18 @@ public:
                               ": gradient has ", g.size(), " elements, the layer has ",
                               numel_[layer]);
     const auto t0 = clock::now();
+    const bool measure = measuring();
+    if (measure) {
+      if (!have_reference_) {
+        last_event_ = t0;
+        have_reference_ = true;
+      }
+      samples_[finished_ * numel_.size() + layer] =
+          std::max(0.0, std::chrono::duration<double>(t0 - last_event_).count());
+    }
     current_.layers[layer] = feedback_[layer].compress(g, layer_messages_[layer]);
     reported_[layer] = true;
+    started_ = true;
     const std::size_t g_index = group_of_[layer];
     group_state& state = groups_[g_index];
     if (--state.pending == 0) {
@@ -186,17 +261,142 @@ public:
       }
       work_cv_.notify_one();
     }
-    current_.compress_seconds += seconds_since(t0);
+    const auto t1 = clock::now();
+    current_.compress_seconds += std::chrono::duration<double>(t1 - t0).count();
+    if (measure) {
+      last_event_ = t1;
+    }
   }
 
   //! @brief Waits for every group's exchange, records the iteration's statistics and starts a
   //! new iteration. The averages are then readable through averaged() until the next iteration
   //! completes the layer's group. Collective with an MPI transport.
+  //!
+  //! Re-planning: the W-th successful finish() (W = the policy's warmup_iterations() > 0; an
+  //! iteration counts when finish() throws nothing of the kinds below) then computes the
+  //! per-layer medians of the W iterations' backward times (O(W L)), calls the policy's
+  //! replan() (collective for mpi::agreed_grouping: every rank must reach it at the same
+  //! iteration), validates the result and rebuilds the group state (O(total elements): the
+  //! just-finished averages are copied, so averaged() still returns them). The communication
+  //! thread is idle meanwhile.
   //! @throws std::invalid_argument naming the first layer never reported (after waiting for
   //! the groups in flight; the iteration is dropped, residuals keep their updates), or
   //! rethrows the first exception of the communication thread (later groups of that iteration
-  //! are skipped). Either way the pipeline is ready for a new iteration.
+  //! are skipped). Either way the pipeline is ready for a new iteration. At the re-planning
+  //! iteration, whatever replan() throws, or std::invalid_argument if its grouping is not valid
+  //! for the layers, after the iteration's results are in place (averaged(), last_stats());
+  //! the pipeline then keeps its grouping and never re-plans again (replanned() stays false).
   void finish() {
+    finish_iteration();
+    maybe_replan();
+  }
+
+  //! @brief finish(), then copies every layer's average into `outputs` (one span per layer,
+  //! forward order). O(total elements).
+  //! @throws std::invalid_argument naming the counts or the layer and both lengths on a size
+  //! mismatch (checked before waiting; nothing changes then), and whatever finish() throws
+  //! (a re-planning failure only after the outputs were written).
+  void finish(std::span<const std::span<float>> outputs) {
+    gradcomp::detail::require(outputs.size() == numel_.size(),
+                              "pipeline: finish(): ", outputs.size(), " outputs for ",
+                              numel_.size(), " layers");
+    for (std::size_t l = 0; l < outputs.size(); ++l) {
+      gradcomp::detail::require(outputs[l].size() == numel_[l],
+                                "pipeline: finish(): output of layer ", l, " has ",
+                                outputs[l].size(), " elements, the layer has ", numel_[l]);
+    }
+    finish_iteration();
+    for (std::size_t l = 0; l < outputs.size(); ++l) {
+      const auto a = averaged(l);
+      std::copy(a.begin(), a.end(), outputs[l].begin());
+    }
+    maybe_replan();
+  }
+
+  //! @brief The averaged gradient of `layer` (numel elements) from the last finish(). O(1).
+  //! @throws std::invalid_argument if layer is out of range.
+  [[nodiscard]] std::span<const float> averaged(std::size_t layer) const {
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+    const group_state& state = groups_[group_of_[layer]];
+    return std::span<const float>(state.average)
+        .subspan(static_cast<std::size_t>(offset_of_[layer]), numel_[layer]);
+  }
+
+  //! Statistics of the last finished iteration.
+  [[nodiscard]] const pipeline_iteration_stats& last_stats() const noexcept { return last_; }
+  //! The groups now in use (backward positions, in sending order): the policy's first grouping,
+  //! or the re-planned one once replanned().
+  [[nodiscard]] const schedule::grouping& groups() const noexcept { return grouping_; }
+  [[nodiscard]] std::size_t layers() const noexcept { return numel_.size(); }
+  //! True once the pipeline switched to a re-planned grouping (from the iteration after the
+  //! warm-up on). O(1).
+  [[nodiscard]] bool replanned() const noexcept { return replanned_; }
+  //! @brief The measured backward seconds per layer (forward order): for each layer, the
+  //! median over the warm-up iterations (the mean of the two middle values for an even count)
+  //! of its backward time as gradient_ready() defines it, on this rank's Clock. Empty until
+  //! the warm-up ended (and always without re-planning); stays set after a failed replan().
+  //! O(1).
+  [[nodiscard]] std::span<const double> measured_backward_seconds() const noexcept {
+    return measured_valid_ ? std::span<const double>(measured_) : std::span<const double>();
+  }
+  //! Layer `layer`'s error feedback (its residual, its compressor). Not while an iteration
+  //! runs.
+  [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t layer) {
+    return feedback_.at(layer);
+  }
+
+private:
+  using clock = Clock;
+
+  struct group_state {
+    std::vector<std::size_t> layers; // forward indices, ascending
+    std::uint64_t numel = 0;
+    std::size_t pending = 0;    // layers not yet reported (caller's thread only)
+    sparse_message message;     // written by the caller before ready_, read by the comm thread
+    std::vector<float> average; // written by the comm thread, read after finish()
+  };
+
+  struct no_policy {};
+  using kept_policy = std::conditional_t<can_replan, Grouping, no_policy>;
+
+  static kept_policy keep(Grouping& grouping) {
+    if constexpr (can_replan) {
+      return kept_policy(std::move(grouping));
+    } else {
+      return no_policy{};
+    }
+  }
+
+  // The group state of grouping `g` (valid for numel_): zeroed averages, all layers pending.
+  void build_groups(const schedule::grouping& g,
+                    std::vector<group_state>& groups,
+                    std::vector<std::size_t>& group_of,
+                    std::vector<std::uint64_t>& offset_of) const {
+    const std::size_t layers = numel_.size();
+    groups.resize(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+      group_state& state = groups[i];
+      // backward positions [begin, end) are forward indices L-1-begin down to L-end
+      const std::size_t first = schedule::forward_index(g[i].end - 1, layers);
+      const std::size_t last = schedule::forward_index(g[i].begin, layers);
+      std::uint64_t offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        state.layers.push_back(l);
+        group_of[l] = i;
+        offset_of[l] = offset;
+        offset += numel_[l];
+      }
+      state.numel = offset;
+      state.pending = state.layers.size();
+      state.average.assign(static_cast<std::size_t>(offset), 0.0f);
+    }
+  }
+
+  [[nodiscard]] bool measuring() const noexcept { return finished_ < warmup_; }
+
+  // finish() without the re-planning step.
+  void finish_iteration() {
     const auto t0 = clock::now();
     std::exception_ptr error;
     {
@@ -226,66 +426,75 @@ public:
     if (error) {
       std::rethrow_exception(error);
     }
-  }
-
-  //! @brief finish(), then copies every layer's average into `outputs` (one span per layer,
-  //! forward order). O(total elements).
-  //! @throws std::invalid_argument naming the counts or the layer and both lengths on a size
-  //! mismatch (checked before waiting; nothing changes then), and whatever finish() throws.
-  void finish(std::span<const std::span<float>> outputs) {
-    gradcomp::detail::require(outputs.size() == numel_.size(),
-                              "pipeline: finish(): ", outputs.size(), " outputs for ",
-                              numel_.size(), " layers");
-    for (std::size_t l = 0; l < outputs.size(); ++l) {
-      gradcomp::detail::require(outputs[l].size() == numel_[l],
-                                "pipeline: finish(): output of layer ", l, " has ",
-                                outputs[l].size(), " elements, the layer has ", numel_[l]);
-    }
-    finish();
-    for (std::size_t l = 0; l < outputs.size(); ++l) {
-      const auto a = averaged(l);
-      std::copy(a.begin(), a.end(), outputs[l].begin());
+    if (measuring()) {
+      ++finished_; // the row finished_ - 1 of samples_ is complete
     }
   }
 
-  //! @brief The averaged gradient of `layer` (numel elements) from the last finish(). O(1).
-  //! @throws std::invalid_argument if layer is out of range.
-  [[nodiscard]] std::span<const float> averaged(std::size_t layer) const {
-    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
-                              " is out of range (", numel_.size(), " layers)");
-    const group_state& state = groups_[group_of_[layer]];
-    return std::span<const float>(state.average)
-        .subspan(static_cast<std::size_t>(offset_of_[layer]), numel_[layer]);
+  // At the end of the warm-up: medians, replan(), validation, rebuild. Throws with the old
+  // grouping kept.
+  void maybe_replan() {
+    if constexpr (can_replan) {
+      if (warmup_ == 0 || finished_ != warmup_ || replan_tried_) {
+        return;
+      }
+      replan_tried_ = true;
+      const std::size_t layers = numel_.size();
+      for (std::size_t l = 0; l < layers; ++l) {
+        for (std::size_t r = 0; r < warmup_; ++r) {
+          column_[r] = samples_[r * layers + l];
+        }
+        measured_[l] = median(column_);
+      }
+      measured_valid_ = true;
+      schedule::grouping next =
+          policy_.replan(std::span<const std::size_t>(numel_), std::span<const double>(measured_));
+      schedule::validate(next, layers);
+      std::vector<group_state> groups;
+      std::vector<std::size_t> group_of(layers);
+      std::vector<std::uint64_t> offset_of(layers);
+      build_groups(next, groups, group_of, offset_of);
+      for (std::size_t l = 0; l < layers; ++l) {
+        const auto a = averaged(l);
+        std::copy(a.begin(), a.end(),
+                  groups[group_of[l]].average.begin() + static_cast<std::ptrdiff_t>(offset_of[l]));
+      }
+      std::vector<bool> ready(groups.size(), false);
+      {
+        // the communication thread is idle (next_ == 0, nothing ready) but may wake spuriously
+        // and read groups_ and ready_
+        const std::lock_guard lock(mutex_);
+        groups_.swap(groups);
+        ready_.swap(ready);
+        next_ = 0;
+      }
+      group_of_.swap(group_of);
+      offset_of_.swap(offset_of);
+      grouping_.swap(next);
+      replanned_ = true;
+    }
   }
 
-  //! Statistics of the last finished iteration.
-  [[nodiscard]] const pipeline_iteration_stats& last_stats() const noexcept { return last_; }
-  //! The groups (backward positions, in sending order).
-  [[nodiscard]] const schedule::grouping& groups() const noexcept { return grouping_; }
-  [[nodiscard]] std::size_t layers() const noexcept { return numel_.size(); }
-  //! Layer `layer`'s error feedback (its residual, its compressor). Not while an iteration
-  //! runs.
-  [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t layer) {
-    return feedback_.at(layer);
+  // The median of `v` (reordered); the mean of the two middle values for an even size. O(n).
+  static double median(std::vector<double>& v) {
+    const std::size_t mid = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+    const double upper = v[mid];
+    if (v.size() % 2 == 1) {
+      return upper;
+    }
+    const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+    return lower + (upper - lower) / 2.0;
   }
 
-private:
-  using clock = std::chrono::steady_clock;
-
-  struct group_state {
-    std::vector<std::size_t> layers; // forward indices, ascending
-    std::uint64_t numel = 0;
-    std::size_t pending = 0;    // layers not yet reported (caller's thread only)
-    sparse_message message;     // written by the caller before ready_, read by the comm thread
-    std::vector<float> average; // written by the comm thread, read after finish()
-  };
-
-  static double seconds_since(clock::time_point t0) {
+  static double seconds_since(typename clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   }
 
   void reset_iteration() {
     reported_.assign(numel_.size(), false);
+    started_ = false;
+    have_reference_ = false;
     for (group_state& state : groups_) {
       state.pending = state.layers.size();
     }
@@ -339,11 +548,24 @@ private:
   // fixed at construction
   std::vector<std::size_t> numel_;
   Transport* transport_;
+  [[no_unique_address]] kept_policy policy_;
+  std::size_t warmup_ = 0; // 0: no re-planning
+  // set at construction, replaced once by a re-plan (caller's thread, comm thread idle)
   schedule::grouping grouping_;
   std::vector<std::size_t> group_of_;
   std::vector<std::uint64_t> offset_of_;
   // caller's thread
   std::vector<error_feedback<Compressor>> feedback_;
+  bool started_ = false;        // a layer was reported in this iteration
+  bool have_reference_ = false; // last_event_ holds this iteration's previous event
+  typename clock::time_point last_event_{};
+  std::size_t finished_ = 0;     // successful iterations measured, <= warmup_
+  std::vector<double> samples_;  // warmup_ x layers backward seconds, row = iteration
+  std::vector<double> column_;   // warmup_ scratch for the medians
+  std::vector<double> measured_; // medians per layer, forward order
+  bool measured_valid_ = false;
+  bool replan_tried_ = false;
+  bool replanned_ = false;
   std::vector<sparse_message> layer_messages_;
   std::vector<bool> reported_;
   pipeline_iteration_stats current_, last_;

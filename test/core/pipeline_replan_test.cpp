@@ -1,0 +1,399 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradcomp::pipeline online re-planning (issue 5): backward times measured from the hook
+// timestamps (an injected clock makes them exact), the medians over the warm-up, one replan()
+// after exactly `warmup_iterations()` finished iterations, results bit-identical to per-layer
+// error feedback before, at and after the switch, and a failing replan() keeping the grouping.
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/pipeline.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../common/generators.hpp"
+
+using namespace gradcomp;
+using pipeline_policy::planned_grouping;
+
+namespace {
+
+const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64};
+
+std::vector<float> gradient(std::size_t layer, int iteration) {
+  return test::make_values(test::distribution::normal, sizes[layer],
+                           7000 * static_cast<std::uint64_t>(iteration) + layer);
+}
+
+bool same_bits(std::span<const float> a, std::span<const float> b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
+           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
+         });
+}
+
+std::vector<std::size_t> hook_order(int iteration, int mode) {
+  std::vector<std::size_t> order(sizes.size());
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (mode == 1) {
+    std::reverse(order.begin(), order.end()); // backward order, as autograd delivers
+  } else if (mode == 2) {
+    std::mt19937 rng(static_cast<unsigned>(iteration) * 13 + 5);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  return order;
+}
+
+// A steady clock the test advances by hand: measured times are exactly what the test says.
+// Atomic: the communication thread reads it too.
+struct manual_clock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<manual_clock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept { return time_point(duration(ticks.load())); }
+  static void advance(duration d) noexcept { ticks.fetch_add(d.count()); }
+  static inline std::atomic<rep> ticks{0};
+};
+
+// The fake backward time of `layer` in `iteration`: a slow first iteration (an outlier the
+// median must ignore), then per-layer times with a little jitter.
+std::chrono::nanoseconds fake_backward(std::size_t layer, int iteration) {
+  static constexpr std::int64_t base_us[] = {2000, 300, 6000, 50, 4000};
+  const std::int64_t us = base_us[layer] * (iteration == 0 ? 10 : 1) +
+                          static_cast<std::int64_t>((layer * 37 + iteration * 11) % 23);
+  return std::chrono::microseconds(us);
+}
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t mid = v.size() / 2;
+  return v.size() % 2 == 1 ? v[mid] : v[mid - 1] + (v[mid] - v[mid - 1]) / 2.0;
+}
+
+planned_grouping optimal_planner(std::size_t replan_after) {
+  planned_grouping planner;
+  planner.strategy = schedule::strategy::optimal;
+  // alpha matters: with no backward time (the initial plan) one message is best; with the
+  // measured times, splitting overlaps messages with backward
+  planner.model = schedule::cost_model::affine(1e-3, 1e-6);
+  planner.replan_after = replan_after;
+  return planner;
+}
+
+// Per-layer error feedback without the pipeline: the expected averages.
+template <class Compressor>
+struct reference_run {
+  std::vector<error_feedback<Compressor>> feedback;
+  sparse_message m;
+
+  explicit reference_run(const Compressor& prototype) {
+    for (const std::size_t n : sizes) {
+      feedback.emplace_back(n, prototype);
+    }
+  }
+  std::vector<float> expected(std::size_t layer, int iteration) {
+    feedback[layer].compress(gradient(layer, iteration), m);
+    std::vector<float> out(sizes[layer]);
+    decompress(m, out);
+    return out;
+  }
+};
+
+struct output_buffers {
+  std::vector<std::vector<float>> values;
+  std::vector<std::span<float>> spans;
+  output_buffers() {
+    for (const std::size_t n : sizes) {
+      values.emplace_back(n, -1.0f);
+    }
+    for (auto& v : values) {
+      spans.emplace_back(v);
+    }
+  }
+};
+
+// A replanning policy with a scripted result (or failure) that counts its calls.
+struct scripted_replan {
+  schedule::grouping first{};
+  schedule::grouping next{};
+  std::size_t warmup = 2;
+  bool fail = false;
+  int* calls = nullptr;
+
+  [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
+    return first.empty() ? schedule::per_layer(numel.size()) : first;
+  }
+  [[nodiscard]] schedule::grouping replan(std::span<const std::size_t> numel,
+                                          std::span<const double> seconds) const {
+    if (calls != nullptr) {
+      ++*calls;
+    }
+    if (fail) {
+      throw std::runtime_error("planner failed");
+    }
+    if (seconds.size() != numel.size()) {
+      return {}; // invalid: the test would see std::invalid_argument
+    }
+    return next;
+  }
+  [[nodiscard]] std::size_t warmup_iterations() const noexcept { return warmup; }
+};
+
+} // namespace
+
+static_assert(pipeline_policy::replanning_policy<planned_grouping>);
+static_assert(pipeline_policy::replanning_policy<scripted_replan>);
+static_assert(!pipeline_policy::replanning_policy<pipeline_policy::fixed_grouping>);
+static_assert(!pipeline_policy::replanning_policy<int>);
+static_assert(pipeline_policy::monotonic_clock<std::chrono::steady_clock>);
+static_assert(pipeline_policy::monotonic_clock<manual_clock>);
+static_assert(!pipeline_policy::monotonic_clock<std::chrono::system_clock>);
+static_assert(!pipeline_policy::monotonic_clock<int>);
+
+TEST_CASE("pipeline re-plans from the measured medians after the warm-up", "[pipeline]") {
+  const int mode = GENERATE(0, 1, 2);
+  const bool mark_backward = GENERATE(true, false);
+  CAPTURE(mode, mark_backward);
+  constexpr int warmup = 3;
+  const planned_grouping planner = optimal_planner(warmup);
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange, planned_grouping, manual_clock> p(sizes, planner,
+                                                                             exact_top_k(0.1), t);
+  const schedule::grouping initial = planner.groups(sizes);
+  REQUIRE(p.groups() == initial);
+  REQUIRE_FALSE(p.replanned());
+  REQUIRE(p.measured_backward_seconds().empty());
+
+  reference_run<exact_top_k> reference(exact_top_k(0.1));
+  output_buffers out;
+  std::vector<std::vector<double>> samples(sizes.size());
+  for (int it = 0; it < 7; ++it) {
+    manual_clock::advance(std::chrono::milliseconds(3)); // forward pass, optimizer step
+    if (mark_backward) {
+      p.begin_backward();
+    }
+    const auto order = hook_order(it, mode);
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      const std::size_t l = order[i];
+      const auto d = fake_backward(l, it);
+      manual_clock::advance(d);
+      p.gradient_ready(l, gradient(l, it));
+      if (it < warmup) {
+        // without the mark, the first hook of an iteration is the reference: 0 s
+        samples[l].push_back(i == 0 && !mark_backward ? 0.0
+                                                      : std::chrono::duration<double>(d).count());
+      }
+    }
+    p.finish(out.spans);
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      const auto expected = reference.expected(l, it);
+      REQUIRE(same_bits(p.averaged(l), expected));
+      REQUIRE(same_bits(out.values[l], expected));
+    }
+    CAPTURE(it);
+    REQUIRE(p.replanned() == (it + 1 >= warmup));
+    if (it + 1 < warmup) {
+      REQUIRE(p.measured_backward_seconds().empty());
+      REQUIRE(p.groups() == initial);
+      continue;
+    }
+    const auto measured = p.measured_backward_seconds();
+    REQUIRE(measured.size() == sizes.size());
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(l);
+      REQUIRE(measured[l] == median_of(samples[l])); // exact: the clock is the test's
+    }
+    const schedule::grouping replanned = planner.replan(sizes, measured);
+    REQUIRE(p.groups() == replanned);
+    // the test is only meaningful if the measured times change the plan
+    REQUIRE(replanned != initial);
+  }
+}
+
+TEST_CASE("pipeline switches groupings without changing the averages", "[pipeline]") {
+  const auto from = GENERATE(schedule::per_layer(5), schedule::single(5),
+                             schedule::grouping{{0, 2}, {2, 3}, {3, 5}});
+  const auto to = GENERATE(schedule::single(5), schedule::per_layer(5),
+                           schedule::grouping{{0, 1}, {1, 4}, {4, 5}});
+  CAPTURE(from.size(), to.size());
+  const auto prototype = reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3});
+  int calls = 0;
+  const scripted_replan policy{from, to, 2, false, &calls};
+  loopback_exchange t;
+  pipeline<reused_threshold, loopback_exchange, scripted_replan> p(sizes, policy, prototype, t);
+  reference_run<reused_threshold> reference(prototype);
+  for (int it = 0; it < 5; ++it) {
+    const auto order = hook_order(it, 2);
+    if (it % 2 == 0) {
+      p.begin_backward();
+    }
+    for (const std::size_t l : order) {
+      p.gradient_ready(l, gradient(l, it));
+    }
+    p.finish();
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      REQUIRE(same_bits(p.averaged(l), reference.expected(l, it)));
+    }
+    REQUIRE(p.groups() == (it >= 1 ? to : from));
+    REQUIRE(p.replanned() == (it >= 1));
+    REQUIRE(calls == (it >= 1 ? 1 : 0));
+  }
+  // the real clock gave non-negative times, one per layer
+  const auto measured = p.measured_backward_seconds();
+  REQUIRE(measured.size() == sizes.size());
+  CHECK(std::all_of(measured.begin(), measured.end(), [](double s) { return s >= 0.0; }));
+}
+
+TEST_CASE("pipeline measures real backward time with steady_clock", "[pipeline]") {
+  // sleeps stand for backward; only lower bounds are asserted (a loaded machine only
+  // lengthens the gaps)
+  constexpr int warmup = 3;
+  const planned_grouping planner = optimal_planner(warmup);
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange, planned_grouping> p(sizes, planner, exact_top_k(0.1), t);
+  reference_run<exact_top_k> reference(exact_top_k(0.1));
+  const auto sleep_before = [](std::size_t layer) {
+    return std::chrono::milliseconds(layer == 2 ? 4 : layer == 0 ? 2 : 0);
+  };
+  for (int it = 0; it < 5; ++it) {
+    p.begin_backward();
+    for (const std::size_t l : hook_order(it, 1)) {
+      std::this_thread::sleep_for(sleep_before(l));
+      p.gradient_ready(l, gradient(l, it));
+    }
+    p.finish();
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      REQUIRE(same_bits(p.averaged(l), reference.expected(l, it)));
+    }
+    CAPTURE(it);
+    REQUIRE(p.replanned() == (it + 1 >= warmup));
+    REQUIRE(p.measured_backward_seconds().empty() == (it + 1 < warmup));
+  }
+  const auto measured = p.measured_backward_seconds();
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    CAPTURE(l, measured[l]);
+    CHECK(measured[l] >= 0.95 * std::chrono::duration<double>(sleep_before(l)).count());
+    CHECK(measured[l] < 1e3);
+  }
+  CHECK(p.groups() == planner.replan(sizes, measured));
+}
+
+TEST_CASE("pipeline without re-planning never measures nor re-plans", "[pipeline]") {
+  loopback_exchange t;
+  SECTION("planned_grouping with replan_after 0") {
+    const planned_grouping planner = optimal_planner(0);
+    pipeline<exact_top_k, loopback_exchange, planned_grouping, manual_clock> p(sizes, planner,
+                                                                               exact_top_k(0.1), t);
+    for (int it = 0; it < 4; ++it) {
+      p.begin_backward();
+      for (const std::size_t l : hook_order(it, 1)) {
+        manual_clock::advance(fake_backward(l, it));
+        p.gradient_ready(l, gradient(l, it));
+      }
+      p.finish();
+    }
+    CHECK_FALSE(p.replanned());
+    CHECK(p.measured_backward_seconds().empty());
+    CHECK(p.groups() == planner.groups(sizes));
+  }
+  SECTION("fixed_grouping") {
+    pipeline<exact_top_k, loopback_exchange> p(sizes, pipeline_policy::fixed_grouping{},
+                                               exact_top_k(0.1), t);
+    for (int it = 0; it < 4; ++it) {
+      p.begin_backward();
+      for (const std::size_t l : hook_order(it, 0)) {
+        p.gradient_ready(l, gradient(l, it));
+      }
+      p.finish();
+    }
+    CHECK_FALSE(p.replanned());
+    CHECK(p.measured_backward_seconds().empty());
+    CHECK(p.groups() == schedule::per_layer(sizes.size()));
+  }
+}
+
+TEST_CASE("pipeline keeps its grouping when replan fails", "[pipeline]") {
+  const bool fail = GENERATE(true, false); // throws, or returns an invalid grouping
+  CAPTURE(fail);
+  int calls = 0;
+  const schedule::grouping first{{0, 2}, {2, 5}};
+  const scripted_replan policy{first, schedule::grouping{{0, 2}}, 2, fail, &calls};
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange, scripted_replan> p(sizes, policy, exact_top_k(0.2), t);
+  reference_run<exact_top_k> reference(exact_top_k(0.2));
+  output_buffers out;
+  for (int it = 0; it < 5; ++it) {
+    for (const std::size_t l : hook_order(it, 1)) {
+      p.gradient_ready(l, gradient(l, it));
+    }
+    if (it == 1) {
+      if (fail) {
+        REQUIRE_THROWS_WITH(p.finish(out.spans), "planner failed");
+      } else {
+        REQUIRE_THROWS_AS(p.finish(out.spans), std::invalid_argument);
+      }
+    } else {
+      REQUIRE_NOTHROW(p.finish(out.spans));
+    }
+    // the iteration's own results are in place, also at the failing finish()
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      const auto expected = reference.expected(l, it);
+      REQUIRE(same_bits(p.averaged(l), expected));
+      REQUIRE(same_bits(out.values[l], expected));
+    }
+    CHECK(p.groups() == first);
+    CHECK_FALSE(p.replanned());
+    CHECK(p.measured_backward_seconds().empty() == (it < 1));
+    CHECK(calls == (it >= 1 ? 1 : 0)); // tried once, never again
+  }
+}
+
+TEST_CASE("pipeline counts only successful iterations toward the warm-up", "[pipeline]") {
+  int calls = 0;
+  const scripted_replan policy{{}, schedule::single(5), 2, false, &calls};
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange, scripted_replan> p(sizes, policy, exact_top_k(0.2), t);
+  // an iteration with a missing layer is dropped and does not count
+  for (const std::size_t l : {0, 1, 2, 4}) {
+    p.gradient_ready(l, gradient(l, 0));
+  }
+  CHECK_THROWS_AS(p.finish(), std::invalid_argument);
+  for (int it = 1; it <= 2; ++it) {
+    for (const std::size_t l : hook_order(it, 1)) {
+      p.gradient_ready(l, gradient(l, it));
+    }
+    p.finish();
+    CHECK(p.replanned() == (it == 2));
+  }
+  CHECK(calls == 1);
+  CHECK(p.groups() == schedule::single(5));
+}
+
+TEST_CASE("pipeline begin_backward after a hook is refused", "[pipeline]") {
+  loopback_exchange t;
+  pipeline<exact_top_k, loopback_exchange, planned_grouping> p(sizes, optimal_planner(2),
+                                                               exact_top_k(0.1), t);
+  p.begin_backward();
+  p.begin_backward(); // moves the mark: allowed
+  p.gradient_ready(3, gradient(3, 0));
+  CHECK_THROWS_WITH(p.begin_backward(), Catch::Contains("begin_backward() after gradient_ready()"));
+  for (const std::size_t l : {0, 1, 2, 4}) {
+    p.gradient_ready(l, gradient(l, 0));
+  }
+  CHECK_NOTHROW(p.finish());
+  CHECK_NOTHROW(p.begin_backward()); // a new iteration
+}
