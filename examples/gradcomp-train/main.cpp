@@ -529,9 +529,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     }
     // calibrate alpha and beta on this network (a short ring allreduce sweep)
     gradcomp::cost::network net_model;
-    if (ranks > 1 && o.transport.name != "none" && merge &&
-        *merge != strategy::per_layer && *merge != strategy::single &&
-        *merge != strategy::size_threshold) {
+    const bool calibrated = ranks > 1 && o.transport.name != "none" && merge &&
+                            *merge != strategy::per_layer && *merge != strategy::single &&
+                            *merge != strategy::size_threshold;
+    if (calibrated) {
       gradcomp::mpi::calibration_options co;
       co.max_bytes = std::size_t{1} << 22;
       co.repetitions = 3;
@@ -557,6 +558,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                  {"forward_seconds", forward_median},
                  {"backward_seconds_rank0", backward_median},
                  {"profile_iterations", o.profile_iterations}};
+    if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
+      plan_info["predicted_iteration_seconds"] =
+          planner.predicted_iteration_seconds(numel, proposal);
+    }
   }
   nlohmann::json groups_json = nlohmann::json::array();
   std::string plan_text;
@@ -969,6 +974,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                     o.transport.coded_schedule.c_str());
   }
   table += format("| merge plan (%s) | %s |\n", merge_name.c_str(), plan_text.c_str());
+  if (plan_info.contains("predicted_iteration_seconds")) {
+    table += format("| iteration predicted by the merge model (rank 0's profile) | %.1f ms |\n",
+                    1000 * plan_info["predicted_iteration_seconds"].get<double>());
+  }
   table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
   table += format("| replicas identical | %s (%s) |\n", identical ? "yes" : "NO",
                   hash_list.dump().c_str());

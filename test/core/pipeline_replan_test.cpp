@@ -397,3 +397,21 @@ TEST_CASE("pipeline begin_backward after a hook is refused", "[pipeline]") {
   CHECK_NOTHROW(p.finish());
   CHECK_NOTHROW(p.begin_backward()); // a new iteration
 }
+
+TEST_CASE("planned_grouping predicts the iteration of a grouping as hand-worked eqs. 2-7",
+          "[pipeline]") {
+  // three layers (forward order) of 100, 200, 300 elements with backward 1, 2, 3 ms, forward
+  // 4 ms, alpha 1 ms, beta 1 us/B, dense 4-byte messages, no compression.
+  planned_grouping planner;
+  planner.model = schedule::cost_model::affine(1e-3, 1e-6);
+  planner.backward_seconds = {1e-3, 2e-3, 3e-3};
+  planner.forward_seconds = 4e-3;
+  const std::vector<std::size_t> numel = {100, 200, 300};
+  // one group: backward ends at 4 + 3 + 2 + 1 = 10 ms, message of 2400 B: 1 + 2.4 ms
+  CHECK(planner.predicted_iteration_seconds(numel, schedule::single(3)) == Approx(13.4e-3));
+  // per layer (backward order: 300, 200, 100 elements): ready at 7, 9, 10 ms; messages of
+  // 1 + 1.2, 1 + 0.8, 1 + 0.4 ms: 7 -> 9.2, max(9, 9.2) -> 11.0, max(10, 11.0) -> 12.4 ms
+  CHECK(planner.predicted_iteration_seconds(numel, schedule::per_layer(3)) == Approx(12.4e-3));
+  CHECK_THROWS_AS(planner.predicted_iteration_seconds(numel, schedule::grouping{{0, 2}}),
+                  std::invalid_argument);
+}

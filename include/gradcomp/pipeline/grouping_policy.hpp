@@ -7,6 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/schedule/grouping.hpp>
+#include <gradcomp/schedule/simulate.hpp>
 #include <gradcomp/schedule/strategy.hpp>
 
 #include <concepts>
@@ -96,9 +97,19 @@ struct planned_grouping {
   //! `replan_after`. O(1).
   [[nodiscard]] std::size_t warmup_iterations() const noexcept { return replan_after; }
 
+  //! @brief The iteration time, seconds, that this policy's model predicts for grouping `g` of
+  //! layers `numel` with `backward_seconds` (S1 eqs. 2-7: schedule::t_iter_seconds), for
+  //! comparing a plan's prediction with measured iterations. O(L).
+  //! @throws std::invalid_argument if `g` is not a valid grouping of the layers, or the counts,
+  //! profile or model are invalid.
+  [[nodiscard]] double predicted_iteration_seconds(std::span<const std::size_t> numel,
+                                                   const schedule::grouping& g) const {
+    return schedule::t_iter_seconds(profile_for(numel, backward_seconds), model, g);
+  }
+
 private:
-  [[nodiscard]] schedule::grouping plan_with(std::span<const std::size_t> numel,
-                                             std::span<const double> seconds) const {
+  [[nodiscard]] schedule::layer_profile profile_for(std::span<const std::size_t> numel,
+                                                    std::span<const double> seconds) const {
     gradcomp::detail::require(seconds.empty() || seconds.size() == numel.size(),
                               "planned_grouping: ", seconds.size(), " backward times for ",
                               numel.size(), " layers");
@@ -108,7 +119,12 @@ private:
     for (std::size_t i = 0; i < numel.size(); ++i) {
       profile.layers.push_back({{}, numel[i], seconds.empty() ? 0.0 : seconds[i]});
     }
-    return schedule::plan(strategy, profile, model, options);
+    return profile;
+  }
+
+  [[nodiscard]] schedule::grouping plan_with(std::span<const std::size_t> numel,
+                                             std::span<const double> seconds) const {
+    return schedule::plan(strategy, profile_for(numel, seconds), model, options);
   }
 };
 
