@@ -17,23 +17,14 @@
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/same_bits.hpp"
+
+using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 using test::distribution;
 
 namespace {
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) {
-      return false;
-    }
-  }
-  return true;
-}
 
 bool same_message(const sparse_message& a, const sparse_message& b) {
   return a.dense_length_elements == b.dense_length_elements && a.dense == b.dense && a.values_type == b.values_type &&

@@ -9,18 +9,18 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstdint>
-#include <numeric>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/pipeline_testing.hpp"
+#include "../common/same_bits.hpp"
+
+using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 using pipeline_policy::planned_grouping;
@@ -34,36 +34,11 @@ std::vector<float> gradient(std::size_t layer, int iteration) {
                            7000 * static_cast<std::uint64_t>(iteration) + layer);
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
-           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-         });
-}
-
 std::vector<std::size_t> hook_order(int iteration, int mode) {
-  std::vector<std::size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (mode == 1) {
-    std::reverse(order.begin(), order.end()); // backward order, as autograd delivers
-  } else if (mode == 2) {
-    std::mt19937 rng(static_cast<unsigned>(iteration) * 13 + 5);
-    std::shuffle(order.begin(), order.end(), rng);
-  }
-  return order;
+  return test::hook_order(sizes.size(), iteration, mode, 13, 5);
 }
 
-// A steady clock the test advances by hand: measured times are exactly what the test says.
-// Atomic: the communication thread reads it too.
-struct manual_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<manual_clock>;
-  static constexpr bool is_steady = true;
-  static time_point now() noexcept { return time_point(duration(ticks.load())); }
-  static void advance(duration d) noexcept { ticks.fetch_add(d.count()); }
-  static inline std::atomic<rep> ticks{0};
-};
+using test::manual_clock;
 
 // The fake backward time of `layer` in `iteration`: a slow first iteration (an outlier the
 // median must ignore), then per-layer times with a little jitter.

@@ -8,15 +8,17 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <cstdint>
 #include <numeric>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/pipeline_testing.hpp"
+#include "../common/same_bits.hpp"
+
+using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 using pipeline_policy::fixed_grouping;
@@ -30,22 +32,8 @@ std::vector<float> gradient(std::size_t layer, int iteration) {
                            1000 * static_cast<std::uint64_t>(iteration) + layer);
 }
 
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
-           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-         });
-}
-
 std::vector<std::size_t> hook_order(int iteration, int mode) {
-  std::vector<std::size_t> order(sizes.size());
-  std::iota(order.begin(), order.end(), std::size_t{0});
-  if (mode == 1) {
-    std::reverse(order.begin(), order.end()); // backward order, as autograd delivers
-  } else if (mode == 2) {
-    std::mt19937 rng(static_cast<unsigned>(iteration) * 7 + 1);
-    std::shuffle(order.begin(), order.end(), rng);
-  }
-  return order;
+  return test::hook_order(sizes.size(), iteration, mode, 7, 1);
 }
 
 // The pipeline's averages equal per-layer error feedback + decompress, bit for bit.

@@ -11,7 +11,6 @@
 
 #include <catch2/catch.hpp>
 
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <initializer_list>
@@ -21,6 +20,9 @@
 #include <vector>
 
 #include "mpi_test_util.hpp"
+#include "../common/same_bits.hpp"
+
+using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 using gradcomp::test::identical_on_all_ranks;
@@ -91,18 +93,6 @@ owned_parts(const coded::placement& p, const std::vector<std::vector<float>>& g,
     mine.emplace_back(g[t]);
   }
   return mine;
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  if (a.size() != b.size()) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    if (std::bit_cast<std::uint32_t>(a[i]) != std::bit_cast<std::uint32_t>(b[i])) {
-      return false;
-    }
-  }
-  return true;
 }
 
 const char* name(mpi::packet_coding c) {

@@ -13,8 +13,6 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <numeric>
@@ -24,6 +22,10 @@
 #include <vector>
 
 #include "mpi_test_util.hpp"
+#include "../common/pipeline_testing.hpp"
+#include "../common/same_bits.hpp"
+
+using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 
@@ -36,12 +38,6 @@ constexpr int iterations = 4;
 std::vector<float> gradient(std::size_t layer, int iteration) {
   return test::rank_values(sizes[layer], test::world_rank(),
                            100 * static_cast<std::uint64_t>(iteration) + layer);
-}
-
-bool same_bits(std::span<const float> a, std::span<const float> b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](float x, float y) {
-           return std::bit_cast<std::uint32_t>(x) == std::bit_cast<std::uint32_t>(y);
-         });
 }
 
 // Every rank reports its layers in its own order (a rank-seeded shuffle).
@@ -256,17 +252,7 @@ bool on_all_ranks(bool local) {
   return all == 1;
 }
 
-// A steady clock each process advances by hand (atomic: the communication thread reads it).
-struct manual_clock {
-  using rep = std::int64_t;
-  using period = std::nano;
-  using duration = std::chrono::nanoseconds;
-  using time_point = std::chrono::time_point<manual_clock>;
-  static constexpr bool is_steady = true;
-  static time_point now() noexcept { return time_point(duration(ticks.load())); }
-  static void advance(duration d) noexcept { ticks.fetch_add(d.count()); }
-  static inline std::atomic<rep> ticks{0};
-};
+using gradcomp::test::manual_clock;
 
 // Rank `rank`'s fake backward time of `layer` in `iteration`: ranks see different models.
 std::chrono::microseconds fake_backward(std::size_t layer, int iteration, int rank) {

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief What the pipeline tests share: the order in which a test's backward hooks report the
+//! layers, and a steady clock the test advances by hand (for exact measured times).
+#pragma once
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace gradcomp::test {
+
+//! The layers 0 .. layers-1 in hook order: mode 0 forward, 1 backward (as autograd delivers),
+//! 2 shuffled by a generator seeded with iteration x seed_multiplier + seed_offset.
+inline std::vector<std::size_t> hook_order(std::size_t layers,
+                                           int iteration,
+                                           int mode,
+                                           unsigned seed_multiplier,
+                                           unsigned seed_offset) {
+  std::vector<std::size_t> order(layers);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (mode == 1) {
+    std::reverse(order.begin(), order.end());
+  } else if (mode == 2) {
+    std::mt19937 rng(static_cast<unsigned>(iteration) * seed_multiplier + seed_offset);
+    std::shuffle(order.begin(), order.end(), rng);
+  }
+  return order;
+}
+
+//! A steady clock the test advances by hand: measured times are exactly what the test says.
+//! Atomic: a pipeline's communication thread reads it too.
+struct manual_clock {
+  using rep = std::int64_t;
+  using period = std::nano;
+  using duration = std::chrono::nanoseconds;
+  using time_point = std::chrono::time_point<manual_clock>;
+  static constexpr bool is_steady = true;
+  static time_point now() noexcept { return time_point(duration(ticks.load())); }
+  static void advance(duration d) noexcept { ticks.fetch_add(d.count()); }
+  static inline std::atomic<rep> ticks{0};
+};
+
+} // namespace gradcomp::test
