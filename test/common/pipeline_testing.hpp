@@ -17,11 +17,8 @@ namespace gradcomp::test {
 
 //! The layers 0 .. layers-1 in hook order: mode 0 forward, 1 backward (as autograd delivers),
 //! 2 shuffled by a generator seeded with iteration x seed_multiplier + seed_offset.
-inline std::vector<std::size_t> hook_order(std::size_t layers,
-                                           int iteration,
-                                           int mode,
-                                           unsigned seed_multiplier,
-                                           unsigned seed_offset) {
+inline std::vector<std::size_t> hook_order(
+    std::size_t layers, int iteration, int mode, unsigned seed_multiplier, unsigned seed_offset) {
   std::vector<std::size_t> order(layers);
   std::iota(order.begin(), order.end(), std::size_t{0});
   if (mode == 1) {
