@@ -24,6 +24,18 @@ namespace gradcomp::detail {
 //! Elements per tile: the first pass materializes a tile (it stays in L1) and then scans it.
 inline constexpr std::size_t tile_elements = 2048;
 
+//! Calls fn(begin, end) over [b, e) in tiles, materializing each tile first when `first_pass`.
+template <class Source, class Fn>
+void for_each_tile(const Source& src, bool first_pass, std::size_t b, std::size_t e, Fn&& fn) {
+  for (std::size_t t = b; t < e; t += tile_elements) {
+    const std::size_t end = std::min(e, t + tile_elements);
+    if (first_pass) {
+      src.materialize(t, end);
+    }
+    fn(t, end);
+  }
+}
+
 //! Compression without error feedback: the values are the gradient itself.
 struct read_source {
   const float* x;
@@ -50,11 +62,8 @@ struct accumulate_source {
   [[nodiscard]] const float* materialized() const noexcept { return residual; }
   static constexpr bool accumulates = true;
   //! Materializes [b, e) and appends the elements whose magnitude key reaches `key`.
-  void scan_first_pass(std::size_t b,
-                       std::size_t e,
-                       std::uint32_t key,
-                       std::size_t limit,
-                       hit_list& hits) const {
+  void scan_first_pass(
+      std::size_t b, std::size_t e, std::uint32_t key, std::size_t limit, hit_list& hits) const {
     scan_hits<true>(residual, grad, b, e, key, limit, hits);
   }
 
@@ -99,16 +108,12 @@ struct momentum_accumulate_source {
   [[nodiscard]] const float* materialized() const noexcept { return residual; }
   static constexpr bool accumulates = true;
   //! Per tile (it stays in L1): the velocity update, then the fused accumulate-and-filter.
-  void scan_first_pass(std::size_t b,
-                       std::size_t e,
-                       std::uint32_t key,
-                       std::size_t limit,
-                       hit_list& hits) const {
-    for (std::size_t t = b; t < e; t += tile_elements) {
-      const std::size_t end = std::min(e, t + tile_elements);
+  void scan_first_pass(
+      std::size_t b, std::size_t e, std::uint32_t key, std::size_t limit, hit_list& hits) const {
+    for_each_tile(*this, false, b, e, [&](std::size_t t, std::size_t end) {
       update_velocity(t, end);
       scan_hits<true>(residual, velocity, t, end, key, limit, hits);
-    }
+    });
   }
   //! The residual as accumulate_source::finish, and velocity = 0 where sent (factor masking).
   void finish(const sparse_message& m, std::size_t begin, std::size_t end) const noexcept {
@@ -118,17 +123,5 @@ struct momentum_accumulate_source {
     }
   }
 };
-
-//! Calls fn(begin, end) over [b, e) in tiles, materializing each tile first when `first_pass`.
-template <class Source, class Fn>
-void for_each_tile(const Source& src, bool first_pass, std::size_t b, std::size_t e, Fn&& fn) {
-  for (std::size_t t = b; t < e; t += tile_elements) {
-    const std::size_t end = std::min(e, t + tile_elements);
-    if (first_pass) {
-      src.materialize(t, end);
-    }
-    fn(t, end);
-  }
-}
 
 } // namespace gradcomp::detail
