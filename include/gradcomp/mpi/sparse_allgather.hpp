@@ -151,11 +151,9 @@ private:
           ")"));
     }
     if (plan.use_dense) {
-      const auto n = static_cast<double>(plan.dense_length_elements);
-      const double ring_bytes = 2.0 * (p - 1) / p * 4.0 * n;
       used_dense_ = true;
       decompress(decode(encoded_), sum_);
-      bytes_sent_ = bytes_received_ = static_cast<std::size_t>(ring_bytes);
+      bytes_sent_ = bytes_received_ = static_cast<std::size_t>(plan.ring_bytes);
       dense_.start(sum_);
       phase_ = phase::dense;
       return;
@@ -188,9 +186,9 @@ private:
       detail::check_length(received_, sum_.size(), static_cast<int>(j));
       const std::int64_t stated_nnz = headers_[detail::allgather_header_fields * j + 2];
       if (static_cast<std::int64_t>(received_.nnz()) != stated_nnz) {
-        throw wire_error(gradcomp::detail::concat(
-            "gradcomp wire: sparse_allgather: rank ", j, "'s message carries ", received_.nnz(),
-            " values, its header stated ", stated_nnz));
+        throw wire_error(gradcomp::detail::concat("gradcomp wire: sparse_allgather: rank ", j,
+                                                  "'s message carries ", received_.nnz(),
+                                                  " values, its header stated ", stated_nnz));
       }
       accumulate(received_, sum_);
     }

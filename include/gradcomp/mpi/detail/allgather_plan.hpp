@@ -10,8 +10,9 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <algorithm>
 #include <climits>
+
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -32,11 +33,13 @@ struct allgather_plan {
   //! First rank whose dense length differs from rank 0's, or -1. The caller reports it (a
   //! usage error, not a malformed header); nothing else in the plan is set then.
   int length_mismatch_rank = -1;
-  std::int64_t total_bytes = 0;         //!< sum of the encoded sizes (saturates at 2^62).
-  std::int64_t most_received_bytes = 0; //!< total minus the smallest message: the most any rank receives.
-  bool exceeds_int_count = false;       //!< total_bytes does not fit MPI's int counts.
-  bool use_dense = false;               //!< the dense allreduce moves fewer bytes (or must run).
-  std::vector<int> counts;        //!< per rank, bytes (only when neither use_dense nor exceeds_int_count).
+  std::int64_t total_bytes = 0; //!< sum of the encoded sizes (saturates at 2^62).
+  std::int64_t most_received_bytes =
+      0;                          //!< total minus the smallest message: the most any rank receives.
+  bool exceeds_int_count = false; //!< total_bytes does not fit MPI's int counts.
+  double ring_bytes = 0.0;        //!< what a ring allreduce moves per rank: 2 (P-1)/P 4n.
+  bool use_dense = false;         //!< the dense allreduce moves fewer bytes (or must run).
+  std::vector<int> counts; //!< per rank, bytes (only when neither use_dense nor exceeds_int_count).
   std::vector<int> displacements; //!< per rank, byte offset in the gathered buffer (idem).
 };
 
@@ -63,8 +66,8 @@ struct allgather_plan {
     return headers[allgather_header_fields * j + f];
   };
   const auto malformed = [](std::size_t j, const char* what, std::int64_t value, auto... limit) {
-    return wire_error(concat("gradcomp wire: sparse_allgather: rank ", j, "'s header states ",
-                             what, " ", value, limit...));
+    return wire_error(concat("gradcomp wire: sparse_allgather: rank ", j, "'s header states ", what,
+                             " ", value, limit...));
   };
   plan.dense_length_elements = field(0, 1);
   std::int64_t smallest = INT64_MAX;
@@ -86,22 +89,22 @@ struct allgather_plan {
     const auto low = static_cast<std::int64_t>(min_encoded_bytes(static_cast<std::uint64_t>(nnz)));
     const auto high = static_cast<std::int64_t>(max_encoded_bytes(static_cast<std::uint64_t>(nnz)));
     if (bytes < low || bytes > high) {
-      throw malformed(j, "encoded bytes", bytes, ", outside [", low, ", ", high, "] for nnz ",
-                      nnz);
+      throw malformed(j, "encoded bytes", bytes, ", outside [", low, ", ", high, "] for nnz ", nnz);
     }
     plan.total_bytes = std::min(saturation, plan.total_bytes + bytes);
     smallest = std::min(smallest, bytes);
   }
   const auto n = static_cast<double>(plan.dense_length_elements);
   const auto pd = static_cast<double>(p);
-  const double ring_bytes = 2.0 * (pd - 1.0) / pd * 4.0 * n;
+  plan.ring_bytes = 2.0 * (pd - 1.0) / pd * 4.0 * n;
   plan.exceeds_int_count = plan.total_bytes > INT_MAX;
   // decided from what the rank with the smallest message would receive (the most any rank
   // receives), the same on every rank: each rank's own share differs when message sizes
   // differ, and ranks deciding differently would run different collectives
   plan.most_received_bytes = plan.total_bytes - smallest;
-  plan.use_dense = dense_switch && (static_cast<double>(plan.most_received_bytes) > ring_bytes ||
-                                    plan.exceeds_int_count);
+  plan.use_dense =
+      dense_switch &&
+      (static_cast<double>(plan.most_received_bytes) > plan.ring_bytes || plan.exceeds_int_count);
   if (plan.use_dense || plan.exceeds_int_count) {
     return plan;
   }
