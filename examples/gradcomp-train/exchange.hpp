@@ -21,9 +21,13 @@
 namespace gradcomp_train {
 
 //! The names accepted by --method and --transport.
-inline const std::vector<std::string> method_names = {
-    "dense",        "exact_topk",          "sampled_topk",     "gaussian_threshold",
-    "lognormal_threshold", "reused_threshold", "fp16"};
+inline const std::vector<std::string> method_names = {"dense",
+                                                      "exact_topk",
+                                                      "sampled_topk",
+                                                      "gaussian_threshold",
+                                                      "lognormal_threshold",
+                                                      "reused_threshold",
+                                                      "fp16"};
 inline const std::vector<std::string> transport_names = {"allreduce",    "ring", "allgather", "ps",
                                                          "hierarchical", "none", "coded"};
 //! The names accepted by --coding and --coded-schedule (transport coded).
@@ -156,9 +160,11 @@ public:
                     C prototype,
                     any_transport transport,
                     gradcomp::momentum_correction mc)
-      : transport_(std::move(transport)),
-        pipe_(std::move(numel), gradcomp::pipeline_policy::fixed_grouping{groups},
-              std::move(prototype), transport_, mc) {}
+      : transport_(std::move(transport)), pipe_(std::move(numel),
+                                                gradcomp::pipeline_policy::fixed_grouping{groups},
+                                                std::move(prototype),
+                                                transport_,
+                                                mc) {}
   void gradient_ready(std::size_t layer, std::span<const float> grad) override {
     pipe_.gradient_ready(layer, grad);
   }
@@ -181,7 +187,7 @@ struct method_settings {
   double density = 0.01;
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
-  unsigned threads = 1; //!< compressor threads per rank.
+  unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
 };
 
@@ -227,7 +233,9 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
 }
 
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).
-inline bool is_sparse_method(const std::string& name) { return name != "dense" && name != "fp16"; }
+inline bool is_sparse_method(const std::string& name) {
+  return name != "dense" && name != "fp16";
+}
 
 //! The pipeline for the method and transport, with momentum correction `mc` in every layer's
 //! error feedback (momentum 0: off).

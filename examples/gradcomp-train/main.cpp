@@ -8,10 +8,6 @@
 // part of the global batch is computed by R ranks and mpi::coded_allreduce sums all parts.
 // Prints a table on stdout (rank 0), writes the same as JSON (--report), and fails unless every
 // rank ends with bit-identical parameters.
-#include "../common/fashion_mnist.hpp"
-#include "../common/tool_support.hpp"
-#include "exchange.hpp"
-
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
@@ -24,7 +20,6 @@
 #include <mpi.h>
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -42,7 +37,12 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <unistd.h>
 #include <vector>
+
+#include "../common/fashion_mnist.hpp"
+#include "../common/tool_support.hpp"
+#include "exchange.hpp"
 
 namespace {
 
@@ -112,9 +112,9 @@ template <class T>
 std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
   std::vector<T> all(static_cast<std::size_t>(comm.size()));
   MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1,
-                                              mpi_type<T>(), comm.native(), &r),
-                               "MPI_Iallgather");
+  gradcomp::mpi::detail::check(
+      MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1, mpi_type<T>(), comm.native(), &r),
+      "MPI_Iallgather");
   gradcomp::mpi::wait(r);
   return all;
 }
@@ -191,8 +191,8 @@ std::string blas_in_use() {
   if (found.empty()) {
     return "unknown (no BLAS library mapped)";
   }
-  return found + (found.find("openblas") != std::string::npos ? " (OpenBLAS)"
-                                                              : " (reference BLAS: slow)");
+  return found +
+         (found.find("openblas") != std::string::npos ? " (OpenBLAS)" : " (reference BLAS: slow)");
 }
 
 // ---- data sharding ------------------------------------------------------------------------------
@@ -211,7 +211,8 @@ std::vector<std::int64_t> epoch_order(std::int64_t n, std::uint64_t seed, int ep
 // every rank together therefore covers the positions [i B P, (i B + len) P) of the padded
 // permutation (B the batch per rank, len the batch of that iteration): the global batch that
 // transport coded splits into parts (global_batch).
-std::vector<std::int64_t> shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
+std::vector<std::int64_t>
+shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
   const std::vector<std::int64_t> order = epoch_order(n, seed, epoch);
   const std::int64_t per_rank = (n + ranks - 1) / ranks;
   std::vector<std::int64_t> mine;
@@ -249,9 +250,8 @@ struct evaluation {
 
 // Test accuracy and mean loss over the whole test set, each rank evaluating 1/P of it.
 // Collective.
-evaluation evaluate(const gradcomp::mpi::communicator& comm,
-                    network& net,
-                    const gx::dataset& test) {
+evaluation
+evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::dataset& test) {
   torch::NoGradGuard no_grad;
   net.base->eval();
   const std::int64_t n = test.size();
@@ -263,10 +263,10 @@ evaluation evaluate(const gradcomp::mpi::communicator& comm,
     const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
     const torch::Tensor labels = test.labels.narrow(0, b, len);
     sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
-    sums[1] += torch::nn::functional::cross_entropy(
-                   logits, labels,
-                   torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-                   .item<double>();
+    sums[1] +=
+        torch::nn::functional::cross_entropy(
+            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
   }
   net.base->train();
   allreduce(comm, std::span<double>(sums), MPI_SUM);
@@ -319,7 +319,9 @@ struct eval_point {
   evaluation test;
 };
 
-bool stderr_is_terminal() { return isatty(STDERR_FILENO) == 1; }
+bool stderr_is_terminal() {
+  return isatty(STDERR_FILENO) == 1;
+}
 
 // ---- training -------------------------------------------------------------------------------
 
@@ -408,8 +410,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // u where it sent (momentum factor masking); the optimizer then applies the averaged update
   // without momentum. With a dense method this is exactly momentum SGD, so dense methods keep
   // the optimizer's momentum.
-  const bool correction = o.momentum_correction && gt::is_sparse_method(o.method.name) &&
-                          o.transport.name != "none";
+  const bool correction =
+      o.momentum_correction && gt::is_sparse_method(o.method.name) && o.transport.name != "none";
   const gradcomp::momentum_correction mc{correction ? o.momentum : 0.0};
   torch::optim::SGD optimizer(
       params, torch::optim::SGDOptions(o.lr).momentum(correction ? 0.0 : o.momentum));
@@ -427,10 +429,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // the batch of up to batch_size samples of `shard_indices` from position `begin`
   const auto batch = [&](const std::vector<std::int64_t>& shard_indices, std::int64_t begin) {
     const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - begin);
-    const torch::Tensor index = torch::tensor(
-        std::vector<std::int64_t>(shard_indices.begin() + begin,
-                                  shard_indices.begin() + begin + len),
-        torch::kInt64);
+    const torch::Tensor index =
+        torch::tensor(std::vector<std::int64_t>(shard_indices.begin() + begin,
+                                                shard_indices.begin() + begin + len),
+                      torch::kInt64);
     return std::pair(train_set.images.index_select(0, index),
                      train_set.labels.index_select(0, index));
   };
@@ -500,8 +502,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           const auto [x, y] = batch(first, (it * o.batch_size) % per_rank);
           clear_gradients();
           const auto t0 = clock_type::now();
-          const torch::Tensor loss =
-              torch::nn::functional::cross_entropy(net.module.forward(x), y);
+          const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
           forwards.push_back(seconds_since(t0));
           backward_start = clock_type::now();
           loss.backward();
@@ -549,8 +550,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;
     planner.options.bucket_bytes = static_cast<std::uint64_t>(o.bucket_mib * 1024 * 1024);
-    gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{
-        &comm, planner};
+    gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&comm,
+                                                                                       planner};
     proposal = agreed.groups(numel);
     plan_info = {{"strategy", o.merge},
                  {"alpha_seconds", net_model.alpha_seconds},
@@ -794,8 +795,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         allreduce(comm, std::span<double>(l), MPI_SUM);
         const evaluation e = evaluate(comm, net, test_set);
         points.push_back({epoch + 1, global_iteration,
-                          epoch + static_cast<double>(it + 1) / iterations_per_epoch,
-                          train_seconds, l[0] / std::max(1.0, l[1]), e});
+                          epoch + static_cast<double>(it + 1) / iterations_per_epoch, train_seconds,
+                          l[0] / std::max(1.0, l[1]), e});
         loss_sum = 0;
         loss_count = 0;
         if (root) {
@@ -818,13 +819,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --- replicas and statistics across ranks
   const std::uint64_t hash = parameter_hash(params);
   const std::vector<std::uint64_t> hashes = allgather(comm, hash);
-  const bool identical = std::all_of(hashes.begin(), hashes.end(),
-                                     [&](std::uint64_t h) { return h == hashes[0]; });
+  const bool identical =
+      std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
   const auto n_it = static_cast<double>(std::max<std::int64_t>(1, s.iterations));
   constexpr int n_values = 10;
   double per_rank_values[n_values] = {
-      s.iteration / n_it,   s.forward / n_it, s.backward / n_it,   s.compress / n_it,
-      s.finish_wait / n_it, s.apply / n_it,   s.communicate / n_it, s.step / n_it,
+      s.iteration / n_it,   s.forward / n_it,       s.backward / n_it,    s.compress / n_it,
+      s.finish_wait / n_it, s.apply / n_it,         s.communicate / n_it, s.step / n_it,
       s.bytes_sent / n_it,  s.bytes_received / n_it};
   double mean_values[n_values];
   std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(mean_values));
@@ -850,11 +851,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
 
   // --- report (rank 0)
-  const char* names[n_values] = {"iteration",      "forward",
-                                 "backward",       "compression",
-                                 "exchange_wait",  "gradient_apply",
-                                 "communication_thread_busy", "optimizer_step",
-                                 "bytes_sent",     "bytes_received"};
+  const char* names[n_values] = {"iteration",
+                                 "forward",
+                                 "backward",
+                                 "compression",
+                                 "exchange_wait",
+                                 "gradient_apply",
+                                 "communication_thread_busy",
+                                 "optimizer_step",
+                                 "bytes_sent",
+                                 "bytes_received"};
   nlohmann::json per_iteration = nlohmann::json::object();
   for (int i = 0; i < n_values; ++i) {
     const bool bytes = i >= 8;
@@ -886,42 +892,41 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     label = coded ? o.method.name + " / coded (" + coded_text + ")"
                   : o.method.name + " / " + o.transport.name + " / " + o.merge;
   }
-  nlohmann::json report = {
-      {"label", label},
-      {"config",
-       {{"ranks", ranks},
-        {"method", o.method.name},
-        {"density", o.method.density},
-        {"interval", o.method.interval},
-        {"dense_below_elements", o.method.dense_below},
-        {"transport", o.transport.name},
-        {"merge", merge_name},
-        {"model", o.model},
-        {"epochs", o.epochs},
-        {"batch_size_per_rank", o.batch_size},
-        {"train_samples", train_set.size()},
-        {"test_samples", test_set.size()},
-        {"iterations_per_epoch", iterations_per_epoch},
-        {"lr", o.lr},
-        {"momentum", o.momentum},
-        {"momentum_correction", correction},
-        {"seed", o.seed},
-        {"torch_threads_per_rank", o.threads},
-        {"parameters", total_numel},
-        {"parameter_tensors", layers.size()},
-        {"blas", blas},
-        {"data", o.data}}},
-      {"plan", plan_info},
-      {"curve", curve},
-      {"final_test_accuracy", final_eval.accuracy},
-      {"final_test_loss", final_eval.loss},
-      {"train_seconds", train_seconds},
-      {"wall_seconds", wall_seconds},
-      {"per_iteration", per_iteration},
-      {"achieved_density", density},
-      {"guard_fallbacks", counts[2]},
-      {"replica_hashes", hash_list},
-      {"replicas_identical", identical}};
+  nlohmann::json report = {{"label", label},
+                           {"config",
+                            {{"ranks", ranks},
+                             {"method", o.method.name},
+                             {"density", o.method.density},
+                             {"interval", o.method.interval},
+                             {"dense_below_elements", o.method.dense_below},
+                             {"transport", o.transport.name},
+                             {"merge", merge_name},
+                             {"model", o.model},
+                             {"epochs", o.epochs},
+                             {"batch_size_per_rank", o.batch_size},
+                             {"train_samples", train_set.size()},
+                             {"test_samples", test_set.size()},
+                             {"iterations_per_epoch", iterations_per_epoch},
+                             {"lr", o.lr},
+                             {"momentum", o.momentum},
+                             {"momentum_correction", correction},
+                             {"seed", o.seed},
+                             {"torch_threads_per_rank", o.threads},
+                             {"parameters", total_numel},
+                             {"parameter_tensors", layers.size()},
+                             {"blas", blas},
+                             {"data", o.data}}},
+                           {"plan", plan_info},
+                           {"curve", curve},
+                           {"final_test_accuracy", final_eval.accuracy},
+                           {"final_test_loss", final_eval.loss},
+                           {"train_seconds", train_seconds},
+                           {"wall_seconds", wall_seconds},
+                           {"per_iteration", per_iteration},
+                           {"achieved_density", density},
+                           {"guard_fallbacks", counts[2]},
+                           {"replica_hashes", hash_list},
+                           {"replicas_identical", identical}};
   if (coded) {
     const gradcomp::coded::placement& pl = coded->placement();
     nlohmann::json& config = report["config"];
@@ -963,8 +968,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
   }
   table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[7]);
-  table += format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8],
-                  mean_values[9]);
+  table +=
+      format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8], mean_values[9]);
   table += format("| achieved density | %.5f |\n", density);
   if (coded) {
     const gradcomp::coded::placement& pl = coded->placement();
@@ -997,8 +1002,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     std::fprintf(stderr, "gradcomp-train: error: the replicas differ across ranks: %s\n",
                  hash_list.dump().c_str());
   } else if (status == exit_accuracy_low) {
-    std::fprintf(stderr, "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
-                 final_eval.accuracy, o.require_accuracy);
+    std::fprintf(
+        stderr,
+        "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
+        final_eval.accuracy, o.require_accuracy);
   }
   return status;
 }
@@ -1075,8 +1082,9 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", o.train_limit, "use the first N training samples (0 = all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--lr", o.lr, "SGD learning rate")->capture_default_str()->check(
-      CLI::PositiveNumber);
+  app.add_option("--lr", o.lr, "SGD learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   app.add_option("--momentum", o.momentum, "SGD momentum")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));

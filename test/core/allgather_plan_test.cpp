@@ -7,8 +7,8 @@
 #include <gradcomp/sparse/wire.hpp>
 
 #include <catch2/catch.hpp>
-
 #include <climits>
+
 #include <cstdint>
 #include <vector>
 
@@ -42,8 +42,8 @@ TEST_CASE("allgather plan: real headers give counts and displacements", "[allgat
   const auto plan = plan_allgather(h, true);
   REQUIRE(plan.length_mismatch_rank == -1);
   REQUIRE_FALSE(plan.use_dense);
-  REQUIRE(plan.counts == std::vector<int>{static_cast<int>(h[0]), static_cast<int>(h[3]),
-                                          static_cast<int>(h[6])});
+  REQUIRE(plan.counts ==
+          std::vector<int>{static_cast<int>(h[0]), static_cast<int>(h[3]), static_cast<int>(h[6])});
   REQUIRE(plan.displacements ==
           std::vector<int>{0, static_cast<int>(h[0]), static_cast<int>(h[0] + h[3])});
   CHECK(plan.total_bytes == h[0] + h[3] + h[6]);
@@ -110,8 +110,7 @@ TEST_CASE("allgather plan: totals past MPI's int counts switch to dense or are f
   CHECK(without.counts.empty());
 }
 
-TEST_CASE("allgather plan: a header list of the wrong shape is a usage error",
-          "[allgather_plan]") {
+TEST_CASE("allgather plan: a header list of the wrong shape is a usage error", "[allgather_plan]") {
   CHECK_THROWS_AS(plan_allgather(std::vector<std::int64_t>{}, true), std::invalid_argument);
   CHECK_THROWS_AS(plan_allgather(std::vector<std::int64_t>{32, 0}, true), std::invalid_argument);
 }

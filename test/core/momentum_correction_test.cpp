@@ -27,17 +27,14 @@ using test::distribution;
 namespace {
 
 bool same_message(const sparse_message& a, const sparse_message& b) {
-  return a.dense_length_elements == b.dense_length_elements && a.dense == b.dense && a.values_type == b.values_type &&
-         a.indices == b.indices && same_bits(a.values, b.values);
+  return a.dense_length_elements == b.dense_length_elements && a.dense == b.dense &&
+         a.values_type == b.values_type && a.indices == b.indices && same_bits(a.values, b.values);
 }
 
 // Runs the fused call and the reference composition side by side on two copies of `c`.
 template <class Compressor>
-void check_against_composition(const Compressor& c,
-                               std::size_t n,
-                               distribution dist,
-                               float momentum,
-                               int iterations) {
+void check_against_composition(
+    const Compressor& c, std::size_t n, distribution dist, float momentum, int iterations) {
   Compressor fused_c = c;
   Compressor reference_c = c;
   std::vector<float> residual(n, 0.0f), velocity(n, 0.0f);
@@ -120,8 +117,7 @@ TEST_CASE("momentum 0 is plain error feedback", "[momentum]") {
   }
 }
 
-TEST_CASE("error_feedback with momentum correction keeps the velocity and masks it",
-          "[momentum]") {
+TEST_CASE("error_feedback with momentum correction keeps the velocity and masks it", "[momentum]") {
   const std::size_t n = 4000;
   error_feedback<exact_top_k> ef(n, exact_top_k(0.01), momentum_correction{0.5});
   REQUIRE(ef.velocity().size() == n);
@@ -159,9 +155,9 @@ TEST_CASE("momentum correction refuses a momentum outside 0 to 1 and mismatched 
           "[momentum]") {
   for (const double bad : {-0.1, 1.0, 2.0, std::numeric_limits<double>::quiet_NaN()}) {
     CAPTURE(bad);
-    REQUIRE_THROWS_WITH((error_feedback<exact_top_k>(10, exact_top_k(0.1),
-                                                     momentum_correction{bad})),
-                        Catch::Contains("momentum") && Catch::Contains("outside [0, 1)"));
+    REQUIRE_THROWS_WITH(
+        (error_feedback<exact_top_k>(10, exact_top_k(0.1), momentum_correction{bad})),
+        Catch::Contains("momentum") && Catch::Contains("outside [0, 1)"));
   }
   exact_top_k c(0.1);
   std::vector<float> r(10), u(9), g(10);

@@ -8,6 +8,7 @@
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 
 #include <climits>
+
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

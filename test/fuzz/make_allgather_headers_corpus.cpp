@@ -35,9 +35,9 @@ int main(int argc, char** argv) {
             m.dense = true;
             m.values.assign(n, 1.0f);
           }
-          const auto enc = m.dense ? index_encoding::none
-                                   : (r % 2 == 0 ? index_encoding::delta_varint
-                                                 : index_encoding::u32);
+          const auto enc = m.dense
+                               ? index_encoding::none
+                               : (r % 2 == 0 ? index_encoding::delta_varint : index_encoding::u32);
           const auto bytes = encode(m, enc);
           headers.push_back(static_cast<std::int64_t>(bytes.size()));
           headers.push_back(static_cast<std::int64_t>(n));

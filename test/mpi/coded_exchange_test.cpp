@@ -19,8 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "mpi_test_util.hpp"
 #include "../common/same_bits.hpp"
+#include "mpi_test_util.hpp"
 
 using gradcomp::test::same_bits;
 

@@ -13,8 +13,8 @@
 #include <limits>
 #include <random>
 #include <string>
-#include <vector>
 #include <thread>
+#include <vector>
 
 #include "mpi_test_util.hpp"
 
@@ -308,8 +308,7 @@ extern "C" int MPI_Ialltoall(const void* sendbuf,
     corrupted_headers[header_fields - 1] = corrupt_value; // destination 0's push size
     sendbuf = corrupted_headers.data();
   }
-  return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                        request);
+  return PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm, request);
 }
 
 TEST_CASE("parameter server: a push size stated out of bounds makes every rank throw",

@@ -21,9 +21,9 @@
 #include <thread>
 #include <vector>
 
-#include "mpi_test_util.hpp"
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
+#include "mpi_test_util.hpp"
 
 using gradcomp::test::same_bits;
 
@@ -68,9 +68,8 @@ struct group_input {
 };
 
 template <class Feedback>
-group_input reference_group(const schedule::layer_group& g,
-                            int iteration,
-                            std::vector<Feedback>& reference) {
+group_input
+reference_group(const schedule::layer_group& g, int iteration, std::vector<Feedback>& reference) {
   group_input in{sizes.size() - g.end, sizes.size() - 1 - g.begin, {}};
   sparse_message m;
   for (std::size_t l = in.first; l <= in.last; ++l) {

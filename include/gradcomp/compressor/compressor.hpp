@@ -55,8 +55,7 @@ concept compressor = std::same_as<typename C::compressor_concept, compressor_tag
 //! 2018, "Deep Gradient Compression", eqs. 4-6, momentum factor masking). Every host compressor
 //! of this library models it.
 template <class C>
-concept momentum_compressor =
-    compressor<C> &&
+concept momentum_compressor = compressor<C> &&
     requires(C& c, std::span<const float> x, std::span<float> r, float m, sparse_message& msg) {
   { c.compress_accumulate_momentum(r, r, x, m, msg) } -> std::same_as<selection_stats>;
 };
@@ -64,8 +63,7 @@ concept momentum_compressor =
 //! @brief Checks that a momentum lies in [0, 1).
 //! @throws std::invalid_argument naming the value otherwise (NaN included).
 inline void check_momentum(double momentum) {
-  detail::require(momentum >= 0.0 && momentum < 1.0, "momentum ", momentum,
-                  " is outside [0, 1)");
+  detail::require(momentum >= 0.0 && momentum < 1.0, "momentum ", momentum, " is outside [0, 1)");
 }
 
 //! @brief Checks that a density lies in (0, 1].

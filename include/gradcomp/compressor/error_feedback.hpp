@@ -76,8 +76,7 @@ public:
                     " elements, this layer's residual has ", residual_.size());
     if constexpr (momentum_compressor<Compressor>) {
       if (momentum_ > 0.0f) {
-        return compressor_.compress_accumulate_momentum(residual_, velocity_, g, momentum_,
-                                                        out);
+        return compressor_.compress_accumulate_momentum(residual_, velocity_, g, momentum_, out);
       }
     }
     return compressor_.compress_accumulate(residual_, g, out);

@@ -51,11 +51,11 @@ public:
   //! both model gradcomp::momentum_compressor).
   template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
   requires momentum_compressor<Small> && momentum_compressor<Large>
-  selection_stats compress_accumulate_momentum(Residual& residual,
-                                               Velocity& velocity,
-                                               const Grad& grad,
-                                               float momentum,
-                                               sparse_message& out) {
+      selection_stats compress_accumulate_momentum(Residual& residual,
+                                                   Velocity& velocity,
+                                                   const Grad& grad,
+                                                   float momentum,
+                                                   sparse_message& out) {
     const auto g = host_span(grad);
     return g.size() < min_large_
                ? small_.compress_accumulate_momentum(residual, velocity, g, momentum, out)

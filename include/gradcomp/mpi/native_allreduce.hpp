@@ -11,10 +11,10 @@
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
+#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <span>
 
@@ -55,8 +55,7 @@ class native_allreduce : public detail::nonblocking_operation<native_allreduce> 
 public:
   using options = native_allreduce_options;
 
-  explicit native_allreduce(const communicator& comm, options o = {})
-      : comm_(&comm), options_(o) {
+  explicit native_allreduce(const communicator& comm, options o = {}) : comm_(&comm), options_(o) {
     gradcomp::detail::require(o.piece_bytes >= sizeof(float), "native_allreduce: piece_bytes ",
                               o.piece_bytes, " is below the minimum 4");
     piece_elements_ = std::min<std::size_t>(o.piece_bytes / sizeof(float), INT_MAX);

@@ -206,11 +206,11 @@ private:
 //! itself, its part (32 bytes + 4 n_s dense, or 32 + index bytes + 4 nnz_s sparse at fp32) and
 //! receives 4 n_s from each such server; a server receives the parts of the W workers other
 //! than itself and sends 4 n_s to each of the P - 1 other ranks. Messages: two latency rounds
-//! plus the alltoall and the 8-byte verdict allreduce; a server handles W pushes and P - 1 pulls (cost::parameter_server_seconds
-//! models its link). Work: O(nnz + S log nnz) per worker push, O(sum of the parts' nnz + n_s)
-//! per server. Memory: the encoded parts of the push and, on a server, the W received parts.
-//! At most 4 x 16 point-to-point requests are in flight per rank (each kind of transfer is
-//! posted through a window of 16).
+//! plus the alltoall and the 8-byte verdict allreduce; a server handles W pushes and P - 1 pulls
+//! (cost::parameter_server_seconds models its link). Work: O(nnz + S log nnz) per worker push,
+//! O(sum of the parts' nnz + n_s) per server. Memory: the encoded parts of the push and, on a
+//! server, the W received parts. At most 4 x 16 point-to-point requests are in flight per rank
+//! (each kind of transfer is posted through a window of 16).
 //!
 //! Collective: every rank of the communicator must call start() (or operator()) with an output
 //! of the same length n (and, on workers, a push of dense length n), with the same options, in
@@ -484,8 +484,8 @@ private:
           // same culprit everywhere
           size_verdict_ = static_cast<std::int64_t>(p - comm_->rank()) * (p + 1) + (p - source);
           size_problem_ = gradcomp::detail::concat(
-              "worker rank ", source, " states a push of ", stated, " bytes for a shard of ",
-              shard, " elements, outside [", wire_header_bytes, ", ", most, "]");
+              "worker rank ", source, " states a push of ", stated, " bytes for a shard of ", shard,
+              " elements, outside [", wire_header_bytes, ", ", most, "]");
         }
       }
     }

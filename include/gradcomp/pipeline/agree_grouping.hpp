@@ -129,9 +129,9 @@ inline void agree_warmup(const communicator& comm, std::size_t warmup, const wai
                                              " groups for ", layers, " layers"));
   }
   ends.resize(static_cast<std::size_t>(count));
-  detail::check(MPI_Ibcast(ends.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm.native(),
-                           &request),
-                "MPI_Ibcast");
+  detail::check(
+      MPI_Ibcast(ends.data(), static_cast<int>(count), MPI_UINT64_T, 0, comm.native(), &request),
+      "MPI_Ibcast");
   mpi::wait(request, wait);
   schedule::grouping agreed;
   std::uint64_t begin = 0;
