@@ -97,4 +97,10 @@ in_guard_band(std::size_t count, std::size_t k, double guard_factor) noexcept {
   return c * guard_factor >= kk && c <= guard_factor * kk;
 }
 
+//! @brief The largest count in the guard band: floor(c x k). An estimating compressor never
+//! keeps more pairs than this (larger counts are rejected by the guard). O(1).
+[[nodiscard]] inline std::size_t guard_capacity(std::size_t k, double guard_factor) noexcept {
+  return static_cast<std::size_t>(std::floor(guard_factor * static_cast<double>(k)));
+}
+
 } // namespace gradcomp

@@ -9,6 +9,7 @@
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/normal_quantile.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/detail/host_device.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
@@ -37,7 +38,7 @@ struct fit_sums {
   double count = 0, sum = 0, sum_squares = 0;
 };
 
-[[nodiscard]] inline fit_sums combine(const fit_sums& a, const fit_sums& b) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline fit_sums combine(const fit_sums& a, const fit_sums& b) noexcept {
   return {a.count + b.count, a.sum + b.sum, a.sum_squares + b.sum_squares};
 }
 
@@ -122,7 +123,7 @@ private:
 //! Gaussian-k (Shi et al. 2019): v ~ N(mu, sigma^2); P(|v - mu| > t) = k/n gives
 //! t = sigma Phi^-1(1 - k/(2n)); the magnitude threshold is |mu| + t.
 struct gaussian_fit {
-  static void transform(float v, float& value, float& weight) noexcept {
+  GRADCOMP_HOST_DEVICE static void transform(float v, float& value, float& weight) noexcept {
     value = v;
     weight = 1.0f;
   }
@@ -139,14 +140,14 @@ struct gaussian_fit {
 //! values; the k largest are the top k/nz of that distribution: t = exp(mu + sigma
 //! Phi^-1(1 - k/nz)). With nz <= k, every nonzero is selected (t = smallest positive float).
 struct lognormal_fit {
-  static void transform(float v, float& value, float& weight) noexcept {
+  GRADCOMP_HOST_DEVICE static void transform(float v, float& value, float& weight) noexcept {
     // |v| in 1 .. 0x7f7fffff as bits: positive and finite (zeros, infinities, NaN left out);
     // integer selects keep the loop free of branches so that it vectorises
-    const std::uint32_t bits = std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
+    const std::uint32_t bits = float_bits(v) & 0x7fffffffu;
     const std::uint32_t usable = bits - 1u < 0x7f7fffffu ? 0xffffffffu : 0u;
-    const float l = fast_log(std::bit_cast<float>((bits & usable) | (0x3f800000u & ~usable)));
-    value = std::bit_cast<float>(std::bit_cast<std::uint32_t>(l) & usable);
-    weight = std::bit_cast<float>(0x3f800000u & usable);
+    const float l = fast_log(bits_float((bits & usable) | (0x3f800000u & ~usable)));
+    value = bits_float(float_bits(l) & usable);
+    weight = bits_float(0x3f800000u & usable);
   }
   static float threshold(const fit_sums& s, std::size_t k, std::size_t) noexcept {
     if (s.count <= static_cast<double>(k)) {

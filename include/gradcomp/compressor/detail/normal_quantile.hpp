@@ -3,6 +3,8 @@
 //! @brief The standard normal quantile function and a fast natural logarithm for fitting.
 #pragma once
 
+#include <gradcomp/detail/host_device.hpp>
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -51,15 +53,16 @@ namespace gradcomp::detail {
 
 //! ln(v) for finite v > 0 without a libm call (vectorisable): exponent from the bits, ln of the
 //! mantissa m in [1, 2) by 2 atanh((m-1)/(m+1)) to four terms. Absolute error < 2e-5.
-//! Subnormals are treated as if their exponent were -127 (good enough for a fit).
-[[nodiscard]] inline float fast_log(float v) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(v);
+//! Subnormals are treated as if their exponent were -127 (good enough for a fit). Host and
+//! CUDA device code.
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline float fast_log(float v) noexcept {
+  const std::uint32_t bits = float_bits(v);
   const auto exponent = static_cast<float>(static_cast<std::int32_t>(bits >> 23) - 127);
-  const float m = std::bit_cast<float>((bits & 0x7fffffu) | 0x3f800000u);
+  const float m = bits_float((bits & 0x7fffffu) | 0x3f800000u);
   const float s = (m - 1.0f) / (m + 1.0f);
   const float s2 = s * s;
   const float ln_m = 2.0f * s * (1.0f + s2 * (1.0f / 3 + s2 * (1.0f / 5 + s2 * (1.0f / 7))));
-  return exponent * std::numbers::ln2_v<float> + ln_m;
+  return exponent * 0.693147180559945309f + ln_m;
 }
 
 } // namespace gradcomp::detail

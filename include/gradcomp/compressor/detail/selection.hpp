@@ -10,6 +10,7 @@
 
 #include <gradcomp/compressor/detail/scan_kernel.hpp>
 #include <gradcomp/compressor/detail/source.hpp>
+#include <gradcomp/detail/host_device.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
@@ -27,16 +28,16 @@
 
 namespace gradcomp::detail {
 
-[[nodiscard]] inline std::uint32_t magnitude_key(float v) noexcept {
-  return std::bit_cast<std::uint32_t>(v) & 0x7fffffffu;
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint32_t magnitude_key(float v) noexcept {
+  return float_bits(v) & 0x7fffffffu;
 }
 
-[[nodiscard]] inline float key_magnitude(std::uint32_t key) noexcept {
-  return std::bit_cast<float>(key);
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline float key_magnitude(std::uint32_t key) noexcept {
+  return bits_float(key);
 }
 
 //! Smallest key whose magnitude is >= t (t >= 0, finite or infinite).
-[[nodiscard]] inline std::uint32_t key_at_least(float t) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint32_t key_at_least(float t) noexcept {
   return t <= 0.0f ? 0u : magnitude_key(t);
 }
 
@@ -55,42 +56,87 @@ struct selection_workspace {
   std::vector<std::uint32_t> sample_keys;
 };
 
-//! The k-th largest key among `values` (by magnitude) when every candidate with a key above
-//! the `known_bits` high bits of `prefix` is already excluded: refines the remaining low bits
-//! by histograms (11, 11 and 9 bits), only over values that match the prefix so far. Returns the
-//! threshold key T and, in `ties`, how many values with key == T must be taken (lowest index
-//! first). `rank` is 1-based among the values matching the prefix. O(m) per digit.
+//! The digit of a radix select that holds the element of 1-based `rank` (counted from the
+//! largest key), and how many counted elements lie in higher digits: scans `h[buckets-1]` down.
+//! @pre 1 <= rank <= sum of h. O(buckets). Shared by the host and the CUDA selections.
+struct digit_choice {
+  std::size_t digit = 0;
+  std::size_t above = 0;
+};
+
+template <class Count>
+[[nodiscard]] digit_choice choose_digit(const Count* h, std::size_t buckets, std::size_t rank) {
+  digit_choice c{buckets - 1, 0};
+  while (c.above + static_cast<std::size_t>(h[c.digit]) < rank) {
+    c.above += static_cast<std::size_t>(h[c.digit]);
+    --c.digit;
+  }
+  return c;
+}
+
+//! The refinement digits below the first (top 11 bits): (shift, bits) of key bits 19..9, 8..0.
+inline constexpr std::array<std::pair<unsigned, unsigned>, 3> radix_digits = {
+    {{20, 11}, {9, 11}, {0, 9}}};
+
+//! Adds to h[d] (d < 2^bits) the count of values whose key has digit d at `shift` and whose
+//! bits above shift + bits equal those of `prefix`. The histogram of one radix refinement
+//! step; O(n), host memory.
+template <class Count>
+void digit_histogram(const float* values,
+                     std::size_t n,
+                     unsigned shift,
+                     unsigned bits,
+                     std::uint32_t prefix,
+                     Count* h) noexcept {
+  const unsigned high_shift = shift + bits;
+  const std::uint32_t mask = (std::uint32_t{1} << bits) - 1u;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint32_t key = magnitude_key(values[i]);
+    if ((key >> high_shift) == (prefix >> high_shift)) {
+      ++h[(key >> shift) & mask];
+    }
+  }
+}
+
+//! The k-th largest key when every value with a key above the `known_bits` high bits of
+//! `prefix` is already excluded: refines the remaining low bits digit by digit (11, 11 and 9
+//! bits). `histogram(shift, bits, prefix, h)` must fill h[0, 2^bits) (zeroed by the caller)
+//! with digit_histogram's counts over the values. Returns the threshold key T and, in `ties`,
+//! how many values with key == T must be taken (lowest index first). `rank` is 1-based among
+//! the values matching the prefix. Shared by the host and the CUDA selections.
+template <class Histogram>
+std::uint32_t refine_kth_key_with(std::size_t rank,
+                                  std::uint32_t prefix,
+                                  unsigned known_bits,
+                                  std::size_t& ties,
+                                  Histogram&& histogram) {
+  std::array<std::size_t, radix_top_buckets> h{};
+  for (const auto& [shift, bits] : radix_digits) {
+    if (shift + bits > 31 - known_bits) {
+      continue; // digit already decided by the prefix
+    }
+    const std::size_t buckets = std::size_t{1} << bits;
+    std::fill(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(buckets), 0);
+    histogram(shift, bits, prefix, h.data());
+    const digit_choice c = choose_digit(h.data(), buckets, rank);
+    rank -= c.above;
+    prefix |= static_cast<std::uint32_t>(c.digit) << shift;
+  }
+  ties = rank;
+  return prefix;
+}
+
+//! refine_kth_key_with over host `values`. O(m) per digit.
 inline std::uint32_t refine_kth_key(std::span<const float> values,
                                     std::size_t rank,
                                     std::uint32_t prefix,
                                     unsigned known_bits,
                                     std::size_t& ties) {
-  constexpr std::array<std::pair<unsigned, unsigned>, 3> digits = {{{20, 11}, {9, 11}, {0, 9}}};
-  std::array<std::size_t, radix_top_buckets> h{};
-  for (const auto& [shift, bits] : digits) {
-    if (shift + bits > 31 - known_bits) {
-      continue; // digit already decided by the prefix
-    }
-    const unsigned high_shift = shift + bits;
-    const std::size_t buckets = std::size_t{1} << bits;
-    std::fill(h.begin(), h.begin() + static_cast<std::ptrdiff_t>(buckets), 0);
-    for (float v : values) {
-      const std::uint32_t key = magnitude_key(v);
-      if ((key >> high_shift) == (prefix >> high_shift)) {
-        ++h[(key >> shift) & (buckets - 1)];
-      }
-    }
-    std::size_t d = buckets - 1;
-    std::size_t above = 0;
-    while (above + h[d] < rank) {
-      above += h[d];
-      --d;
-    }
-    rank -= above;
-    prefix |= static_cast<std::uint32_t>(d) << shift;
-  }
-  ties = rank;
-  return prefix;
+  return refine_kth_key_with(
+      rank, prefix, known_bits, ties,
+      [&](unsigned shift, unsigned bits, std::uint32_t p, std::size_t* h) {
+        digit_histogram(values.data(), values.size(), shift, bits, p, h);
+      });
 }
 
 //! The cut at the k-th largest key: called on values in ascending index order, it takes every
@@ -99,7 +145,7 @@ struct top_k_cut {
   std::uint32_t threshold_key;
   std::size_t ties;
 
-  [[nodiscard]] bool take(float v) noexcept {
+  [[nodiscard]] GRADCOMP_HOST_DEVICE bool take(float v) noexcept {
     const std::uint32_t key = magnitude_key(v);
     if (key > threshold_key) {
       return true;
@@ -229,12 +275,9 @@ std::uint32_t radix_top_k_select(const Source& src,
     }
   }
   // bucket holding the k-th largest key
-  std::size_t bucket = radix_top_buckets - 1;
-  std::size_t above = 0;
-  while (above + total[bucket] < k) {
-    above += total[bucket];
-    --bucket;
-  }
+  const digit_choice choice = choose_digit(total.data(), radix_top_buckets, k);
+  const std::size_t bucket = choice.digit;
+  const std::size_t above = choice.above;
   const std::size_t candidates = total[bucket];
   // per-chunk write offsets for the two outputs (order of chunks = order of indices)
   ws.chunk_offsets.resize(2 * chunks);
@@ -303,6 +346,41 @@ std::uint32_t radix_top_k_select(const Source& src,
 //! Elements sampled by the sample-guided selection (a deterministic stride).
 inline constexpr std::size_t top_k_sample_elements = 8192;
 
+//! The sample-guided fast path of exact top-k (used when n >= 8 x 8192 and k <= n/8): sample
+//! element j is at j x stride + stride/2; the sample's `rank`-th largest key is the lower key
+//! of the candidates; more than `cap` candidates (or fewer than k) send the selection to the
+//! radix path. Shared by the host and the CUDA selections so that both pick the same key.
+struct sample_guided_plan {
+  bool applies = false;
+  std::size_t samples = 0, stride = 0, rank = 0, cap = 0;
+  [[nodiscard]] std::size_t sample_index(std::size_t j) const noexcept {
+    return j * stride + stride / 2;
+  }
+};
+
+//! The plan for k of n. O(1).
+[[nodiscard]] inline sample_guided_plan plan_sample_guided(std::size_t n, std::size_t k) {
+  sample_guided_plan p;
+  if (n < 8 * top_k_sample_elements || 8 * k > n) {
+    return p;
+  }
+  p.applies = true;
+  p.samples = top_k_sample_elements;
+  p.stride = n / p.samples;
+  // expected sample hits above the k-th largest: k m / n; aim 5 sigma (binomial) above it
+  // so that fewer than k candidates (a wasted pass) has probability below 1e-6
+  const double expected =
+      static_cast<double>(k) * static_cast<double>(p.samples) / static_cast<double>(n);
+  p.rank = std::min<std::size_t>(
+      p.samples, static_cast<std::size_t>(expected + 5.0 * std::sqrt(expected) + 8.0));
+  // the sample's rank-th key admits about rank x stride values (more than 3k at low density)
+  const double upper_hits =
+      static_cast<double>(p.rank) + 5.0 * std::sqrt(static_cast<double>(p.rank)) + 8.0;
+  p.cap = std::max<std::size_t>(3 * k + 64,
+                                static_cast<std::size_t>(upper_hits * static_cast<double>(p.stride)));
+  return p;
+}
+
 //! Exact top-k by magnitude of the n values `src` yields, ties broken by lower index; writes
 //! the k pairs to `out` (sparse, ascending indices) and returns the k-th largest key.
 //! 1 <= k <= n. Materializes the source (exactly once per element) when `first_pass`.
@@ -321,29 +399,17 @@ std::uint32_t exact_top_k_select(const Source& src,
                                  unsigned threads,
                                  selection_workspace& ws,
                                  sparse_message& out) {
-  if (n >= 8 * top_k_sample_elements && 8 * k <= n) {
-    const std::size_t m = top_k_sample_elements;
-    const std::size_t stride = n / m;
+  if (const sample_guided_plan plan = plan_sample_guided(n, k); plan.applies) {
     auto& keys = ws.sample_keys;
-    keys.resize(m);
-    for (std::size_t j = 0; j < m; ++j) {
-      const std::size_t i = j * stride + stride / 2;
+    keys.resize(plan.samples);
+    for (std::size_t j = 0; j < plan.samples; ++j) {
+      const std::size_t i = plan.sample_index(j);
       keys[j] = magnitude_key(first_pass ? src.peek(i) : src.materialized()[i]);
     }
-    // expected sample hits above the k-th largest: k m / n; aim 5 sigma (binomial) above it
-    // so that fewer than k candidates (a wasted pass) has probability below 1e-6
-    const double expected =
-        static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
-    const auto rank = std::min<std::size_t>(
-        m, static_cast<std::size_t>(expected + 5.0 * std::sqrt(expected) + 8.0));
-    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(rank - 1), keys.end(),
-                     std::greater<>());
-    const std::uint32_t lower_key = keys[rank - 1];
-    // the sample's rank-th key admits about rank x stride values (more than 3k at low density)
-    const double upper_hits =
-        static_cast<double>(rank) + 5.0 * std::sqrt(static_cast<double>(rank)) + 8.0;
-    const std::size_t cap = std::max<std::size_t>(
-        3 * k + 64, static_cast<std::size_t>(upper_hits * static_cast<double>(stride)));
+    std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(plan.rank - 1),
+                     keys.end(), std::greater<>());
+    const std::uint32_t lower_key = keys[plan.rank - 1];
+    const std::size_t cap = plan.cap;
     const std::size_t count =
         threshold_select(src, first_pass, n, lower_key, cap, threads, ws, out);
     first_pass = false;

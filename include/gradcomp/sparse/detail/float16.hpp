@@ -2,15 +2,17 @@
 //! @file
 //! @brief Bit-exact conversions between float and IEEE binary16 / bfloat16 (round to nearest,
 //! ties to even). half -> float -> half is the identity on all 65536 bit patterns, NaN payloads
-//! included, which the wire decoder's round-trip property relies on.
+//! included, which the wire decoder's round-trip property relies on. Callable from CUDA device code
+//! (GRADCOMP_HOST_DEVICE), so that device rounding equals host rounding bit for bit.
 #pragma once
 
-#include <bit>
+#include <gradcomp/detail/host_device.hpp>
+
 #include <cstdint>
 
 namespace gradcomp::detail {
 
-[[nodiscard]] inline float half_bits_to_float(std::uint16_t h) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline float half_bits_to_float(std::uint16_t h) noexcept {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exponent = (h >> 10) & 0x1fu;
   std::uint32_t mantissa = h & 0x3ffu;
@@ -29,12 +31,12 @@ namespace gradcomp::detail {
   } else {
     bits = sign; // signed zero
   }
-  return std::bit_cast<float>(bits);
+  return bits_float(bits);
 }
 
 //! Rounds to binary16; values beyond the largest finite half become +-infinity (IEEE).
-[[nodiscard]] inline std::uint16_t float_to_half_bits(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint16_t float_to_half_bits(float f) noexcept {
+  const std::uint32_t bits = float_bits(f);
   const auto sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
   const std::uint32_t abs = bits & 0x7fffffffu;
   if (abs >= 0x7f800000u) { // infinity or NaN
@@ -72,21 +74,21 @@ namespace gradcomp::detail {
 }
 
 //! Like float_to_half_bits, but finite inputs beyond +-65504 saturate to +-65504.
-[[nodiscard]] inline std::uint16_t float_to_half_bits_saturating(float f) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint16_t float_to_half_bits_saturating(float f) noexcept {
   const std::uint16_t h = float_to_half_bits(f);
-  const std::uint32_t abs = std::bit_cast<std::uint32_t>(f) & 0x7fffffffu;
+  const std::uint32_t abs = float_bits(f) & 0x7fffffffu;
   if ((h & 0x7fffu) == 0x7c00u && abs < 0x7f800000u) {
     return static_cast<std::uint16_t>((h & 0x8000u) | 0x7bffu);
   }
   return h;
 }
 
-[[nodiscard]] inline float bfloat16_bits_to_float(std::uint16_t b) noexcept {
-  return std::bit_cast<float>(static_cast<std::uint32_t>(b) << 16);
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline float bfloat16_bits_to_float(std::uint16_t b) noexcept {
+  return bits_float(static_cast<std::uint32_t>(b) << 16);
 }
 
-[[nodiscard]] inline std::uint16_t float_to_bfloat16_bits(float f) noexcept {
-  const std::uint32_t bits = std::bit_cast<std::uint32_t>(f);
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint16_t float_to_bfloat16_bits(float f) noexcept {
+  const std::uint32_t bits = float_bits(f);
   if ((bits & 0x7fffffffu) > 0x7f800000u) { // NaN: truncate, keep it a NaN
     const auto upper = static_cast<std::uint16_t>(bits >> 16);
     return (upper & 0x7fu) != 0 ? upper : static_cast<std::uint16_t>(upper | 0x40u);
