@@ -38,7 +38,8 @@ struct fit_sums {
   double count = 0, sum = 0, sum_squares = 0;
 };
 
-[[nodiscard]] GRADCOMP_HOST_DEVICE inline fit_sums combine(const fit_sums& a, const fit_sums& b) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline fit_sums combine(const fit_sums& a,
+                                                           const fit_sums& b) noexcept {
   return {a.count + b.count, a.sum + b.sum, a.sum_squares + b.sum_squares};
 }
 

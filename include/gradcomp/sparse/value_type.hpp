@@ -39,8 +39,9 @@ enum class value_type : std::uint8_t {
 }
 
 //! @brief Rounds one value to the nearest value representable in `t` (ties to even) and returns
-//! it as a float (host and CUDA device code). fp16 saturates at +-65504 instead of overflowing to infinity, so that an error
-//! feedback residual `v - round_to(v)` stays finite. NaN stays NaN. O(1); deterministic.
+//! it as a float (host and CUDA device code). fp16 saturates at +-65504 instead of overflowing to
+//! infinity, so that an error feedback residual `v - round_to(v)` stays finite. NaN stays NaN.
+//! O(1); deterministic.
 [[nodiscard]] GRADCOMP_HOST_DEVICE inline float round_to(value_type t, float v) noexcept {
   switch (t) {
   case value_type::fp32:

@@ -132,11 +132,10 @@ inline std::uint32_t refine_kth_key(std::span<const float> values,
                                     std::uint32_t prefix,
                                     unsigned known_bits,
                                     std::size_t& ties) {
-  return refine_kth_key_with(
-      rank, prefix, known_bits, ties,
-      [&](unsigned shift, unsigned bits, std::uint32_t p, std::size_t* h) {
-        digit_histogram(values.data(), values.size(), shift, bits, p, h);
-      });
+  return refine_kth_key_with(rank, prefix, known_bits, ties,
+                             [&](unsigned shift, unsigned bits, std::uint32_t p, std::size_t* h) {
+                               digit_histogram(values.data(), values.size(), shift, bits, p, h);
+                             });
 }
 
 //! The cut at the k-th largest key: called on values in ascending index order, it takes every
@@ -376,8 +375,8 @@ struct sample_guided_plan {
   // the sample's rank-th key admits about rank x stride values (more than 3k at low density)
   const double upper_hits =
       static_cast<double>(p.rank) + 5.0 * std::sqrt(static_cast<double>(p.rank)) + 8.0;
-  p.cap = std::max<std::size_t>(3 * k + 64,
-                                static_cast<std::size_t>(upper_hits * static_cast<double>(p.stride)));
+  p.cap = std::max<std::size_t>(
+      3 * k + 64, static_cast<std::size_t>(upper_hits * static_cast<double>(p.stride)));
   return p;
 }
 

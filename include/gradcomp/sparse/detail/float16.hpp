@@ -74,7 +74,8 @@ namespace gradcomp::detail {
 }
 
 //! Like float_to_half_bits, but finite inputs beyond +-65504 saturate to +-65504.
-[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint16_t float_to_half_bits_saturating(float f) noexcept {
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline std::uint16_t
+float_to_half_bits_saturating(float f) noexcept {
   const std::uint16_t h = float_to_half_bits(f);
   const std::uint32_t abs = float_bits(f) & 0x7fffffffu;
   if ((h & 0x7fffu) == 0x7c00u && abs < 0x7f800000u) {

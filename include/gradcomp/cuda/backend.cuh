@@ -1,0 +1,153 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Execution backends of the CUDA compressors: where their buffers live, how they are
+//! allocated and copied, which Thrust system runs the algorithms, and the one kernel Thrust has
+//! no primitive for (the digit histogram of the radix select).
+//!
+//! * gradcomp::cuda::device_backend (nvcc only): CUDA device memory, every operation on the
+//!   cudaStream_t the caller passes, Thrust's CUDA system (CUB underneath);
+//! * gradcomp::cuda::host_backend: host memory and Thrust's sequential CPP system. It runs the
+//!   very same algorithm code on the CPU, which is how CI (no GPU) tests the backend's logic
+//!   bit for bit against the host compressors; users get no speed from it.
+//!
+//! Every backend allocation is counted (allocation_count()), so tests can check that
+//! steady-state compression allocates nothing.
+#pragma once
+
+#include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/cuda/detail/thrust_config.cuh>
+#include <gradcomp/tensor/memory_space.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thrust/system/cpp/execution_policy.h>
+
+#if defined(__CUDACC__)
+#include <gradcomp/cuda/detail/histogram_kernel.cuh>
+#include <gradcomp/cuda/error.cuh>
+
+#include <cuda_runtime_api.h>
+#include <thrust/system/cuda/execution_policy.h>
+#endif
+
+namespace gradcomp::cuda {
+
+namespace detail {
+//! Shared allocation counter of one backend type.
+template <class Backend>
+std::atomic<std::size_t>& allocation_counter() noexcept {
+  static std::atomic<std::size_t> count{0};
+  return count;
+}
+} // namespace detail
+
+//! @brief Host memory + Thrust's sequential CPP system: the CUDA compressors' algorithms run on
+//! the CPU (for tests without a GPU). Calls take a `stream_type` that is ignored. Not
+//! thread-safe per object; distinct objects may be used concurrently.
+struct host_backend {
+  using memory_space = host_space;
+  struct stream_type {};
+  stream_type stream{};
+
+  //! Allocates `bytes` (>= 1) of host memory. @throws std::bad_alloc.
+  static void* allocate(std::size_t bytes) {
+    void* p = std::malloc(bytes == 0 ? 1 : bytes);
+    if (p == nullptr) {
+      throw std::bad_alloc();
+    }
+    ++detail::allocation_counter<host_backend>();
+    return p;
+  }
+  static void deallocate(void* p) noexcept { std::free(p); }
+  //! Allocations made so far by every host_backend in the process.
+  [[nodiscard]] static std::size_t allocation_count() noexcept {
+    return detail::allocation_counter<host_backend>().load();
+  }
+
+  //! Copies `bytes` from backend memory to host memory (synchronous).
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) const noexcept {
+    if (bytes != 0) {
+      std::memcpy(dst, src, bytes);
+    }
+  }
+  //! Zeroes `bytes` of backend memory.
+  void fill_zero(void* p, std::size_t bytes) const noexcept {
+    if (bytes != 0) {
+      std::memset(p, 0, bytes);
+    }
+  }
+  //! The Thrust execution policy, temporary storage from `alloc`.
+  template <class Allocator>
+  [[nodiscard]] auto policy(Allocator& alloc) const {
+    return thrust::cpp::par(alloc);
+  }
+  //! Adds the digit histogram (gradcomp::detail::digit_histogram) of values[0, n) to h.
+  void digit_histogram(const float* values,
+                       std::size_t n,
+                       unsigned shift,
+                       unsigned bits,
+                       std::uint32_t prefix,
+                       std::uint32_t* h) const noexcept {
+    gradcomp::detail::digit_histogram(values, n, shift, bits, prefix, h);
+  }
+};
+
+#if defined(__CUDACC__)
+//! @brief CUDA device memory, operations ordered on one cudaStream_t (the one each call
+//! passes; 0 = the legacy default stream). Thrust's CUDA system runs the algorithms, without
+//! synchronising except where a result must reach the host (counts, histograms, a key).
+//! Errors throw gradcomp::cuda::cuda_error (or thrust::system_error from Thrust).
+struct device_backend {
+  using memory_space = cuda_device_space;
+  using stream_type = cudaStream_t;
+  stream_type stream = nullptr;
+
+  //! cudaMalloc of `bytes` (>= 1). @throws cuda_error.
+  static void* allocate(std::size_t bytes) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes == 0 ? 1 : bytes), "cudaMalloc");
+    ++detail::allocation_counter<device_backend>();
+    return p;
+  }
+  static void deallocate(void* p) noexcept { static_cast<void>(cudaFree(p)); }
+  //! Allocations made so far by every device_backend in the process.
+  [[nodiscard]] static std::size_t allocation_count() noexcept {
+    return detail::allocation_counter<device_backend>().load();
+  }
+
+  //! Copies device to host on the stream, then waits for the stream. @throws cuda_error.
+  void copy_to_host(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes == 0) {
+      return;
+    }
+    check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
+    check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+  }
+  //! Zeroes device memory, ordered on the stream. @throws cuda_error.
+  void fill_zero(void* p, std::size_t bytes) const {
+    if (bytes != 0) {
+      check(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync");
+    }
+  }
+  template <class Allocator>
+  [[nodiscard]] auto policy(Allocator& alloc) const {
+    return thrust::cuda::par_nosync(alloc).on(stream);
+  }
+  //! The digit histogram of values[0, n) added to h (device memory), by a kernel with one
+  //! shared-memory histogram per block. @throws cuda_error on a launch failure.
+  void digit_histogram(const float* values,
+                       std::size_t n,
+                       unsigned shift,
+                       unsigned bits,
+                       std::uint32_t prefix,
+                       std::uint32_t* h) const {
+    detail::launch_digit_histogram(values, n, shift, bits, prefix, h, stream);
+  }
+};
+#endif
+
+} // namespace gradcomp::cuda

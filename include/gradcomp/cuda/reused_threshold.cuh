@@ -1,0 +1,66 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::cuda::reused_threshold: S1's threshold reuse on device memory.
+#pragma once
+
+#include <gradcomp/compressor/reused_threshold.hpp>
+#include <gradcomp/cuda/backend.cuh>
+#include <gradcomp/cuda/detail/compressor_base.cuh>
+#include <gradcomp/cuda/detail/select.cuh>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace gradcomp::cuda {
+
+//! @brief Reused threshold (S1 "dynamic" layer-wise sparsification) on Backend's memory: calls
+//! 0, s, 2s, ... compute the exact top-k and remember its k-th magnitude H; the calls between
+//! select |v| >= H in one stable compaction (4n bytes), guarded as on the host (a count outside
+//! [k/c, c k] falls back to exact top-k, whose threshold replaces H). The message equals
+//! gradcomp::reused_threshold's bit for bit for the same call sequence. One object per layer.
+//! Calls on empty gradients select nothing and do not count. With error feedback add 12n bytes.
+//! Options: gradcomp::reused_threshold_options (`threads` unused).
+template <class Backend>
+class basic_reused_threshold : public detail::compressor_base<basic_reused_threshold<Backend>,
+                                                              reused_threshold_options,
+                                                              Backend> {
+  using base =
+      detail::compressor_base<basic_reused_threshold<Backend>, reused_threshold_options, Backend>;
+
+public:
+  //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside
+  //! [1, 1e6].
+  explicit basic_reused_threshold(reused_threshold_options o = {}) : base(o) {
+    gradcomp::detail::require(o.interval >= 1, "interval ", o.interval, " is below the minimum 1");
+  }
+
+  //! Calls made so far on non-empty gradients.
+  [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
+
+  //! @private Implementation hook of compressor_base.
+  std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
+    detail::materialize(c.ctx, c.src, c.n);
+    const bool refresh = calls_ % this->options_.interval == 0;
+    ++calls_;
+    if (refresh) {
+      threshold_key_ = detail::exact_run(c, stats);
+      return stats.k_target;
+    }
+    std::size_t selected = 0;
+    threshold_key_ = detail::estimated_select(
+        c, gradcomp::detail::key_magnitude(threshold_key_),
+        {.guard_factor = this->options_.guard_factor, .max_adjust_rounds = 0}, selected, stats);
+    return selected;
+  }
+
+private:
+  std::uint64_t calls_ = 0;
+  std::uint32_t threshold_key_ = 0;
+};
+
+#if defined(__CUDACC__)
+//! @brief Reused threshold on CUDA device memory.
+using reused_threshold = basic_reused_threshold<device_backend>;
+#endif
+
+} // namespace gradcomp::cuda
