@@ -33,6 +33,8 @@ inline const std::vector<std::string> transport_names = {"allreduce",    "ring",
 //! The names accepted by --coding and --coded-schedule (transport coded).
 inline const std::vector<std::string> coding_names = {"fixed_point", "xor"};
 inline const std::vector<std::string> coded_schedule_names = {"concurrent", "serialized"};
+//! The names accepted by --coded-variant (transport coded).
+inline const std::vector<std::string> coded_variant_names = {"full", "reduce_scatter"};
 
 //! A pipeline transport chosen at run time (virtual start / test / wait).
 class any_transport {
@@ -83,11 +85,12 @@ struct transport_settings {
   int redundancy = 1;                        //!< coded: R, the ranks that compute each part.
   std::string coding = "fixed_point";        //!< coded: fixed_point or xor.
   std::string coded_schedule = "concurrent"; //!< coded: concurrent or serialized.
+  std::string coded_variant = "full";        //!< coded: full (S3) or reduce_scatter.
 };
 
 //! The coded_allreduce options of transport coded (gradcomp::mpi::coded_allreduce is not a
 //! pipeline transport: it takes one gradient per part, so gradcomp-train calls it directly).
-//! @throws std::invalid_argument on an unknown coding or schedule name.
+//! @throws std::invalid_argument on an unknown coding, schedule or variant name.
 inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_settings& s) {
   namespace gm = gradcomp::mpi;
   gm::coded_allreduce_options o;
@@ -105,6 +108,13 @@ inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_sett
     o.schedule = gm::coded_schedule::serialized;
   } else {
     throw std::invalid_argument("unknown coded schedule '" + s.coded_schedule + "'");
+  }
+  if (s.coded_variant == "full") {
+    o.variant = gm::coded_variant::full_recovery;
+  } else if (s.coded_variant == "reduce_scatter") {
+    o.variant = gm::coded_variant::reduce_scatter;
+  } else {
+    throw std::invalid_argument("unknown coded variant '" + s.coded_variant + "'");
   }
   return o;
 }
@@ -159,12 +169,14 @@ public:
                     const gradcomp::schedule::grouping& groups,
                     C prototype,
                     any_transport transport,
-                    gradcomp::momentum_correction mc)
+                    gradcomp::momentum_correction mc,
+                    gradcomp::compression_scope scope)
       : transport_(std::move(transport)), pipe_(std::move(numel),
                                                 gradcomp::pipeline_policy::fixed_grouping{groups},
                                                 std::move(prototype),
                                                 transport_,
-                                                mc) {}
+                                                mc,
+                                                scope) {}
   void gradient_ready(std::size_t layer, std::span<const float> grad) override {
     pipe_.gradient_ready(layer, grad);
   }
@@ -189,7 +201,11 @@ struct method_settings {
   std::uint64_t seed = 1;
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
+  std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
 };
+
+//! The names accepted by --compression-scope.
+inline const std::vector<std::string> scope_names = {"layer", "group"};
 
 //! Calls fn(prototype) with the sparse compressor called `s.name`.
 //! @throws std::invalid_argument on an unknown name.
@@ -238,7 +254,7 @@ inline bool is_sparse_method(const std::string& name) {
 }
 
 //! The pipeline for the method and transport, with momentum correction `mc` in every layer's
-//! error feedback (momentum 0: off).
+//! (or group's, method.scope "group") error feedback (momentum 0: off).
 inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::communicator& comm,
                                                         const method_settings& method,
                                                         const transport_settings& transport,
@@ -246,8 +262,10 @@ inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::com
                                                         const gradcomp::schedule::grouping& groups,
                                                         gradcomp::momentum_correction mc) {
   return with_method(method, [&](auto prototype) -> std::unique_ptr<gradient_exchange> {
+    const auto scope = method.scope == "group" ? gradcomp::compression_scope::per_group
+                                               : gradcomp::compression_scope::per_layer;
     return std::make_unique<pipeline_exchange<decltype(prototype)>>(
-        std::move(numel), groups, std::move(prototype), make_transport(comm, transport), mc);
+        std::move(numel), groups, std::move(prototype), make_transport(comm, transport), mc, scope);
   });
 }
 

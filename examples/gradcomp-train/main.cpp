@@ -446,12 +446,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
              o.transport.name.c_str(), merge_name.c_str(), o.threads, blas.c_str()));
   if (coded) {
     const gradcomp::coded::placement& pl = coded->placement();
-    say(format("coded: redundancy R = %d, coding %s, schedule %s: each global batch of up to "
+    say(format("coded: redundancy R = %d, coding %s, schedule %s, variant %s: each global "
+               "batch of up to "
                "%lld samples is split into C(%d, %d) = %zu parts; every rank computes %zu of "
                "them (R/P of the batch, R times the work of plain data parallelism)",
                pl.redundancy(), o.transport.coding.c_str(), o.transport.coded_schedule.c_str(),
-               static_cast<long long>(o.batch_size) * ranks, ranks, pl.redundancy(),
-               pl.part_count(), pl.parts_per_rank()));
+               o.transport.coded_variant.c_str(), static_cast<long long>(o.batch_size) * ranks,
+               ranks, pl.redundancy(), pl.part_count(), pl.parts_per_rank()));
   }
 
   // --- hooks: each parameter's gradient goes to `on_gradient` as backward produces it
@@ -884,8 +885,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
   const double density = counts[1] > 0 ? counts[0] / counts[1] : 1.0;
   const std::string coded_text =
-      coded ? format("R = %d, %s, %s", o.transport.redundancy, o.transport.coding.c_str(),
-                     o.transport.coded_schedule.c_str())
+      coded ? format("R = %d, %s, %s, %s", o.transport.redundancy, o.transport.coding.c_str(),
+                     o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str())
             : std::string();
   std::string label = o.label;
   if (label.empty()) {
@@ -910,6 +911,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                              {"lr", o.lr},
                              {"momentum", o.momentum},
                              {"momentum_correction", correction},
+                             {"compression_scope", o.method.scope},
                              {"seed", o.seed},
                              {"torch_threads_per_rank", o.threads},
                              {"parameters", total_numel},
@@ -933,6 +935,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     config["redundancy"] = pl.redundancy();
     config["coding"] = o.transport.coding;
     config["coded_schedule"] = o.transport.coded_schedule;
+    config["coded_variant"] = o.transport.coded_variant;
     config["parts"] = pl.part_count();
     config["parts_per_rank"] = pl.parts_per_rank();
     config["global_batch"] = static_cast<std::int64_t>(o.batch_size) * ranks;
@@ -975,8 +978,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     const gradcomp::coded::placement& pl = coded->placement();
     table += format("| redundancy R (parts, parts per rank) | %d (%zu, %zu) |\n", pl.redundancy(),
                     pl.part_count(), pl.parts_per_rank());
-    table += format("| coding (schedule) | %s (%s) |\n", o.transport.coding.c_str(),
-                    o.transport.coded_schedule.c_str());
+    table += format("| coding (schedule, variant) | %s (%s, %s) |\n", o.transport.coding.c_str(),
+                    o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str());
   }
   table += format("| merge plan (%s) | %s |\n", merge_name.c_str(), plan_text.c_str());
   if (plan_info.contains("predicted_iteration_seconds")) {
@@ -1088,6 +1091,11 @@ int main(int argc, char** argv) {
   app.add_option("--momentum", o.momentum, "SGD momentum")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--compression-scope", o.method.scope,
+                 "error feedback and top-k selection per layer (each layer its k) or per merge "
+                 "group (one selection over the group's concatenated gradient)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::scope_names));
   app.add_option("--momentum-correction", o.momentum_correction,
                  "sparse methods: DGC's momentum correction and factor masking (true/false)")
       ->capture_default_str();
@@ -1127,6 +1135,11 @@ int main(int argc, char** argv) {
                  "coded: concurrent (all groups at once) or serialized (one sender at a time)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::coded_schedule_names));
+  app.add_option("--coded-variant", o.transport.coded_variant,
+                 "coded: full (S3: every rank decodes whole missing parts) or reduce_scatter "
+                 "(each rank decodes one block of coordinates, then a ring allgather)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coded_variant_names));
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()

@@ -2,8 +2,10 @@
 // The MPI-free core of the coded multicast exchange (gradcomp::coded, CSSGD / S3): the placement
 // against subsets enumerated here by bit masks; a whole coded exchange simulated in process for
 // n = 2..6 and every r, fixed point and XOR, recovering every slice bit for bit; the
-// quantisation bounds and the overflow headroom; the cost model against counts taken by
-// simulating the exchange; the choice of r against an exhaustive evaluation; bad parameters.
+// quantisation bounds and the overflow headroom; the reduce-scatter form (blocks, its exchange
+// simulated in process, its cost model against counts taken from the placement); the cost model
+// against counts taken by simulating the exchange; the choice of r against an exhaustive
+// evaluation; bad parameters.
 #include <gradcomp/coded.hpp>
 
 #include <catch2/catch.hpp>
@@ -763,6 +765,281 @@ TEST_CASE("coded cost model matches the counts of a simulated exchange", "[coded
   }
 }
 
+// ---- the reduce-scatter form (collectives.md section 1, variant R) -----------------------------
+
+TEST_CASE("coded reduce-scatter form: every rank receives exactly its block of each missing part",
+          "[coded][placement]") {
+  for (int n = 2; n <= 6; ++n) {
+    for (int r = 1; r < n; ++r) {
+      const placement p(n, r);
+      for (const std::size_t d : {0UL, 1UL, 5UL, 13UL, 29UL, 1000UL}) {
+        CAPTURE(n, r, d);
+        // blocks: a partition of [0, d), longer first, sizes within 1
+        std::size_t next = 0;
+        for (int b = 0; b < n; ++b) {
+          const index_range blk = p.block_elements(d, b);
+          CHECK(blk.begin == next);
+          CHECK(blk.size() ==
+                d / static_cast<std::size_t>(n) +
+                    (static_cast<std::size_t>(b) < d % static_cast<std::size_t>(n) ? 1 : 0));
+          next = blk.end;
+          // slices of a block: a partition of the block, the longest fits a packet
+          std::size_t at = blk.begin;
+          for (int s = 0; s < r; ++s) {
+            const index_range e = p.block_slice_elements(d, b, s);
+            CHECK(e.begin == at);
+            CHECK(e.size() <= p.block_packet_elements(d));
+            at = e.end;
+          }
+          CHECK(at == blk.end);
+        }
+        CHECK(next == d);
+        CHECK(p.block_packet_elements(d) ==
+              p.block_slice_elements(d, 0, 0).size()); // the longest slice of the longest block
+        // over all groups and senders, the terms addressed to `rank` cover block `rank` of each
+        // missing part exactly once, each slice from a different owner of the part
+        for (int rank = 0; rank < n; ++rank) {
+          std::vector<std::vector<int>> covered(p.part_count(), std::vector<int>(d, 0));
+          for (const std::size_t g : p.groups_of(rank)) {
+            for (const int sender : p.members(g)) {
+              if (sender == rank) {
+                continue;
+              }
+              for (const coding_term& t : p.coding_terms(g, sender)) {
+                if (t.receiver != rank) {
+                  continue;
+                }
+                CHECK(p.owners(t.part)[static_cast<std::size_t>(t.slice)] == sender);
+                const index_range e = p.block_slice_elements(d, rank, t.slice);
+                for (std::size_t i = e.begin; i < e.end; ++i) {
+                  ++covered[t.part][i];
+                }
+              }
+            }
+          }
+          const index_range mine = p.block_elements(d, rank);
+          for (std::size_t t = 0; t < p.part_count(); ++t) {
+            for (std::size_t i = 0; i < d; ++i) {
+              const bool wanted = !p.owns(rank, t) && i >= mine.begin && i < mine.end;
+              CHECK(covered[t][i] == (wanted ? 1 : 0));
+            }
+          }
+        }
+      }
+    }
+  }
+  const placement p(3, 2);
+  CHECK(p.block_elements(10, 0) == index_range{0, 4});
+  CHECK(p.block_elements(10, 2) == index_range{7, 10});
+  CHECK(p.block_slice_elements(10, 0, 1) == index_range{2, 4});
+  CHECK(p.block_slice_elements(10, 1, 0) == index_range{4, 6});
+  CHECK(p.block_slice_elements(10, 2, 1) == index_range{9, 10});
+  CHECK(p.block_packet_elements(10) == 2);
+  CHECK(p.block_packet_elements(13) == 3); // blocks 5, 4, 4; slices of 5: 3 and 2
+  CHECK(p.block_packet_elements(0) == 0);
+}
+
+TEST_CASE("coded reduce-scatter exchange in process: every block recovered bit for bit",
+          "[coded][exact]") {
+  for (int n = 2; n <= 6; ++n) {
+    for (int r = 1; r < n; ++r) {
+      for (const std::size_t d : {1UL, 7UL, 23UL}) {
+        CAPTURE(n, r, d);
+        const placement p(n, r);
+        std::mt19937 rng(static_cast<std::uint32_t>(n * 1000 + r * 10 + d));
+        std::vector<std::vector<std::uint32_t>> words(p.part_count(),
+                                                      std::vector<std::uint32_t>(d));
+        for (auto& part : words) {
+          for (std::uint32_t& w : part) {
+            w = static_cast<std::uint32_t>(rng());
+          }
+        }
+        const std::size_t length = p.block_packet_elements(d);
+        // known[rank][part]: own parts whole; block `rank` of the others as recovered
+        std::vector<std::vector<std::vector<std::uint32_t>>> known(
+            static_cast<std::size_t>(n), std::vector<std::vector<std::uint32_t>>(
+                                             p.part_count(), std::vector<std::uint32_t>(d, 0)));
+        for (int rank = 0; rank < n; ++rank) {
+          for (const std::size_t t : p.parts_of(rank)) {
+            known[static_cast<std::size_t>(rank)][t] = words[t];
+          }
+        }
+        for (int mode = 0; mode < 2; ++mode) { // 0: XOR, 1: wrapping int32 sums
+          for (std::size_t g = 0; g < p.group_count(); ++g) {
+            for (const int sender : p.members(g)) {
+              const auto terms = p.coding_terms(g, sender);
+              auto term_slice = [&](int holder, const coding_term& t) {
+                const index_range e = p.block_slice_elements(d, t.receiver, t.slice);
+                return std::span<const std::uint32_t>(
+                           known[static_cast<std::size_t>(holder)][t.part])
+                    .subspan(e.begin, e.size());
+              };
+              std::vector<std::uint32_t> packet(length, 0);
+              for (const coding_term& t : terms) {
+                REQUIRE(p.owns(sender, t.part));
+                const auto sl = term_slice(sender, t);
+                for (std::size_t i = 0; i < sl.size(); ++i) {
+                  packet[i] = mode == 0 ? packet[i] ^ sl[i] : packet[i] + sl[i];
+                }
+              }
+              for (const coding_term& wanted : terms) {
+                std::vector<std::uint32_t> got = packet;
+                for (const coding_term& t : terms) {
+                  if (t.receiver == wanted.receiver) {
+                    continue;
+                  }
+                  REQUIRE(p.owns(wanted.receiver, t.part));
+                  const auto sl = term_slice(wanted.receiver, t);
+                  for (std::size_t i = 0; i < sl.size(); ++i) {
+                    got[i] = mode == 0 ? got[i] ^ sl[i] : got[i] - sl[i];
+                  }
+                }
+                const index_range e = p.block_slice_elements(d, wanted.receiver, wanted.slice);
+                for (std::size_t i = 0; i < length; ++i) {
+                  // the slice bit for bit, then zero padding
+                  REQUIRE(got[i] == (i < e.size() ? words[wanted.part][e.begin + i] : 0U));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+namespace {
+
+// per rank, the reduce-scatter form counted from the placement: every packet of every group
+// (point to point or multicast), padded to the longest slice of any block, then a ring
+// allgather in which rank k sends block k - s to k + 1 in step s = 0 .. n - 2
+std::vector<counted>
+simulate_reduce_scatter(int n, int r, std::size_t d, std::uint64_t bytes, delivery mode) {
+  const placement p(n, r);
+  const auto un = static_cast<std::size_t>(n);
+  std::uint64_t longest = 0;
+  for (std::size_t b = 0; b < un; ++b) {
+    const index_range blk = split_evenly(d, un, b);
+    for (std::size_t s = 0; s < static_cast<std::size_t>(r); ++s) {
+      longest = std::max<std::uint64_t>(
+          longest, split_evenly(blk.size(), static_cast<std::size_t>(r), s).size());
+    }
+  }
+  const std::uint64_t packet = longest * bytes;
+  std::vector<counted> c(un);
+  for (std::size_t g = 0; g < p.group_count(); ++g) {
+    for (const int sender : p.members(g)) {
+      auto& s = c[static_cast<std::size_t>(sender)];
+      const auto terms = p.coding_terms(g, sender);
+      const std::uint64_t transmissions = mode == delivery::multicast ? 1 : terms.size();
+      s.sent_messages += transmissions;
+      s.sent_bytes += transmissions * packet;
+      s.reduced_bytes += (terms.size() - 1) * packet;
+      for (const coding_term& t : terms) {
+        auto& x = c[static_cast<std::size_t>(t.receiver)];
+        x.received_messages += 1;
+        x.received_bytes += packet;
+        x.reduced_bytes += (terms.size() - 1) * packet;
+      }
+    }
+  }
+  for (std::size_t k = 0; k < un; ++k) {
+    for (std::size_t step = 0; step + 1 < un; ++step) {
+      const std::size_t block = (k + un - step) % un;
+      const std::uint64_t b = split_evenly(d, un, block).size() * bytes;
+      c[k].sent_messages += 1;
+      c[k].sent_bytes += b;
+      c[(k + 1) % un].received_messages += 1;
+      c[(k + 1) % un].received_bytes += b;
+    }
+    c[k].reduced_bytes += (p.part_count() - 1) * split_evenly(d, un, k).size() * bytes;
+  }
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("coded reduce-scatter cost model matches counts taken from the placement",
+          "[coded][cost]") {
+  for (int n = 2; n <= 6; ++n) {
+    for (int r = 1; r < n; ++r) {
+      for (const std::size_t d : {0UL, 1UL, 4UL, 5UL, 12UL, 13UL, 61UL, 1000003UL}) {
+        for (const std::uint64_t bytes : {2UL, 4UL}) {
+          for (const delivery mode : {delivery::multicast, delivery::point_to_point}) {
+            CAPTURE(n, r, d, bytes, mode == delivery::multicast);
+            const auto counts = simulate_reduce_scatter(n, r, d, bytes, mode);
+            exchange_load busiest;
+            for (int k = 0; k < n; ++k) {
+              CAPTURE(k);
+              const counted& c = counts[static_cast<std::size_t>(k)];
+              const exchange_load model = coded_reduce_scatter_load(n, r, d, bytes, mode, k);
+              CHECK(model.sent_messages == c.sent_messages);
+              CHECK(model.received_messages == c.received_messages);
+              CHECK(model.sent_bytes == static_cast<double>(c.sent_bytes));
+              CHECK(model.received_bytes == static_cast<double>(c.received_bytes));
+              CHECK(model.reduced_bytes == static_cast<double>(c.reduced_bytes));
+              busiest.sent_messages = std::max(busiest.sent_messages, c.sent_messages);
+              busiest.received_messages = std::max(busiest.received_messages, c.received_messages);
+              busiest.sent_bytes = std::max(busiest.sent_bytes, static_cast<double>(c.sent_bytes));
+              busiest.received_bytes =
+                  std::max(busiest.received_bytes, static_cast<double>(c.received_bytes));
+              busiest.reduced_bytes =
+                  std::max(busiest.reduced_bytes, static_cast<double>(c.reduced_bytes));
+            }
+            CHECK(coded_reduce_scatter_load(n, r, d, bytes, mode) == busiest);
+            CHECK(coded_exchange_load(n, r, d, bytes, mode, exchange_variant::reduce_scatter) ==
+                  busiest);
+            CHECK(coded_exchange_load(n, r, d, bytes, mode, exchange_variant::full_recovery) ==
+                  coded_exchange_load(n, r, d, bytes, mode));
+          }
+        }
+      }
+    }
+  }
+  // collectives.md section 1, "per-node send" table, rows "R, r=2" and "R, r=3": multicast
+  // coded packets plus a ring allgather, in units of d (the table rounds to 2 decimals)
+  const std::size_t d = 720000; // divisible by n r for every entry
+  const struct {
+    int n, r;
+    double send;
+  } table[] = {{3, 2, 0.83}, {4, 2, 1.13}, {5, 2, 1.40}, {6, 2, 1.67}, {8, 2, 2.19},
+               {4, 3, 0.83}, {5, 3, 1.07}, {6, 3, 1.39}, {8, 3, 2.33}};
+  for (const auto& row : table) {
+    CAPTURE(row.n, row.r);
+    for (int k = 0; k < row.n; ++k) {
+      const exchange_load load =
+          coded_reduce_scatter_load(row.n, row.r, d, 1, delivery::multicast, k);
+      CHECK(load.sent_bytes / static_cast<double>(d) == Approx(row.send).margin(0.005));
+    }
+  }
+  // reduce-scatter sends less than the full form exactly when C(n - 1, r) > 1, i.e. r < n - 1
+  const std::size_t divisible = 840 * 840; // by n r for every n <= 8, r < n: no padding
+  for (int n = 2; n <= 8; ++n) {
+    for (int r = 1; r < n; ++r) {
+      CAPTURE(n, r);
+      const double rs =
+          coded_reduce_scatter_load(n, r, divisible, 4, delivery::point_to_point).sent_bytes;
+      const double full =
+          coded_exchange_load(n, r, divisible, 4, delivery::point_to_point).sent_bytes;
+      if (r < n - 1) {
+        CHECK(rs < full);
+      } else {
+        CHECK(rs == full);
+      }
+    }
+  }
+  // the iteration-time model picks the variant from coded_model
+  const auto net = gradcomp::cost::network::from_link(1e9, 5e-5);
+  const workload w{.gradient_elements = 1'000'000, .bytes_per_element = 4, .compute_seconds = 0.01};
+  const coded_model rs_model{.variant = exchange_variant::reduce_scatter};
+  CHECK(coded_iteration_seconds(5, 2, w, net, rs_model) ==
+        Approx(2 * 0.01 + exchange_seconds(coded_reduce_scatter_load(5, 2, 1'000'000, 4,
+                                                                     delivery::point_to_point),
+                                           net, link_model::full_duplex)));
+  CHECK(choose_redundancy(5, w, net, rs_model).table[1].iteration_seconds ==
+        coded_iteration_seconds(5, 2, w, net, rs_model));
+}
+
 TEST_CASE("coded cost model: seconds under both link models, ring as gradcomp::cost has it",
           "[coded][cost]") {
   const gradcomp::cost::network net{
@@ -943,6 +1220,11 @@ TEST_CASE("coded: bad parameters are rejected with messages naming the value", "
   CHECK_THROWS_WITH(coded_exchange_load(4, 2, 10, 0, delivery::multicast),
                     Contains("bytes per element 0"));
   CHECK_THROWS_WITH(ring_allreduce_load(0, 10, 4), Contains("rank count 0"));
+  CHECK_THROWS_WITH(coded_reduce_scatter_load(4, 2, 10, 4, delivery::multicast, 4),
+                    Contains("rank 4") && Contains("[0, n = 4)"));
+  CHECK_THROWS_WITH(coded_reduce_scatter_load(4, 4, 10, 4, delivery::multicast), Contains("r = 4"));
+  CHECK_THROWS_WITH(p.block_elements(10, 5), Contains("block 5") && Contains("[0, n = 5)"));
+  CHECK_THROWS_WITH(p.block_slice_elements(10, 1, 2), Contains("slice 2"));
   CHECK_THROWS_WITH(coded_exchange_load(120, 60, 10, 4, delivery::multicast),
                     Contains("does not fit"));
   const gradcomp::cost::network net = gradcomp::cost::network::from_link(1e9, 1e-5);

@@ -4,8 +4,10 @@
 // from all parts' gradients (fixed point: the decoded exact integer sum of the encoded parts;
 // XOR: the float sum in part order), bit for bit and identical on every rank; byte and message
 // counts equal the cost model's; nonblocking progress; and faults (different lengths, options,
-// malformed arguments, NaN, bad r) that every rank reports. Collective: every rank runs every
-// test. With one rank there is no valid r, and the tests check the rejection.
+// malformed arguments, NaN, bad r) that every rank reports. The reduce-scatter form
+// (coded_variant::reduce_scatter) against the full form bit for bit, against MPI_Allreduce within
+// the quantisation bound, with its own byte counts. Collective: every rank runs every test. With
+// one rank there is no valid r, and the tests check the rejection.
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
 
@@ -101,6 +103,12 @@ const char* name(mpi::packet_coding c) {
 const char* name(mpi::coded_schedule s) {
   return s == mpi::coded_schedule::concurrent ? "concurrent" : "serialized";
 }
+const char* name(mpi::coded_variant v) {
+  return v == mpi::coded_variant::full_recovery ? "full_recovery" : "reduce_scatter";
+}
+
+constexpr mpi::coded_variant both_variants[] = {mpi::coded_variant::full_recovery,
+                                                mpi::coded_variant::reduce_scatter};
 
 // With one rank no redundancy is valid: the constructor rejects every r.
 bool single_rank_rejects(const mpi::communicator& comm) {
@@ -205,16 +213,19 @@ TEST_CASE("coded_allreduce shares one tag between all groups and still matches e
     for (const int tag_range : {1, 2}) {
       for (const auto schedule :
            {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
-        CAPTURE(p, r, tag_range, name(schedule));
-        mpi::coded_allreduce op(comm, {.redundancy = r,
-                                       .coding = mpi::packet_coding::xor_bits,
-                                       .schedule = schedule,
-                                       .tag_base = 7,
-                                       .tag_range = tag_range,
-                                       .max_requests = 4});
-        std::vector<float> sum(d);
-        op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
-        CHECK(same_bits(sum, float_reference(g, d)));
+        for (const auto variant : both_variants) { // reduce_scatter: the allgather shares tag 7
+          CAPTURE(p, r, tag_range, name(schedule), name(variant));
+          mpi::coded_allreduce op(comm, {.redundancy = r,
+                                         .coding = mpi::packet_coding::xor_bits,
+                                         .schedule = schedule,
+                                         .variant = variant,
+                                         .tag_base = 7,
+                                         .tag_range = tag_range,
+                                         .max_requests = 4});
+          std::vector<float> sum(d);
+          op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+          CHECK(same_bits(sum, float_reference(g, d)));
+        }
       }
     }
   }
@@ -235,13 +246,17 @@ TEST_CASE("coded_allreduce XOR delivers NaN and infinities exactly", "[mpi][code
   g[layout.part_count() - 1][3] = std::numeric_limits<float>::quiet_NaN();
   g[0][4] = -0.0f;
   const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
-  mpi::coded_allreduce op(comm, {.redundancy = r, .coding = mpi::packet_coding::xor_bits});
-  std::vector<float> sum(d);
-  op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
-  const std::vector<float> expected = float_reference(g, d);
-  CHECK(same_bits(sum, expected));
-  CHECK(std::isnan(sum[3]));
-  CHECK(identical_on_all_ranks(sum));
+  for (const auto variant : both_variants) {
+    CAPTURE(name(variant));
+    mpi::coded_allreduce op(
+        comm, {.redundancy = r, .coding = mpi::packet_coding::xor_bits, .variant = variant});
+    std::vector<float> sum(d);
+    op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+    const std::vector<float> expected = float_reference(g, d);
+    CHECK(same_bits(sum, expected));
+    CHECK(std::isnan(sum[3]));
+    CHECK(identical_on_all_ranks(sum));
+  }
 }
 
 TEST_CASE("coded_allreduce progresses through test() and is reusable", "[mpi][coded]") {
@@ -253,22 +268,24 @@ TEST_CASE("coded_allreduce progresses through test() and is reusable", "[mpi][co
   const int r = p / 2;
   const coded::placement layout(p, r);
   const std::size_t d = 100000;
-  mpi::coded_allreduce op(comm, {.redundancy = r, .max_requests = 4});
-  for (const std::uint64_t seed : {1u, 2u}) {
-    const std::vector<std::vector<float>> g = all_gradients(layout, d, seed);
-    const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
-    std::vector<float> sum(d);
-    op.start(mine, sum);
-    volatile double busy = 0.0;
-    while (!op.test()) {
-      for (int i = 0; i < 1000; ++i) {
-        busy = busy + std::sqrt(static_cast<double>(i)); // work overlapped with communication
+  for (const auto variant : both_variants) {
+    mpi::coded_allreduce op(comm, {.redundancy = r, .variant = variant, .max_requests = 4});
+    for (const std::uint64_t seed : {1u, 2u}) {
+      const std::vector<std::vector<float>> g = all_gradients(layout, d, seed);
+      const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+      std::vector<float> sum(d);
+      op.start(mine, sum);
+      volatile double busy = 0.0;
+      while (!op.test()) {
+        for (int i = 0; i < 1000; ++i) {
+          busy = busy + std::sqrt(static_cast<double>(i)); // work overlapped with communication
+        }
+        std::this_thread::yield();
       }
-      std::this_thread::yield();
+      CAPTURE(p, r, seed, name(variant));
+      CHECK(same_bits(sum, fixed_point_reference(g, d)));
+      CHECK(identical_on_all_ranks(sum));
     }
-    CAPTURE(p, r, seed);
-    CHECK(same_bits(sum, fixed_point_reference(g, d)));
-    CHECK(identical_on_all_ranks(sum));
   }
 }
 
@@ -346,6 +363,19 @@ TEST_CASE("coded_allreduce rejects different options on every rank", "[mpi][code
     REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
                         Catch::Contains("different options: schedule"));
   }
+  SECTION("variant") {
+    if (comm.rank() == 0) {
+      o.variant = mpi::coded_variant::reduce_scatter;
+    }
+    mpi::coded_allreduce op(comm, o);
+    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                        Catch::Contains("different options: variant from 0 to 1"));
+    // usable again afterwards, every rank with the same variant
+    mpi::coded_allreduce same(comm,
+                              {.redundancy = 1, .variant = mpi::coded_variant::reduce_scatter});
+    same(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+    CHECK(same_bits(sum, fixed_point_reference(g, d)));
+  }
   SECTION("tag_base") {
     if (comm.rank() == 0) {
       o.tag_base = 100;
@@ -407,5 +437,114 @@ TEST_CASE("coded_allreduce rejects a bad redundancy and bad tags", "[mpi][coded]
   if (coded::placement(p, 1).group_count() >= 2) {
     CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_base = tag_ub, .tag_range = 2}),
                       Catch::Contains("exceeds MPI_TAG_UB"));
+  }
+}
+
+// ---- the reduce-scatter form ------------------------------------------------------------------
+
+TEST_CASE("coded_allreduce reduce_scatter equals full_recovery bit for bit, with its own counts",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const auto up = static_cast<std::size_t>(p);
+  for (int r = 1; r < p; ++r) {
+    const coded::placement layout(p, r);
+    // d < P (empty blocks), d = 0, blocks of unequal length, slices of unequal length
+    for (const std::size_t d :
+         {std::size_t{0}, std::size_t{1}, up - 1, up + 1, 2 * up * static_cast<std::size_t>(r) + 1,
+          std::size_t{1000}, std::size_t{4099}}) {
+      const std::vector<std::vector<float>> g =
+          all_gradients(layout, d, 7 * d + 13 * static_cast<std::size_t>(r));
+      const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+      const coded::exchange_load load = coded::coded_reduce_scatter_load(
+          p, r, d, 4, coded::delivery::point_to_point, comm.rank());
+      for (const auto coding : {mpi::packet_coding::fixed_point, mpi::packet_coding::xor_bits}) {
+        for (const auto schedule :
+             {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
+          for (const std::size_t window : std::initializer_list<std::size_t>{3, 32}) {
+            CAPTURE(p, r, d, name(coding), name(schedule), window);
+            const mpi::coded_allreduce_options o{
+                .redundancy = r, .coding = coding, .schedule = schedule, .max_requests = window};
+            mpi::coded_allreduce full(comm, o);
+            mpi::coded_allreduce_options rs_options = o;
+            rs_options.variant = mpi::coded_variant::reduce_scatter;
+            mpi::coded_allreduce rs(comm, rs_options);
+            std::vector<float> full_sum(d, -1.0f);
+            full(std::span<const std::span<const float>>(mine), std::span<float>(full_sum));
+            std::vector<float> sum(d, std::numeric_limits<float>::quiet_NaN());
+            rs(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+            CHECK(same_bits(sum, full_sum));
+            CHECK(same_bits(sum, coding == mpi::packet_coding::fixed_point
+                                     ? fixed_point_reference(g, d)
+                                     : float_reference(g, d)));
+            CHECK(identical_on_all_ranks(sum));
+            CHECK(rs.scale() == full.scale());
+            CHECK(static_cast<double>(rs.bytes_sent()) == load.sent_bytes);
+            CHECK(static_cast<double>(rs.bytes_received()) == load.received_bytes);
+            CHECK(rs.messages_sent() == load.sent_messages);
+            CHECK(rs.messages_received() == load.received_messages);
+            // r C(P - 1, r) packets and P - 1 allgather blocks, each way
+            CHECK(rs.messages_sent() ==
+                  static_cast<std::size_t>(r) * layout.groups_per_rank() + up - 1);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("coded_allreduce reduce_scatter agrees with MPI_Allreduce within the documented bound",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (single_rank_rejects(comm)) {
+    return;
+  }
+  const int p = comm.size();
+  const std::size_t d = 3001;
+  for (int r = 1; r < p; ++r) {
+    const coded::placement layout(p, r);
+    const std::vector<std::vector<float>> g = all_gradients(layout, d, 17);
+    const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
+    // every part counted once, by its first owner, summed in double by MPI_Allreduce
+    std::vector<double> contribution(d, 0.0);
+    std::vector<double> magnitude(d, 0.0);
+    for (std::size_t t = 0; t < layout.part_count(); ++t) {
+      for (std::size_t i = 0; i < d; ++i) {
+        magnitude[i] += std::abs(static_cast<double>(g[t][i]));
+      }
+      if (layout.owners(t)[0] == comm.rank()) {
+        for (std::size_t i = 0; i < d; ++i) {
+          contribution[i] += g[t][i];
+        }
+      }
+    }
+    std::vector<double> exact(d);
+    REQUIRE(MPI_Allreduce(contribution.data(), exact.data(), static_cast<int>(d), MPI_DOUBLE,
+                          MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS);
+    for (const auto coding : {mpi::packet_coding::fixed_point, mpi::packet_coding::xor_bits}) {
+      CAPTURE(p, r, name(coding));
+      mpi::coded_allreduce op(
+          comm, {.redundancy = r, .coding = coding, .variant = mpi::coded_variant::reduce_scatter});
+      std::vector<float> sum(d);
+      op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+      const double m = static_cast<double>(layout.part_count());
+      const double eps = std::numeric_limits<float>::epsilon();
+      double worst = 0.0;
+      for (std::size_t i = 0; i < d; ++i) {
+        // fixed point: C(P, r) 0.5 / scale plus the rounding to float (docs/coded.md); XOR: the
+        // float additions in part order, at most C(P, r) eps sum |g_t|; both plus the double
+        // rounding of the MPI_Allreduce reference
+        const double bound = (coding == mpi::packet_coding::fixed_point
+                                  ? m * 0.5 / op.scale() * (1.0 + eps) + std::abs(exact[i]) * eps
+                                  : m * eps * magnitude[i]) +
+                             m * 1e-15 * magnitude[i];
+        worst = std::max(worst, std::abs(static_cast<double>(sum[i]) - exact[i]) / bound);
+      }
+      CHECK(worst <= 1.0);
+      CHECK(identical_on_all_ranks(sum));
+    }
   }
 }

@@ -5,9 +5,12 @@
 //! of a ring allreduce without redundancy; iteration time T(r) = r T_compute + T_comm(r) under
 //! the alpha-beta-gamma model of gradcomp::cost; and the choice of r. No MPI needed.
 //!
-//! Exchange variant: S3's (collectives.md "variant F"): every rank ends with the full gradient
-//! of every part it lacks and sums all C(n, r) part gradients itself. A gradient has d elements
-//! of b wire bytes (b = 4 for int32 fixed-point codes or XOR words).
+//! Exchange variants (exchange_variant): S3's (collectives.md "variant F", full_recovery): every
+//! rank ends with the full gradient of every part it lacks and sums all C(n, r) part gradients
+//! itself; and the reduce-scatter form (collectives.md "variant R", reduce_scatter): every rank
+//! recovers and sums one block of 1/n of the coordinates, then a ring allgather spreads the
+//! blocks. A gradient has d elements of b wire bytes (b = 4 for int32 fixed-point codes or XOR
+//! words).
 #pragma once
 
 #include <gradcomp/coded/detail/combinatorics.hpp>
@@ -30,6 +33,18 @@ enum class delivery {
   //! r point-to-point copies (what an MPI transport with Isend to each peer does, and what
   //! MPI_Bcast over point-to-point links amounts to; collectives.md section 1, network caveat).
   point_to_point,
+};
+
+//! @brief What each rank recovers in the coded exchange (collectives.md section 1, "What a node
+//! needs").
+enum class exchange_variant {
+  //! S3's exchange (variant F): every rank recovers the whole gradient of each of its
+  //! C(n - 1, r) missing parts and sums all C(n, r) parts itself; no allgather.
+  full_recovery,
+  //! The reduce-scatter form (variant R, CDC-faithful): the coordinates are cut into n blocks
+  //! (placement::block_elements); rank k recovers only block k of each missing part, sums block
+  //! k of all C(n, r) parts, and a ring allgather of the n blocks gives every rank the whole sum.
+  reduce_scatter,
 };
 
 //! @brief Which side of a rank's link limits the exchange time.
@@ -104,6 +119,109 @@ inline void check_bytes_per_element(std::size_t bytes_per_element) {
                            (static_cast<double>(groups) + static_cast<double>(copies)) +
                        static_cast<double>(parts - 1) * gradient_bytes;
   return load;
+}
+
+namespace detail {
+// |block k| of d elements cut into n blocks, longer blocks first (placement::block_elements)
+[[nodiscard]] inline std::uint64_t
+block_length(std::uint64_t elements, std::uint64_t ranks, std::uint64_t block) noexcept {
+  return elements / ranks + (block < elements % ranks ? 1 : 0);
+}
+} // namespace detail
+
+//! @brief Per-rank load of the reduce-scatter form of the coded exchange on rank `rank`
+//! (exchange_variant::reduce_scatter; collectives.md section 1, variant R, "Send rule" and "Load
+//! formulas": demand unit u = one block, then "a ring allgather ((n-1)/n d per node)"). With
+//! g = C(n - 1, r) groups per rank, blocks B_k = |placement::block_elements(d, k)| (floor(d / n)
+//! or ceil(d / n) elements) and packets of Q = ceil(ceil(d / n) / r) b bytes (the longest slice
+//! of the longest block; placement::block_packet_elements):
+//! - coded step: sent, multicast g messages of Q bytes, point_to_point r g; received r g
+//!   messages of Q bytes (as the full form, with Q in place of ceil(d / r) b);
+//! - ring allgather (rank -> rank + 1, n - 1 steps, step s sends block rank - s): n - 1
+//!   messages each way; sent (d - B_{(rank + 1) mod n}) b bytes (every block but the right
+//!   neighbour's), received (d - B_rank) b (every block but its own);
+//! - reduced: (r - 1) Q for each of the g packets built and r g packets decoded, plus
+//!   (C(n, r) - 1) B_rank b to sum block `rank` of all parts.
+//! So sent = (r g Q + (d - B_{rank+1}) b) with point_to_point, about (C(n-1, r) / n + (n-1) / n) d
+//! b against C(n - 1, r) d b for the full form. Every message is counted, even an empty one when d
+//! < n r. O(min(r, n - r)).
+//! @throws std::invalid_argument naming the value if n < 2, r < 1, r >= n, b < 1, rank is
+//! outside [0, n), or a count does not fit 64 bits.
+[[nodiscard]] inline exchange_load coded_reduce_scatter_load(int ranks,
+                                                             int redundancy,
+                                                             std::size_t gradient_elements,
+                                                             std::size_t bytes_per_element,
+                                                             delivery mode,
+                                                             int rank) {
+  detail::check_ranks_and_redundancy(ranks, redundancy);
+  detail::check_bytes_per_element(bytes_per_element);
+  gradcomp::detail::require(rank >= 0 && rank < ranks, "coded exchange: rank ", rank,
+                            " is outside [0, n = ", ranks, ")");
+  const auto n = static_cast<std::uint64_t>(ranks);
+  const auto r = static_cast<std::uint64_t>(redundancy);
+  const auto d = static_cast<std::uint64_t>(gradient_elements);
+  const auto k = static_cast<std::uint64_t>(rank);
+  const std::uint64_t groups = detail::binomial_or_throw(n - 1, r, "groups per rank");
+  const std::uint64_t parts = detail::binomial_or_throw(n, r, "parts");
+  const std::uint64_t copies = detail::product_or_throw(r, groups, "messages per rank");
+  const double b = static_cast<double>(bytes_per_element);
+  const double packet_bytes = static_cast<double>(detail::ceil_div(detail::ceil_div(d, n), r)) * b;
+  const std::uint64_t coded_sent = mode == delivery::multicast ? groups : copies;
+  exchange_load load;
+  load.sent_messages = coded_sent + (n - 1);
+  load.received_messages = copies + (n - 1);
+  load.sent_bytes = static_cast<double>(coded_sent) * packet_bytes +
+                    static_cast<double>(d - detail::block_length(d, n, (k + 1) % n)) * b;
+  load.received_bytes = static_cast<double>(copies) * packet_bytes +
+                        static_cast<double>(d - detail::block_length(d, n, k)) * b;
+  load.reduced_bytes =
+      static_cast<double>(r - 1) * packet_bytes *
+          (static_cast<double>(groups) + static_cast<double>(copies)) +
+      static_cast<double>(parts - 1) * static_cast<double>(detail::block_length(d, n, k)) * b;
+  return load;
+}
+
+//! @brief The reduce-scatter form's load on its busiest ranks: every field is the largest over
+//! the n ranks of coded_reduce_scatter_load(..., rank) (messages are the same on every rank;
+//! bytes differ by at most b between ranks, and not all on the same rank, since blocks differ by
+//! at most one element). exchange_seconds of it bounds every rank's time; equal to every rank's
+//! load when n divides d. O(min(r, n - r)).
+//! @throws std::invalid_argument as the per-rank overload.
+[[nodiscard]] inline exchange_load coded_reduce_scatter_load(int ranks,
+                                                             int redundancy,
+                                                             std::size_t gradient_elements,
+                                                             std::size_t bytes_per_element,
+                                                             delivery mode) {
+  // rank 0 reduces a longest block (largest reduced bytes); the busiest sender and receiver are
+  // the ranks whose right neighbour's block, and whose own block, is a shortest one
+  const auto n = static_cast<std::size_t>(std::max(ranks, 2));
+  const std::size_t remainder = gradient_elements % n;
+  const int shortest = remainder == 0 ? 0 : static_cast<int>(n) - 1;
+  exchange_load load =
+      coded_reduce_scatter_load(ranks, redundancy, gradient_elements, bytes_per_element, mode, 0);
+  const exchange_load left_of_shortest =
+      coded_reduce_scatter_load(ranks, redundancy, gradient_elements, bytes_per_element, mode,
+                                (shortest + ranks - 1) % ranks);
+  const exchange_load at_shortest = coded_reduce_scatter_load(ranks, redundancy, gradient_elements,
+                                                              bytes_per_element, mode, shortest);
+  load.sent_bytes = left_of_shortest.sent_bytes;
+  load.received_bytes = at_shortest.received_bytes;
+  return load;
+}
+
+//! @brief Per-rank load of either form of the coded exchange: coded_exchange_load for
+//! full_recovery, the busiest-rank coded_reduce_scatter_load for reduce_scatter.
+//! @throws std::invalid_argument as those.
+[[nodiscard]] inline exchange_load coded_exchange_load(int ranks,
+                                                       int redundancy,
+                                                       std::size_t gradient_elements,
+                                                       std::size_t bytes_per_element,
+                                                       delivery mode,
+                                                       exchange_variant variant) {
+  return variant == exchange_variant::reduce_scatter
+             ? coded_reduce_scatter_load(ranks, redundancy, gradient_elements, bytes_per_element,
+                                         mode)
+             : coded_exchange_load(ranks, redundancy, gradient_elements, bytes_per_element, mode);
 }
 
 //! @brief Per-rank load of the uncoded exchange of the same placement (collectives.md section
@@ -192,6 +310,8 @@ struct workload {
 struct coded_model {
   delivery mode = delivery::point_to_point;  //!< default: what an MPI transport does.
   link_model link = link_model::full_duplex; //!< default: a switched full-duplex network.
+  //! Which form of the exchange (default S3's; reduce_scatter uses the busiest rank's load).
+  exchange_variant variant = exchange_variant::full_recovery;
 };
 
 namespace detail {
@@ -206,8 +326,8 @@ inline void check_workload(const workload& w) {
 //! @brief Iteration time of CSSGD with redundancy r (S3 time model T = r T_calc + T_comm / r,
 //! with the exchange time computed from the per-rank counts instead of assuming T_comm / r,
 //! as collectives.md section 1 advises for gradients):
-//! T(r) = r compute_seconds + exchange_seconds(coded_exchange_load(n, r, d, b, mode), net, link).
-//! Computation and exchange do not overlap. O(min(r, n - r)).
+//! T(r) = r compute_seconds + exchange_seconds(coded_exchange_load(n, r, d, b, mode, variant),
+//! net, link). Computation and exchange do not overlap. O(min(r, n - r)).
 //! @throws std::invalid_argument as coded_exchange_load, or if compute_seconds is negative or
 //! not finite.
 [[nodiscard]] inline double coded_iteration_seconds(int ranks,
@@ -217,7 +337,7 @@ inline void check_workload(const workload& w) {
                                                     const coded_model& model = {}) {
   detail::check_workload(work);
   const exchange_load load = coded_exchange_load(ranks, redundancy, work.gradient_elements,
-                                                 work.bytes_per_element, model.mode);
+                                                 work.bytes_per_element, model.mode, model.variant);
   return redundancy * work.compute_seconds + exchange_seconds(load, net, model.link);
 }
 
@@ -286,8 +406,8 @@ struct redundancy_choice {
   redundancy_choice choice;
   choice.table.reserve(static_cast<std::size_t>(last));
   for (int r = 1; r <= last; ++r) {
-    const exchange_load load =
-        coded_exchange_load(ranks, r, work.gradient_elements, work.bytes_per_element, model.mode);
+    const exchange_load load = coded_exchange_load(
+        ranks, r, work.gradient_elements, work.bytes_per_element, model.mode, model.variant);
     redundancy_cost row;
     row.redundancy = r;
     row.compute_seconds = r * work.compute_seconds;

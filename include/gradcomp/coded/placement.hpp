@@ -238,6 +238,41 @@ public:
     return gradient_elements / r + (gradient_elements % r != 0 ? 1 : 0);
   }
 
+  //! @brief The reduce-scatter form of the exchange (collectives.md section 1, variant R): the
+  //! coordinates rank `block` reduces, block `block` of a gradient of `gradient_elements`
+  //! elements cut into n blocks, split_evenly(gradient_elements, n, block) (longer blocks first;
+  //! blocks are empty when gradient_elements < n). O(1).
+  //! @throws std::invalid_argument if block is outside [0, n).
+  [[nodiscard]] index_range block_elements(std::size_t gradient_elements, int block) const {
+    gradcomp::detail::require(block >= 0 && block < ranks_, "block ", block,
+                              " is outside [0, n = ", ranks_, ")");
+    return split_evenly(gradient_elements, static_cast<std::size_t>(ranks_),
+                        static_cast<std::size_t>(block));
+  }
+
+  //! @brief Reduce-scatter form: the elements (absolute indices) of slice `slice` of block
+  //! `block`, the block cut into r slices as a whole gradient is in the full form:
+  //! block_elements(d, block).begin + split_evenly(block size, r, slice). O(1).
+  //! @throws std::invalid_argument if block is outside [0, n) or slice outside [0, r).
+  [[nodiscard]] index_range
+  block_slice_elements(std::size_t gradient_elements, int block, int slice) const {
+    gradcomp::detail::require(slice >= 0 && slice < redundancy_, "slice ", slice,
+                              " is outside [0, r = ", redundancy_, ")");
+    const index_range b = block_elements(gradient_elements, block);
+    const index_range s = split_evenly(b.size(), static_cast<std::size_t>(redundancy_),
+                                       static_cast<std::size_t>(slice));
+    return {b.begin + s.begin, b.begin + s.end};
+  }
+
+  //! @brief Reduce-scatter form: the length of every coded packet, the longest slice of the
+  //! longest block, ceil(ceil(d / n) / r) (shorter slices are zero-padded). O(1).
+  [[nodiscard]] std::size_t block_packet_elements(std::size_t gradient_elements) const noexcept {
+    const auto n = static_cast<std::size_t>(ranks_);
+    const auto r = static_cast<std::size_t>(redundancy_);
+    const std::size_t block = gradient_elements / n + (gradient_elements % n != 0 ? 1 : 0);
+    return block / r + (block % r != 0 ? 1 : 0);
+  }
+
   //! @brief The samples of part `part` when a batch (or a dataset shard) of `samples` samples
   //! is split into the C(n, r) parts: split_evenly(samples, C(n, r), part), contiguous, sizes
   //! differing by at most 1 (parts are empty when samples < C(n, r)).

@@ -4,10 +4,13 @@
 //! collectives.md sections 1 and 2) over nonblocking MPI point-to-point messages. Every part of
 //! a batch is computed by r ranks; each rank multicasts one coded packet per (r + 1)-rank group,
 //! decodes the packets it receives, and sums the gradients of all C(P, r) parts, bit-identical
-//! on every rank. The placement, the exact packet arithmetic and the cost model are the
-//! MPI-free gradcomp::coded headers (docs/coded.md); this header only moves their packets.
+//! on every rank; in the reduce-scatter form (coded_variant::reduce_scatter) each rank recovers
+//! and sums one block of the coordinates and a ring allgather spreads the blocks. The placement,
+//! the exact packet arithmetic and the cost model are the MPI-free gradcomp::coded headers
+//! (docs/coded.md); this header only moves their packets.
 #pragma once
 
+#include <gradcomp/coded/cost.hpp>
 #include <gradcomp/coded/detail/combinatorics.hpp>
 #include <gradcomp/coded/exact_coding.hpp>
 #include <gradcomp/coded/placement.hpp>
@@ -62,6 +65,13 @@ enum class coded_schedule {
   serialized,
 };
 
+//! @brief What each rank of coded_allreduce recovers (coded::exchange_variant, shared with the
+//! cost model): `full_recovery`, S3's exchange, every rank recovers the whole gradient of every
+//! part it lacks; `reduce_scatter`, collectives.md section 1 variant R, every rank recovers only
+//! its block of the coordinates of each missing part, then a ring allgather. Both give the same
+//! result, bit for bit (see coded_allreduce).
+using coded_variant = coded::exchange_variant;
+
 //! @brief Options of coded_allreduce. Every rank must pass the same options; start() checks
 //! this (every rank throws mpi_error on a difference).
 struct coded_allreduce_options {
@@ -74,13 +84,19 @@ struct coded_allreduce_options {
   packet_coding coding = packet_coding::fixed_point;
   //! Order of the transfers (see coded_schedule).
   coded_schedule schedule = coded_schedule::concurrent;
+  //! What each rank recovers (see coded_variant and coded_allreduce): full_recovery (S3's
+  //! exchange, the default) or reduce_scatter (one block of d / P coordinates per rank and
+  //! packets of ceil(ceil(d / P) / r) elements, then a ring allgather of the blocks).
+  coded_variant variant = coded_variant::full_recovery;
   //! First message tag. A packet of multicast group g (placement index) carries tag
   //! tag_base + g % tag_range, so the operation uses the tags tag_base ..
   //! tag_base + min(tag_range, C(P, r + 1)) - 1; operations in flight at the same time on one
   //! communicator need disjoint tag ranges. Where the range wraps (groups sharing a tag), the
   //! packets still match correctly: both sides of every pair of ranks post their messages in
   //! ascending group order, and MPI matches same-tag messages between two ranks in order
-  //! (non-overtaking). >= 0.
+  //! (non-overtaking). The ring allgather of the reduce-scatter form reuses tag tag_base: a
+  //! rank posts it only after all its own packets completed, and non-overtaking keeps it after
+  //! the packets its left neighbour sent it. >= 0.
   int tag_base = 0;
   //! Number of distinct tags, >= 1 (see tag_base); the last tag must not exceed MPI_TAG_UB.
   int tag_range = 1024;
@@ -123,6 +139,20 @@ struct coded_allreduce_options {
 //!    float (coded::decode_bits) and added in part-index order, sum = ((g_0 + g_1) + g_2) + ...,
 //!    the same additions on every rank.
 //!
+//! **Reduce-scatter form** (options().variant = coded_variant::reduce_scatter; collectives.md
+//! section 1, variant R): the d coordinates are cut into P blocks (coded::placement::
+//! block_elements; block k has floor(d / P) or ceil(d / P) elements, empty when d < P), and in
+//! group S member j needs only block j of the part it lacks. Steps 2 and 3 run as above with
+//! "block j of part S \ {j}" in place of "part S \ {j}": each block is cut into r slices
+//! (coded::placement::block_slice_elements), the term of receiver j in a packet is the sender's
+//! slice of block j, and packets have L = ceil(ceil(d / P) / r) words
+//! (coded::placement::block_packet_elements). Step 4 sums only block k = rank, with the same
+//! per-coordinate arithmetic and order, and step 5 is a ring allgather of the blocks (P - 1
+//! steps to rank + 1, from rank - 1; step s sends block rank - s, receives block rank - s - 1,
+//! into the output). Every coordinate of the result is therefore computed exactly as the full
+//! form computes it, on the rank that owns its block, and copied: the result is bit-identical
+//! to full_recovery's and on every rank.
+//!
 //! **Collective:** every rank of the communicator must call start() (or operator()) with the
 //! same d and the same options, in the same order relative to other operations on the
 //! communicator. No communicator is created (one per group would exhaust MPICH's ~2048 context
@@ -132,14 +162,23 @@ struct coded_allreduce_options {
 //! coded::delivery::point_to_point), which bytes_sent() and bytes_received() report): sent and
 //! received, r C(P - 1, r) messages of 4 ceil(d / r) bytes each, so about 4 d C(P - 1, r) bytes
 //! each way (empty messages are still sent when d < r); plus the agreement, one 16-byte and one
-//! 112-byte allreduce, not counted. Coding divides what a rank would transmit with true
+//! 128-byte allreduce, not counted. Reduce-scatter form (exactly
+//! coded::coded_reduce_scatter_load(P, r, d, 4, point_to_point, rank)): r C(P - 1, r) packets of
+//! 4 ceil(ceil(d / P) / r) bytes each way, plus P - 1 allgather messages each way carrying
+//! 4 (d - |block rank + 1|) bytes sent and 4 (d - |block rank|) received; about
+//! 4 d (C(P - 1, r) / P + (P - 1) / P) each way, less than the full form's whenever
+//! C(P - 1, r) > 1 (r < P - 1). Coding divides what a rank would transmit with true
 //! multicast by r; over MPI point-to-point every receiver still gets its own copy (docs/coded.md
 //! "Cost model").
 //!
 //! **Complexity** per rank, d elements: encoding C(P - 1, r - 1) d; packets C(P - 1, r) r L
 //! word operations to build and r C(P - 1, r) (r - 1) L to decode; the final sum C(P, r) d.
 //! Memory: the codes of all C(P, r) parts (C(P, r) r L words), one packet per group of this rank
-//! (C(P - 1, r) L words) and d words for the sum, kept between calls.
+//! (C(P - 1, r) L words) and d words for the sum, kept between calls. Reduce-scatter form: the
+//! owned parts' codes (C(P - 1, r - 1) P r L words, about C(P - 1, r - 1) d), block `rank` of
+//! each missing part (C(P - 1, r) r L), the packets (C(P - 1, r) L) and one block for the sum;
+//! encoding skips the blocks of the part's other owners, and the final sum covers one block
+//! (C(P, r) d / P), plus d / P (P - 1) words copied by the allgather.
 //!
 //! **Determinism:** the result depends only on the parts' values, P, r and the coding, not on
 //! the schedule, the window, message timing or the rank: bit-identical on every rank.
@@ -154,8 +193,9 @@ struct coded_allreduce_options {
 //! malformed (the wrong number of part gradients, a part whose length differs from the
 //! output's; the other ranks throw mpi_error), on every rank when fixed-point gradients hold NaN
 //! or an infinity on some rank, and on every rank when d is too large for the storage or for an
-//! MPI count; mpi_error on every rank when ranks pass different lengths or options, and on an
-//! MPI failure; gradcomp::wire_error if a received packet has the wrong length.
+//! MPI count (a packet, or a block of the reduce-scatter form, above INT_MAX); mpi_error on every
+//! rank when ranks pass different lengths or options, and on an MPI failure; gradcomp::wire_error
+//! if a received packet has the wrong length.
 class coded_allreduce : public detail::nonblocking_operation<coded_allreduce> {
   friend class detail::nonblocking_operation<coded_allreduce>;
 
@@ -188,6 +228,7 @@ public:
                               o.tag_base, " + ", tags, " - 1 = ", last_tag,
                               " exceeds MPI_TAG_UB = ", tag_ub);
     plan_transfers();
+    plan_storage();
   }
   coded_allreduce(const coded_allreduce&) = delete;
   coded_allreduce& operator=(const coded_allreduce&) = delete;
@@ -235,6 +276,7 @@ public:
         static_cast<double>(options_.redundancy),
         static_cast<double>(static_cast<int>(options_.coding)),
         static_cast<double>(static_cast<int>(options_.schedule)),
+        static_cast<double>(static_cast<int>(options_.variant)),
         static_cast<double>(options_.tag_base),
         static_cast<double>(options_.tag_range),
         static_cast<double>(options_.max_requests)};
@@ -274,6 +316,12 @@ public:
         post_transfers();
         if (in_flight_.empty() && next_step_ + 1 == step_begin_.size()) {
           finish();
+          if (reduce_scatter()) {
+            gather_step_ = 0;
+            post_gather_step();
+            phase_ = phase::gathering;
+            continue;
+          }
           phase_ = phase::done;
           return true;
         }
@@ -282,6 +330,16 @@ public:
         }
         continue;
       }
+      case phase::gathering:
+        if (!complete_gather_step()) {
+          return false;
+        }
+        if (++gather_step_ + 1 == static_cast<std::size_t>(comm_->size())) {
+          phase_ = phase::done;
+          return true;
+        }
+        post_gather_step();
+        continue;
       }
     }
   }
@@ -290,15 +348,19 @@ public:
   [[nodiscard]] const coded::placement& placement() const noexcept { return placement_; }
   //! The options this object was built with.
   [[nodiscard]] const options& settings() const noexcept { return options_; }
-  //! Payload bytes this rank sent in the last operation (completed packets; the agreement's
-  //! allreduces are not counted): coded::coded_exchange_load(...).sent_bytes with
-  //! point_to_point delivery once the operation completed.
+  //! Payload bytes this rank sent in the last operation (completed packets, and in the
+  //! reduce-scatter form completed allgather messages; the agreement's allreduces are not
+  //! counted): once the operation completed, coded::coded_exchange_load(P, r, d, 4,
+  //! point_to_point).sent_bytes, or coded::coded_reduce_scatter_load(P, r, d, 4, point_to_point,
+  //! rank).sent_bytes.
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
-  //! Payload bytes this rank received in the last operation (received packets).
+  //! Payload bytes this rank received in the last operation (packets, and allgather messages),
+  //! the received_bytes of the same cost-model call once complete.
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
-  //! Packets this rank sent in the last operation (r C(P - 1, r) once complete).
+  //! Messages this rank sent in the last operation: r C(P - 1, r) packets once complete, plus
+  //! P - 1 allgather messages in the reduce-scatter form.
   [[nodiscard]] std::size_t messages_sent() const noexcept { return messages_sent_; }
-  //! Packets this rank received in the last operation (r C(P - 1, r) once complete).
+  //! Messages this rank received in the last operation (as messages_sent()).
   [[nodiscard]] std::size_t messages_received() const noexcept { return messages_received_; }
   //! The fixed-point scale of the last operation (the same on every rank; the result is within
   //! C(P, r) 0.5 / scale of the exact sum, plus the rounding to float), or 0 with xor_bits or
@@ -306,10 +368,10 @@ public:
   [[nodiscard]] double scale() const noexcept { return scale_; }
 
 private:
-  enum class phase { idle, agreeing, exchanging, done };
+  enum class phase { idle, agreeing, exchanging, gathering, done };
 
   // agreed_: [max |value|, malformed flag, then (x, -x) for each option], all under MPI_MAX
-  static constexpr std::size_t setting_pairs = 6;
+  static constexpr std::size_t setting_pairs = 7;
 
   // One point-to-point message of this rank: a packet to or from `peer` in the group
   // groups_of(rank)[group_slot].
@@ -413,6 +475,45 @@ private:
     }
   }
 
+  [[nodiscard]] bool reduce_scatter() const noexcept {
+    return options_.variant == coded_variant::reduce_scatter;
+  }
+
+  // Where each part's codes live in words_, in units of r slices of packet_ words (one block of
+  // a part). Full form: every part one unit (its whole gradient). Reduce-scatter form: an owned
+  // part P units (block b at unit first + b), a missing part one unit (block `rank` only).
+  void plan_storage() {
+    const int me = comm_->rank();
+    const std::size_t owned_units = reduce_scatter() ? static_cast<std::size_t>(comm_->size()) : 1;
+    first_unit_.resize(placement_.part_count());
+    all_blocks_.resize(placement_.part_count());
+    std::size_t unit = 0;
+    for (std::size_t part = 0; part < placement_.part_count(); ++part) {
+      first_unit_[part] = unit;
+      all_blocks_[part] = reduce_scatter() && placement_.owns(me, part) ? 1 : 0;
+      unit += all_blocks_[part] != 0 ? owned_units : 1;
+    }
+    units_ = unit;
+  }
+
+  // The block of the coordinates that `receiver` recovers: its own in the reduce-scatter form,
+  // the whole gradient (block 0) in the full form.
+  [[nodiscard]] int block_of(int receiver) const noexcept {
+    return reduce_scatter() ? receiver : 0;
+  }
+
+  // The elements of slice `s` of block `block` of a gradient (absolute indices).
+  [[nodiscard]] coded::index_range slice_range(int block, int s) const {
+    return reduce_scatter() ? placement_.block_slice_elements(sum_.size(), block, s)
+                            : placement_.slice_elements(sum_.size(), s);
+  }
+
+  // The elements of block `block` ([0, d) in the full form).
+  [[nodiscard]] coded::index_range block_range(int block) const {
+    return reduce_scatter() ? placement_.block_elements(sum_.size(), block)
+                            : coded::index_range{0, sum_.size()};
+  }
+
   // After the agreement: every check that must fail on every rank together, then encoding.
   void begin_exchange() {
     if (!local_error_.empty()) {
@@ -426,7 +527,7 @@ private:
     }
     lengths_.verify("coded_allreduce");
     static constexpr std::array<const char*, setting_pairs> names = {
-        "redundancy", "coding", "schedule", "tag_base", "tag_range", "max_requests"};
+        "redundancy", "coding", "schedule", "variant", "tag_base", "tag_range", "max_requests"};
     for (std::size_t k = 0; k < setting_pairs; ++k) {
       const double largest = agreed_[2 + 2 * k];
       const double smallest = -agreed_[3 + 2 * k];
@@ -438,11 +539,19 @@ private:
     }
     const std::size_t d = sum_.size();
     const auto r = static_cast<std::size_t>(options_.redundancy);
-    packet_ = placement_.packet_elements(d);
+    const int me = comm_->rank();
+    packet_ =
+        reduce_scatter() ? placement_.block_packet_elements(d) : placement_.packet_elements(d);
     gradcomp::detail::require(packet_ <= static_cast<std::size_t>(INT_MAX),
                               "coded_allreduce: packets of ", packet_,
                               " elements exceed MPI's int count limit ", INT_MAX);
-    const auto words = coded::detail::checked_product(placement_.part_count() * r, packet_);
+    if (reduce_scatter()) {
+      const std::size_t longest_block = placement_.block_elements(d, 0).size();
+      gradcomp::detail::require(longest_block <= static_cast<std::size_t>(INT_MAX),
+                                "coded_allreduce: allgather blocks of ", longest_block,
+                                " elements exceed MPI's int count limit ", INT_MAX);
+    }
+    const auto words = coded::detail::checked_product(units_ * r, packet_);
     gradcomp::detail::require(words.has_value() && *words <= words_.max_size(),
                               "coded_allreduce: the codes of C(P, r) = ", placement_.part_count(),
                               " parts of ", d, " elements do not fit in memory");
@@ -453,17 +562,24 @@ private:
                                 "delivers any bit pattern)");
       scale_ = coded::fixed_point_scale(agreed_[0], placement_.part_count());
     }
-    words_.assign(placement_.part_count() * r * packet_, 0u);
-    const std::span<const std::size_t> owned = placement_.parts_of(comm_->rank());
+    words_.assign(*words, 0u);
+    const std::span<const std::size_t> owned = placement_.parts_of(me);
+    const int blocks = reduce_scatter() ? comm_->size() : 1;
     for (std::size_t i = 0; i < owned.size(); ++i) {
-      for (int s = 0; s < options_.redundancy; ++s) {
-        const coded::index_range e = placement_.slice_elements(d, s);
-        const std::span<const float> values = parts_[i].subspan(e.begin, e.size());
-        const std::span<std::uint32_t> target = slice(owned[i], s).first(e.size());
-        if (options_.coding == packet_coding::fixed_point) {
-          coded::encode_fixed_point(values, scale_, as_codes(target));
-        } else {
-          coded::encode_bits(values, target);
+      for (int block = 0; block < blocks; ++block) {
+        // reduce-scatter: the other owners' blocks of an owned part are never sent or summed here
+        if (reduce_scatter() && block != me && placement_.owns(block, owned[i])) {
+          continue;
+        }
+        for (int s = 0; s < options_.redundancy; ++s) {
+          const coded::index_range e = slice_range(block, s);
+          const std::span<const float> values = parts_[i].subspan(e.begin, e.size());
+          const std::span<std::uint32_t> target = slice(owned[i], block, s).first(e.size());
+          if (options_.coding == packet_coding::fixed_point) {
+            coded::encode_fixed_point(values, scale_, as_codes(target));
+          } else {
+            coded::encode_bits(values, target);
+          }
         }
       }
     }
@@ -477,10 +593,14 @@ private:
     post_transfers();
   }
 
-  // Slice `s` of part `part`'s codes: packet_ words, zero-padded beyond the slice's length.
-  [[nodiscard]] std::span<std::uint32_t> slice(std::size_t part, int s) noexcept {
+  // Slice `s` of block `block` of part `part`'s codes: packet_ words, zero-padded beyond the
+  // slice's length. Full form: block 0; reduce-scatter form: any block of an owned part, block
+  // `rank` of a missing part.
+  [[nodiscard]] std::span<std::uint32_t> slice(std::size_t part, int block, int s) noexcept {
     const auto r = static_cast<std::size_t>(options_.redundancy);
-    return {words_.data() + (part * r + static_cast<std::size_t>(s)) * packet_, packet_};
+    const std::size_t unit =
+        first_unit_[part] + (all_blocks_[part] != 0 ? static_cast<std::size_t>(block) : 0);
+    return {words_.data() + (unit * r + static_cast<std::size_t>(s)) * packet_, packet_};
   }
 
   // int32 view of code words (a signed type may alias its unsigned counterpart).
@@ -524,10 +644,11 @@ private:
                     "MPI_Isend");
     } else {
       const std::size_t part = placement_.missing_part(group, comm_->rank());
-      detail::check(MPI_Irecv(slice(part, owner_position(part, x.peer)).data(),
-                              static_cast<int>(packet_), MPI_UINT32_T, x.peer, tag_of(group),
-                              comm_->native(), &p.request),
-                    "MPI_Irecv");
+      detail::check(
+          MPI_Irecv(slice(part, block_of(comm_->rank()), owner_position(part, x.peer)).data(),
+                    static_cast<int>(packet_), MPI_UINT32_T, x.peer, tag_of(group), comm_->native(),
+                    &p.request),
+          "MPI_Irecv");
     }
     in_flight_.push_back(p);
   }
@@ -549,17 +670,17 @@ private:
     if (options_.coding == packet_coding::fixed_point) {
       code_slices_.clear();
       for (const coded::coding_term& term : terms) {
-        code_slices_.push_back(
-            as_codes(slice(term.part, term.slice))
-                .first(placement_.slice_elements(sum_.size(), term.slice).size()));
+        const int block = block_of(term.receiver);
+        code_slices_.push_back(as_codes(slice(term.part, block, term.slice))
+                                   .first(slice_range(block, term.slice).size()));
       }
       coded::combine_fixed_point(code_slices_, as_codes(packet));
     } else {
       word_slices_.clear();
       for (const coded::coding_term& term : terms) {
+        const int block = block_of(term.receiver);
         word_slices_.push_back(
-            slice(term.part, term.slice)
-                .first(placement_.slice_elements(sum_.size(), term.slice).size()));
+            slice(term.part, block, term.slice).first(slice_range(block, term.slice).size()));
       }
       coded::combine_xor(word_slices_, packet);
     }
@@ -611,11 +732,11 @@ private:
     code_slices_.clear();
     word_slices_.clear();
     for (const coded::coding_term& term : terms) {
+      const int block = block_of(term.receiver);
       const std::span<std::uint32_t> s =
-          slice(term.part, term.slice)
-              .first(placement_.slice_elements(sum_.size(), term.slice).size());
+          slice(term.part, block, term.slice).first(slice_range(block, term.slice).size());
       if (term.receiver == me) {
-        received = slice(term.part, term.slice);
+        received = slice(term.part, block, term.slice);
       } else if (options_.coding == packet_coding::fixed_point) {
         code_slices_.push_back(as_codes(s));
       } else {
@@ -629,37 +750,89 @@ private:
     }
   }
 
-  // Every part's codes are in place: the sum, the same additions on every rank.
+  // Every part's codes of this rank's block are in place (the whole gradient in the full form):
+  // the sum of that block, per coordinate the same additions on every rank and in both forms.
   void finish() {
-    const std::size_t d = sum_.size();
+    const int block = block_of(comm_->rank());
+    const coded::index_range mine = block_range(block);
     if (options_.coding == packet_coding::fixed_point) {
-      total_.assign(d, 0);
+      total_.assign(mine.size(), 0);
       for (std::size_t part = 0; part < placement_.part_count(); ++part) {
         for (int s = 0; s < options_.redundancy; ++s) {
-          const coded::index_range e = placement_.slice_elements(d, s);
-          coded::add_fixed_point(as_codes(slice(part, s)).first(e.size()),
-                                 std::span<std::int32_t>(total_).subspan(e.begin, e.size()));
+          const coded::index_range e = slice_range(block, s);
+          coded::add_fixed_point(
+              as_codes(slice(part, block, s)).first(e.size()),
+              std::span<std::int32_t>(total_).subspan(e.begin - mine.begin, e.size()));
         }
       }
-      coded::decode_fixed_point(total_, scale_, sum_);
+      coded::decode_fixed_point(total_, scale_, sum_.subspan(mine.begin, mine.size()));
       return;
     }
     floats_.resize(packet_);
     for (std::size_t part = 0; part < placement_.part_count(); ++part) {
       for (int s = 0; s < options_.redundancy; ++s) {
-        const coded::index_range e = placement_.slice_elements(d, s);
+        const coded::index_range e = slice_range(block, s);
         const std::span<float> out = sum_.subspan(e.begin, e.size());
         if (part == 0) {
-          coded::decode_bits(slice(part, s).first(e.size()), out);
+          coded::decode_bits(slice(part, block, s).first(e.size()), out);
           continue;
         }
         const std::span<float> values = std::span<float>(floats_).first(e.size());
-        coded::decode_bits(slice(part, s).first(e.size()), values);
+        coded::decode_bits(slice(part, block, s).first(e.size()), values);
         for (std::size_t i = 0; i < e.size(); ++i) {
           out[i] += values[i];
         }
       }
     }
+  }
+
+  // Reduce-scatter form, ring allgather step gather_step_ (0 .. P - 2): send block rank - step
+  // to rank + 1 and receive block rank - step - 1 from rank - 1, straight into the output. The
+  // block sent in step s + 1 is the one received in step s, so a step starts after the last one
+  // completed.
+  void post_gather_step() {
+    const int p = comm_->size();
+    const int me = comm_->rank();
+    const auto step = static_cast<int>(gather_step_);
+    const coded::index_range out =
+        placement_.block_elements(sum_.size(), ((me - step) % p + p) % p);
+    const coded::index_range in =
+        placement_.block_elements(sum_.size(), ((me - step - 1) % p + p) % p);
+    gather_in_ = in.size();
+    detail::check(MPI_Irecv(sum_.data() + in.begin, static_cast<int>(in.size()), MPI_FLOAT,
+                            (me - 1 + p) % p, options_.tag_base, comm_->native(),
+                            &gather_requests_[0]),
+                  "MPI_Irecv");
+    detail::check(MPI_Isend(sum_.data() + out.begin, static_cast<int>(out.size()), MPI_FLOAT,
+                            (me + 1) % p, options_.tag_base, comm_->native(), &gather_requests_[1]),
+                  "MPI_Isend");
+    gather_out_ = out.size();
+  }
+
+  // Tests the current allgather step's two requests; true once both completed (checks the
+  // received block's length).
+  bool complete_gather_step() {
+    if (gather_requests_[0] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Status status{};
+      detail::check(MPI_Test(&gather_requests_[0], &done, &status), "MPI_Test");
+      if (done) {
+        int count = 0;
+        detail::check(MPI_Get_count(&status, MPI_FLOAT, &count), "MPI_Get_count");
+        gradcomp::detail::require_wire(count >= 0 && static_cast<std::size_t>(count) == gather_in_,
+                                       "coded_allreduce: the allgather block from rank ",
+                                       (comm_->rank() - 1 + comm_->size()) % comm_->size(),
+                                       " in step ", gather_step_, " has ", count,
+                                       " elements, expected ", gather_in_);
+        bytes_received_ += gather_in_ * sizeof(float);
+        ++messages_received_;
+      }
+    }
+    if (gather_requests_[1] != MPI_REQUEST_NULL && detail::complete(gather_requests_[1])) {
+      bytes_sent_ += gather_out_ * sizeof(float);
+      ++messages_sent_;
+    }
+    return gather_requests_[0] == MPI_REQUEST_NULL && gather_requests_[1] == MPI_REQUEST_NULL;
   }
 
   // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
@@ -673,6 +846,12 @@ private:
       }
     }
     in_flight_.clear();
+    for (MPI_Request& request : gather_requests_) {
+      if (request != MPI_REQUEST_NULL) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
+    }
     if (length_request_ != MPI_REQUEST_NULL) {
       MPI_Request_free(&length_request_);
     }
@@ -695,8 +874,11 @@ private:
   MPI_Request length_request_ = MPI_REQUEST_NULL;
   MPI_Request agreed_request_ = MPI_REQUEST_NULL;
   double scale_ = 0.0;
-  std::size_t packet_ = 0;             // L = ceil(d / r) words
-  std::vector<std::uint32_t> words_;   // all parts' codes, part-major, r slices of L words
+  std::size_t packet_ = 0; // L = ceil(d / r) words (reduce-scatter: ceil(ceil(d / P) / r))
+  std::vector<std::size_t> first_unit_;   // per part: its first unit (r slices of L words)
+  std::vector<unsigned char> all_blocks_; // per part: 1 if it stores all P blocks (see slice())
+  std::size_t units_ = 0;                 // units in words_
+  std::vector<std::uint32_t> words_;   // the parts' codes, part-major, units of r slices of L words
   std::vector<std::uint32_t> packets_; // this rank's packet of each of its groups
   std::vector<unsigned char> packet_ready_;
   std::vector<pending> in_flight_;
@@ -705,6 +887,9 @@ private:
   std::vector<std::span<const std::uint32_t>> word_slices_;
   std::vector<std::int32_t> total_;
   std::vector<float> floats_;
+  std::array<MPI_Request, 2> gather_requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL}; // recv, send
+  std::size_t gather_step_ = 0;
+  std::size_t gather_in_ = 0, gather_out_ = 0; // elements of the current step's blocks
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
   std::size_t messages_sent_ = 0, messages_received_ = 0;
 };

@@ -26,6 +26,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <thread>
@@ -46,17 +47,32 @@ concept monotonic_clock = std::chrono::is_clock_v<C> && C::is_steady;
 
 } // namespace pipeline_policy
 
+//! @brief Where the pipeline's error feedback and selection apply.
+//! * per_layer (default): every layer has its own residual and compressor state, and selects
+//!   k = density x its size; a group's message is its layers' messages side by side. Results
+//!   do not depend on the grouping.
+//! * per_group: a group's layers are concatenated (forward order) and compressed as one
+//!   gradient with one residual and one compressor state: k = density x the group's size, so
+//!   the group's largest values win wherever they are (S1's merged-layer sparsification; the
+//!   same selection per message as DDP/Horovod-style bucketed compression). Results depend on
+//!   the grouping. Costs one copy of each gradient into a staging buffer (4 bytes per element).
+enum class compression_scope { per_layer, per_group };
+
 //! @brief What one pipeline iteration (gradient_ready calls up to finish()) did.
 struct pipeline_iteration_stats {
-  double compress_seconds = 0.0;       //!< caller's thread, compressing in gradient_ready (s).
-  double communicate_seconds = 0.0;    //!< communication thread busy: start() to wait() (s).
-  double finish_wait_seconds = 0.0;    //!< finish() blocked on communication (not overlapped, s).
-  bool bytes_reported = false;         //!< the transport models byte_counting_transport.
-  std::size_t bytes_sent = 0;          //!< summed over groups (0 unless bytes_reported).
-  std::size_t bytes_received = 0;      //!< summed over groups (0 unless bytes_reported).
-  std::size_t numel = 0;               //!< elements of all layers.
-  std::size_t selected = 0;            //!< elements sent: sum of the layers' k_selected.
-  std::vector<selection_stats> layers; //!< per layer, forward order.
+  double compress_seconds = 0.0;    //!< caller's thread, compressing in gradient_ready (s).
+  double communicate_seconds = 0.0; //!< communication thread busy: start() to wait() (s).
+  double finish_wait_seconds = 0.0; //!< finish() blocked on communication (not overlapped, s).
+  bool bytes_reported = false;      //!< the transport models byte_counting_transport.
+  std::size_t bytes_sent = 0;       //!< summed over groups (0 unless bytes_reported).
+  std::size_t bytes_received = 0;   //!< summed over groups (0 unless bytes_reported).
+  std::size_t numel = 0;            //!< elements of all layers.
+  std::size_t selected = 0;         //!< elements sent: sum of the layers' k_selected.
+  //! Per layer, forward order. With compression_scope::per_group only numel and k_selected
+  //! (the group's selected elements that fall in the layer) are set; the rest is in `groups`.
+  std::vector<selection_stats> layers;
+  //! Per group, sending order, with compression_scope::per_group (empty per layer).
+  std::vector<selection_stats> groups;
 };
 
 //! @brief Compresses layer gradients as they become ready and averages them across workers
@@ -128,11 +144,15 @@ public:
   //! @param mc          DGC momentum correction for every layer's error feedback (off by
   //!                    default; see gradcomp::momentum_correction: the optimizer must then
   //!                    apply the averages without momentum).
-  //! Memory: 4n bytes of residual per layer (8n with momentum correction), per-layer message
-  //! buffers, and one dense average buffer per group (4 bytes per element of the model); with
-  //! re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for the timestamps (W =
-  //! warmup_iterations(), allocated here: nothing is allocated per iteration for them).
-  //! Starts the communication thread.
+  //! @param scope       per-layer (default) or per-group error feedback and selection (see
+  //!                    compression_scope). Per group, a re-plan starts the new groups'
+  //!                    compressors from the prototype (their state, e.g. a reused threshold,
+  //!                    restarts); the residuals carry over element by element.
+  //! Memory: 4n bytes of residual per layer (8n with momentum correction; per group add 4n
+  //! of staging), message buffers, and one dense average buffer per group (4 bytes per element of
+  //! the model); with re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for the timestamps
+  //! (W = warmup_iterations(), allocated here: nothing is allocated per iteration for them). Starts
+  //! the communication thread.
   //! @throws std::invalid_argument if there are no layers, the grouping is not a partition
   //! of the layers into consecutive groups in backward order, or mc is refused by
   //! gradcomp::error_feedback, or warmup_iterations() is so large that the timestamp record
@@ -141,8 +161,10 @@ public:
            Grouping grouping,
            Compressor prototype,
            Transport& transport,
-           momentum_correction mc = {})
-      : numel_(std::move(layer_numel)), transport_(&transport), policy_(keep(grouping)) {
+           momentum_correction mc = {},
+           compression_scope scope = compression_scope::per_layer)
+      : numel_(std::move(layer_numel)), transport_(&transport), policy_(keep(grouping)),
+        scope_(scope), prototype_(prototype), momentum_(static_cast<float>(mc.momentum)) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
     if constexpr (can_replan) {
@@ -162,9 +184,24 @@ public:
         measured_.assign(layers, 0.0);
       }
     }
-    feedback_.reserve(layers);
-    for (const std::size_t n : numel_) {
-      feedback_.emplace_back(n, prototype, mc);
+    if (scope_ == compression_scope::per_layer) {
+      feedback_.reserve(layers);
+      for (const std::size_t n : numel_) {
+        feedback_.emplace_back(n, prototype, mc);
+      }
+    } else {
+      error_feedback<Compressor> check(0, prototype, mc); // validates mc as per layer
+      std::uint64_t total = 0;
+      global_offset_.resize(layers);
+      for (std::size_t l = 0; l < layers; ++l) {
+        global_offset_[l] = total;
+        total += numel_[l];
+      }
+      staged_.assign(static_cast<std::size_t>(total), 0.0f);
+      residual_.assign(static_cast<std::size_t>(total), 0.0f);
+      if (momentum_ > 0.0f) {
+        velocity_.assign(static_cast<std::size_t>(total), 0.0f);
+      }
     }
     layer_messages_.resize(layers);
     reported_.assign(layers, false);
@@ -173,6 +210,9 @@ public:
     build_groups(grouping_, groups_, group_of_, offset_of_);
     ready_.assign(groups_.size(), false);
     current_.layers.assign(layers, selection_stats{});
+    if (scope_ == compression_scope::per_group) {
+      current_.groups.assign(groups_.size(), selection_stats{});
+    }
     for (const std::size_t n : numel_) {
       current_.numel += n;
     }
@@ -244,16 +284,25 @@ public:
       samples_[finished_ * numel_.size() + layer] =
           std::max(0.0, std::chrono::duration<double>(t0 - last_event_).count());
     }
-    current_.layers[layer] = feedback_[layer].compress(g, layer_messages_[layer]);
+    if (scope_ == compression_scope::per_layer) {
+      current_.layers[layer] = feedback_[layer].compress(g, layer_messages_[layer]);
+    } else {
+      std::copy(g.begin(), g.end(),
+                staged_.begin() + static_cast<std::ptrdiff_t>(global_offset_[layer]));
+    }
     reported_[layer] = true;
     started_ = true;
     const std::size_t g_index = group_of_[layer];
     group_state& state = groups_[g_index];
     if (--state.pending == 0) {
-      pipeline_detail::begin_group(state.message, state.numel);
-      for (std::size_t i = 0; i < state.layers.size(); ++i) {
-        const std::size_t l = state.layers[i];
-        pipeline_detail::append_layer(state.message, layer_messages_[l], offset_of_[l], i == 0);
+      if (scope_ == compression_scope::per_layer) {
+        pipeline_detail::begin_group(state.message, state.numel);
+        for (std::size_t i = 0; i < state.layers.size(); ++i) {
+          const std::size_t l = state.layers[i];
+          pipeline_detail::append_layer(state.message, layer_messages_[l], offset_of_[l], i == 0);
+        }
+      } else {
+        compress_group(g_index);
       }
       {
         const std::lock_guard lock(mutex_);
@@ -340,11 +389,39 @@ public:
   [[nodiscard]] std::span<const double> measured_backward_seconds() const noexcept {
     return measured_valid_ ? std::span<const double>(measured_) : std::span<const double>();
   }
-  //! Layer `layer`'s error feedback (its residual, its compressor). Not while an iteration
-  //! runs.
+  //! Layer `layer`'s error feedback (its residual, its compressor), compression_scope::
+  //! per_layer only. Not while an iteration runs.
+  //! @throws std::out_of_range if layer is out of range or the scope is per_group.
   [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t layer) {
     return feedback_.at(layer);
   }
+  //! The residual of `layer` (its elements, forward order), either scope. Not while an
+  //! iteration runs. O(1). @throws std::invalid_argument if layer is out of range.
+  [[nodiscard]] std::span<const float> residual(std::size_t layer) const {
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+    if (scope_ == compression_scope::per_layer) {
+      return feedback_[layer].residual();
+    }
+    return std::span<const float>(residual_).subspan(
+        static_cast<std::size_t>(global_offset_[layer]), numel_[layer]);
+  }
+  //! The momentum-correction velocity of `layer` (empty without momentum correction), either
+  //! scope. O(1). @throws std::invalid_argument if layer is out of range.
+  [[nodiscard]] std::span<const float> velocity(std::size_t layer) const {
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+    if (scope_ == compression_scope::per_layer) {
+      return feedback_[layer].velocity();
+    }
+    if (velocity_.empty()) {
+      return {};
+    }
+    return std::span<const float>(velocity_).subspan(
+        static_cast<std::size_t>(global_offset_[layer]), numel_[layer]);
+  }
+  //! The scope of error feedback and selection. O(1).
+  [[nodiscard]] compression_scope scope() const noexcept { return scope_; }
 
 private:
   using clock = Clock;
@@ -355,6 +432,7 @@ private:
     std::size_t pending = 0;    // layers not yet reported (caller's thread only)
     sparse_message message;     // written by the caller before ready_, read by the comm thread
     std::vector<float> average; // written by the comm thread, read after finish()
+    std::optional<Compressor> compressor; // compression_scope::per_group: the group's state
   };
 
   struct no_policy {};
@@ -390,6 +468,48 @@ private:
       state.numel = offset;
       state.pending = state.layers.size();
       state.average.assign(static_cast<std::size_t>(offset), 0.0f);
+      if (scope_ == compression_scope::per_group) {
+        state.compressor.emplace(prototype_);
+      }
+    }
+  }
+
+  // compression_scope::per_group: compresses group g_index's staged gradient with its residual
+  // (and velocity) into the group's message; per-layer statistics from the message.
+  void compress_group(std::size_t g_index) {
+    group_state& state = groups_[g_index];
+    const std::size_t begin = static_cast<std::size_t>(global_offset_[state.layers.front()]);
+    const auto n = static_cast<std::size_t>(state.numel);
+    std::span<float> r(residual_.data() + begin, n);
+    const std::span<const float> g(staged_.data() + begin, n);
+    selection_stats s;
+    if constexpr (momentum_compressor<Compressor>) {
+      if (momentum_ > 0.0f) {
+        std::span<float> u(velocity_.data() + begin, n);
+        s = state.compressor->compress_accumulate_momentum(r, u, g, momentum_, state.message);
+      } else {
+        s = state.compressor->compress_accumulate(r, g, state.message);
+      }
+    } else {
+      s = state.compressor->compress_accumulate(r, g, state.message);
+    }
+    current_.groups[g_index] = s;
+    // the message's indices are ascending: count those of each layer's range
+    std::size_t j = 0;
+    for (const std::size_t l : state.layers) {
+      selection_stats& ls = current_.layers[l];
+      ls = selection_stats{};
+      ls.numel = numel_[l];
+      if (state.message.dense) {
+        ls.k_selected = numel_[l];
+        continue;
+      }
+      const std::uint64_t end = offset_of_[l] + numel_[l];
+      const std::size_t first = j;
+      while (j < state.message.indices.size() && state.message.indices[j] < end) {
+        ++j;
+      }
+      ls.k_selected = j - first;
     }
   }
 
@@ -472,6 +592,9 @@ private:
       offset_of_.swap(offset_of);
       grouping_.swap(next);
       replanned_ = true;
+      if (scope_ == compression_scope::per_group) {
+        current_.groups.assign(groups_.size(), selection_stats{});
+      }
     }
   }
 
@@ -500,6 +623,9 @@ private:
     }
     current_.compress_seconds = 0.0;
     current_.layers.assign(numel_.size(), selection_stats{});
+    if (scope_ == compression_scope::per_group) {
+      current_.groups.assign(groups_.size(), selection_stats{});
+    }
   }
 
   // The communication thread: groups in order, one at a time.
@@ -554,9 +680,14 @@ private:
   schedule::grouping grouping_;
   std::vector<std::size_t> group_of_;
   std::vector<std::uint64_t> offset_of_;
+  compression_scope scope_;
+  Compressor prototype_;
+  float momentum_;
   // caller's thread
-  std::vector<error_feedback<Compressor>> feedback_;
-  bool started_ = false;        // a layer was reported in this iteration
+  std::vector<error_feedback<Compressor>> feedback_; // per_layer
+  std::vector<std::uint64_t> global_offset_;         // per_group: layer's first element
+  std::vector<float> staged_, residual_, velocity_;  // per_group: all layers, forward order
+  bool started_ = false;                             // a layer was reported in this iteration
   bool have_reference_ = false; // last_event_ holds this iteration's previous event
   typename clock::time_point last_event_{};
   std::size_t finished_ = 0;     // successful iterations measured, <= warmup_
