@@ -30,11 +30,47 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "fp16"};
 inline const std::vector<std::string> transport_names = {"allreduce",    "ring", "allgather", "ps",
                                                          "hierarchical", "none", "coded"};
-//! The names accepted by --coding and --coded-schedule (transport coded).
-inline const std::vector<std::string> coding_names = {"fixed_point", "xor"};
-inline const std::vector<std::string> coded_schedule_names = {"concurrent", "serialized"};
-//! The names accepted by --coded-variant (transport coded).
-inline const std::vector<std::string> coded_variant_names = {"full", "reduce_scatter"};
+//! A command-line name and the library value it stands for.
+template <class E>
+struct named {
+  const char* name;
+  E value;
+};
+
+//! The names of a table of named values (for CLI11's IsMember).
+template <class E, std::size_t N>
+std::vector<std::string> names_of(const named<E> (&table)[N]) {
+  std::vector<std::string> names;
+  for (const named<E>& n : table) {
+    names.emplace_back(n.name);
+  }
+  return names;
+}
+
+//! The value called `name` in `table`. @throws std::invalid_argument naming `what` and the name.
+template <class E, std::size_t N>
+E value_of(const named<E> (&table)[N], const std::string& name, const char* what) {
+  for (const named<E>& n : table) {
+    if (name == n.name) {
+      return n.value;
+    }
+  }
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + name + "'");
+}
+
+//! --coding, --coded-schedule and --coded-variant (transport coded).
+inline constexpr named<gradcomp::mpi::packet_coding> codings[] = {
+    {"fixed_point", gradcomp::mpi::packet_coding::fixed_point},
+    {"xor", gradcomp::mpi::packet_coding::xor_bits}};
+inline constexpr named<gradcomp::mpi::coded_schedule> coded_schedules[] = {
+    {"concurrent", gradcomp::mpi::coded_schedule::concurrent},
+    {"serialized", gradcomp::mpi::coded_schedule::serialized}};
+inline constexpr named<gradcomp::mpi::coded_variant> coded_variants[] = {
+    {"full", gradcomp::mpi::coded_variant::full_recovery},
+    {"reduce_scatter", gradcomp::mpi::coded_variant::reduce_scatter}};
+inline const std::vector<std::string> coding_names = names_of(codings);
+inline const std::vector<std::string> coded_schedule_names = names_of(coded_schedules);
+inline const std::vector<std::string> coded_variant_names = names_of(coded_variants);
 
 //! A pipeline transport chosen at run time (virtual start / test / wait).
 class any_transport {
@@ -92,30 +128,11 @@ struct transport_settings {
 //! pipeline transport: it takes one gradient per part, so gradcomp-train calls it directly).
 //! @throws std::invalid_argument on an unknown coding, schedule or variant name.
 inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_settings& s) {
-  namespace gm = gradcomp::mpi;
-  gm::coded_allreduce_options o;
+  gradcomp::mpi::coded_allreduce_options o;
   o.redundancy = s.redundancy;
-  if (s.coding == "fixed_point") {
-    o.coding = gm::packet_coding::fixed_point;
-  } else if (s.coding == "xor") {
-    o.coding = gm::packet_coding::xor_bits;
-  } else {
-    throw std::invalid_argument("unknown coding '" + s.coding + "'");
-  }
-  if (s.coded_schedule == "concurrent") {
-    o.schedule = gm::coded_schedule::concurrent;
-  } else if (s.coded_schedule == "serialized") {
-    o.schedule = gm::coded_schedule::serialized;
-  } else {
-    throw std::invalid_argument("unknown coded schedule '" + s.coded_schedule + "'");
-  }
-  if (s.coded_variant == "full") {
-    o.variant = gm::coded_variant::full_recovery;
-  } else if (s.coded_variant == "reduce_scatter") {
-    o.variant = gm::coded_variant::reduce_scatter;
-  } else {
-    throw std::invalid_argument("unknown coded variant '" + s.coded_variant + "'");
-  }
+  o.coding = value_of(codings, s.coding, "coding");
+  o.schedule = value_of(coded_schedules, s.coded_schedule, "coded schedule");
+  o.variant = value_of(coded_variants, s.coded_variant, "coded variant");
   return o;
 }
 

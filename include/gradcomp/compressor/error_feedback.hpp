@@ -25,6 +25,40 @@ struct momentum_correction {
   double momentum = 0.0; //!< m in [0, 1); 0 = off.
 };
 
+namespace detail {
+
+//! Checks that momentum correction `mc` can be used with compressor type C: momentum in [0, 1),
+//! and 0 unless C models gradcomp::momentum_compressor.
+//! @throws std::invalid_argument naming the momentum otherwise.
+template <compressor C>
+void check_momentum_correction(const momentum_correction& mc) {
+  check_momentum(mc.momentum);
+  if constexpr (!momentum_compressor<C>) {
+    require(mc.momentum == 0.0, "momentum correction ", mc.momentum,
+            " needs a compressor that models gradcomp::momentum_compressor");
+  }
+}
+
+//! One error-feedback call of compressor `c` on external state: compress_accumulate_momentum
+//! when `momentum` > 0 (then `velocity` has the gradient's length), else compress_accumulate.
+//! Shared by error_feedback and the pipeline's per-group compression.
+template <compressor C, class Residual, class Velocity, class Grad>
+selection_stats compress_with_feedback(C& c,
+                                       Residual& residual,
+                                       Velocity& velocity,
+                                       const Grad& grad,
+                                       float momentum,
+                                       sparse_message& out) {
+  if constexpr (momentum_compressor<C>) {
+    if (momentum > 0.0f) {
+      return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
+    }
+  }
+  return c.compress_accumulate(residual, grad, out);
+}
+
+} // namespace detail
+
 //! @brief Error feedback (residual accumulation; S1 Algorithm 1 with the residual read as the
 //! unsent part): per call, g = residual + grad; send C(g); residual = g - C(g).
 //!
@@ -56,11 +90,7 @@ public:
                           momentum_correction mc = {})
       : compressor_(std::move(c)), residual_(numel, 0.0f),
         momentum_(static_cast<float>(mc.momentum)) {
-    check_momentum(mc.momentum);
-    if constexpr (!momentum_compressor<Compressor>) {
-      detail::require(mc.momentum == 0.0, "momentum correction ", mc.momentum,
-                      " needs a compressor that models gradcomp::momentum_compressor");
-    }
+    detail::check_momentum_correction<Compressor>(mc);
     if (momentum_ > 0.0f) {
       velocity_.assign(numel, 0.0f);
     }
@@ -74,12 +104,7 @@ public:
     const auto g = host_span(grad);
     detail::require(g.size() == residual_.size(), "gradient has ", g.size(),
                     " elements, this layer's residual has ", residual_.size());
-    if constexpr (momentum_compressor<Compressor>) {
-      if (momentum_ > 0.0f) {
-        return compressor_.compress_accumulate_momentum(residual_, velocity_, g, momentum_, out);
-      }
-    }
-    return compressor_.compress_accumulate(residual_, g, out);
+    return detail::compress_with_feedback(compressor_, residual_, velocity_, g, momentum_, out);
   }
 
   //! The unsent accumulation (n elements), read only.

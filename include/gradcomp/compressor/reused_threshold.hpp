@@ -34,13 +34,21 @@ struct reused_threshold_options {
   unsigned threads = 0;                 //!< 0 = all hardware threads.
 };
 
+namespace detail {
+//! Checks the reuse interval s >= 1 (host and CUDA compressors).
+//! @throws std::invalid_argument naming the value otherwise.
+inline void check_interval(std::uint64_t interval) {
+  require(interval >= 1, "interval ", interval, " is below the minimum 1");
+}
+} // namespace detail
+
 class reused_threshold
     : public detail::compressor_base<reused_threshold, reused_threshold_options> {
 public:
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside [1,
   //! 1e6].
   explicit reused_threshold(options o = {}) : compressor_base(o) {
-    detail::require(o.interval >= 1, "interval ", o.interval, " is below the minimum 1");
+    detail::check_interval(o.interval);
   }
 
   //! Calls made so far on non-empty gradients (the ones that count for the interval).

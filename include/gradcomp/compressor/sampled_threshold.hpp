@@ -31,6 +31,47 @@ struct sampled_threshold_options {
   unsigned threads = 0;                 //!< 0 = all hardware threads.
 };
 
+namespace detail {
+
+//! The sample of one sampled_threshold call (shared by the host and the CUDA compressor, so both
+//! draw the same offsets and take the same rank): m = max(min_samples, ceil(sample_fraction x
+//! n)) samples at offset + j x stride, and the exact top-`rank` of them (rank = round(k m / n)
+//! clamped to [1, m]) gives the threshold; `exact` when 2m >= n (no offset drawn then). O(1).
+struct threshold_sample {
+  bool exact = false;
+  std::size_t samples = 0, stride = 0, offset = 0, rank = 0;
+};
+
+//! Checks sample_fraction in (0, 1] and min_samples >= 1 (host and CUDA compressors).
+//! @throws std::invalid_argument naming the value otherwise.
+inline void check_sample_options(const sampled_threshold_options& o) {
+  require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0, "sample_fraction ",
+          o.sample_fraction, " is outside (0, 1]");
+  require(o.min_samples >= 1, "min_samples ", o.min_samples, " is below 1");
+}
+
+[[nodiscard]] inline threshold_sample plan_threshold_sample(const sampled_threshold_options& o,
+                                                            std::size_t n,
+                                                            std::size_t k,
+                                                            std::mt19937_64& rng) {
+  threshold_sample p;
+  const auto wanted =
+      static_cast<std::size_t>(std::ceil(o.sample_fraction * static_cast<double>(n)));
+  p.samples = std::max(o.min_samples, wanted);
+  if (2 * p.samples >= n) {
+    p.exact = true;
+    return p;
+  }
+  p.stride = n / p.samples;
+  p.offset = std::uniform_int_distribution<std::size_t>(0, p.stride - 1)(rng);
+  const double scaled =
+      static_cast<double>(k) * static_cast<double>(p.samples) / static_cast<double>(n);
+  p.rank = std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)), 1, p.samples);
+  return p;
+}
+
+} // namespace detail
+
 //! @brief Sampled threshold (DGC, Lin et al. ICLR'18): a strided sample of m = max(min_samples,
 //! ceil(sample_fraction x n)) values with a random offset; the exact top-(k m / n) of the
 //! sample gives the threshold; one filtering pass (fused with error feedback) selects.
@@ -48,36 +89,28 @@ public:
   //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
   //! min_samples 0, or guard_factor outside [1, 1e6].
   explicit sampled_threshold(options o = {}) : compressor_base(o), rng_(o.seed) {
-    detail::require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0, "sample_fraction ",
-                    o.sample_fraction, " is outside (0, 1]");
-    detail::require(o.min_samples >= 1, "min_samples ", o.min_samples, " is below 1");
+    detail::check_sample_options(o);
   }
   explicit sampled_threshold(double density) : sampled_threshold(options{.density = density}) {}
 
   //! @private Implementation hook of compressor_base.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
-    const auto wanted =
-        static_cast<std::size_t>(std::ceil(options_.sample_fraction * static_cast<double>(n)));
-    const std::size_t m = std::max(options_.min_samples, wanted);
-    if (2 * m >= n) {
+    const detail::threshold_sample plan =
+        detail::plan_threshold_sample(options_, n, stats.k_target, rng_);
+    if (plan.exact) {
       const std::uint32_t key =
           detail::exact_top_k_select(src, true, n, stats.k_target, options_.threads, ws_, out);
       stats.exact = true;
       stats.threshold = detail::key_magnitude(key);
       return;
     }
-    const std::size_t stride = n / m;
-    const std::size_t offset = std::uniform_int_distribution<std::size_t>(0, stride - 1)(rng_);
     auto& keys = ws_.sample_keys;
-    keys.resize(m);
-    for (std::size_t j = 0; j < m; ++j) {
-      keys[j] = detail::magnitude_key(src.peek(offset + j * stride));
+    keys.resize(plan.samples);
+    for (std::size_t j = 0; j < plan.samples; ++j) {
+      keys[j] = detail::magnitude_key(src.peek(plan.offset + j * plan.stride));
     }
-    const double scaled =
-        static_cast<double>(stats.k_target) * static_cast<double>(m) / static_cast<double>(n);
-    const std::size_t ks =
-        std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)), 1, m);
+    const std::size_t ks = plan.rank;
     std::nth_element(keys.begin(), keys.begin() + static_cast<std::ptrdiff_t>(ks - 1), keys.end(),
                      std::greater<>());
     const detail::estimate_policy policy{.guard_factor = options_.guard_factor,

@@ -31,7 +31,7 @@ public:
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside
   //! [1, 1e6].
   explicit basic_reused_threshold(reused_threshold_options o = {}) : base(o) {
-    gradcomp::detail::require(o.interval >= 1, "interval ", o.interval, " is below the minimum 1");
+    gradcomp::detail::check_interval(o.interval);
   }
 
   //! Calls made so far on non-empty gradients.

@@ -36,9 +36,7 @@ class basic_sampled_threshold : public detail::compressor_base<basic_sampled_thr
 public:
   //! @throws std::invalid_argument as gradcomp::sampled_threshold's constructor.
   explicit basic_sampled_threshold(sampled_threshold_options o = {}) : base(o), rng_(o.seed) {
-    gradcomp::detail::require(o.sample_fraction > 0.0 && o.sample_fraction <= 1.0,
-                              "sample_fraction ", o.sample_fraction, " is outside (0, 1]");
-    gradcomp::detail::require(o.min_samples >= 1, "min_samples ", o.min_samples, " is below 1");
+    gradcomp::detail::check_sample_options(o);
   }
   explicit basic_sampled_threshold(double density)
       : basic_sampled_threshold(sampled_threshold_options{.density = density}) {}
@@ -47,21 +45,14 @@ public:
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     detail::materialize(c.ctx, c.src, c.n);
     const sampled_threshold_options& o = this->options_;
-    const std::size_t n = c.n;
-    const auto wanted =
-        static_cast<std::size_t>(std::ceil(o.sample_fraction * static_cast<double>(n)));
-    const std::size_t m = std::max(o.min_samples, wanted);
-    const std::size_t k = stats.k_target;
-    if (2 * m >= n) {
+    const gradcomp::detail::threshold_sample plan =
+        gradcomp::detail::plan_threshold_sample(o, c.n, stats.k_target, rng_);
+    if (plan.exact) {
       detail::exact_run(c, stats);
-      return k;
+      return stats.k_target;
     }
-    const std::size_t stride = n / m;
-    const std::size_t offset = std::uniform_int_distribution<std::size_t>(0, stride - 1)(rng_);
-    const double scaled = static_cast<double>(k) * static_cast<double>(m) / static_cast<double>(n);
-    const std::size_t ks =
-        std::clamp<std::size_t>(static_cast<std::size_t>(std::llround(scaled)), 1, m);
-    const std::uint32_t key = detail::sample_kth_key(c.ctx, c.src.values(), m, stride, offset, ks);
+    const std::uint32_t key = detail::sample_kth_key(c.ctx, c.src.values(), plan.samples,
+                                                     plan.stride, plan.offset, plan.rank);
     std::size_t selected = 0;
     detail::estimated_select(
         c, gradcomp::detail::key_magnitude(key),

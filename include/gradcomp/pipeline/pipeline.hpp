@@ -190,7 +190,7 @@ public:
         feedback_.emplace_back(n, prototype, mc);
       }
     } else {
-      error_feedback<Compressor> check(0, prototype, mc); // validates mc as per layer
+      gradcomp::detail::check_momentum_correction<Compressor>(mc);
       std::uint64_t total = 0;
       global_offset_.resize(layers);
       for (std::size_t l = 0; l < layers; ++l) {
@@ -481,18 +481,13 @@ private:
     const std::size_t begin = static_cast<std::size_t>(global_offset_[state.layers.front()]);
     const auto n = static_cast<std::size_t>(state.numel);
     std::span<float> r(residual_.data() + begin, n);
-    const std::span<const float> g(staged_.data() + begin, n);
-    selection_stats s;
-    if constexpr (momentum_compressor<Compressor>) {
-      if (momentum_ > 0.0f) {
-        std::span<float> u(velocity_.data() + begin, n);
-        s = state.compressor->compress_accumulate_momentum(r, u, g, momentum_, state.message);
-      } else {
-        s = state.compressor->compress_accumulate(r, g, state.message);
-      }
-    } else {
-      s = state.compressor->compress_accumulate(r, g, state.message);
+    std::span<float> u; // empty without momentum correction
+    if (!velocity_.empty()) {
+      u = std::span<float>(velocity_.data() + begin, n);
     }
+    const std::span<const float> g(staged_.data() + begin, n);
+    const selection_stats s = gradcomp::detail::compress_with_feedback(*state.compressor, r, u, g,
+                                                                       momentum_, state.message);
     current_.groups[g_index] = s;
     // the message's indices are ascending: count those of each layer's range
     std::size_t j = 0;

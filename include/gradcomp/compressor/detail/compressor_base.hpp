@@ -27,6 +27,19 @@ inline void check_guard_factor(double guard_factor) {
           " is outside [1, 1e6]");
 }
 
+//! Validates the options every compressor may have (host and CUDA): `density` in (0, 1] and
+//! `guard_factor` in [1, 1e6], where Options has them.
+//! @throws std::invalid_argument naming the value otherwise.
+template <class Options>
+void check_common_options(const Options& o) {
+  if constexpr (requires { o.density; }) {
+    check_density(o.density);
+  }
+  if constexpr (requires { o.guard_factor; }) {
+    check_guard_factor(o.guard_factor);
+  }
+}
+
 //! Derived must provide `template <class Source> void run(const Source&, std::size_t n,
 //! selection_stats& stats, sparse_message& out)` (see source.hpp for the Source contract); it is
 //! called with n >= 1 and stats.numel / stats.k_target already set. `Options` must have a
@@ -42,14 +55,7 @@ public:
 
   //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor outside [1,
   //! 1e6].
-  explicit compressor_base(const Options& o) : options_(o) {
-    if constexpr (requires { o.density; }) {
-      check_density(o.density);
-    }
-    if constexpr (requires { o.guard_factor; }) {
-      check_guard_factor(o.guard_factor);
-    }
-  }
+  explicit compressor_base(const Options& o) : options_(o) { check_common_options(o); }
 
   //! The options this compressor was built with.
   [[nodiscard]] const Options& get_options() const noexcept { return options_; }

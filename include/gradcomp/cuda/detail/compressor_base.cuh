@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/compressor_base.hpp>
 #include <gradcomp/cuda/detail/functors.cuh>
 #include <gradcomp/cuda/detail/select.cuh>
 #include <gradcomp/cuda/device_message.cuh>
@@ -47,10 +48,7 @@ public:
   //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor outside [1,
   //! 1e6].
   explicit compressor_base(const Options& o) : options_(o) {
-    check_density(o.density);
-    if constexpr (requires { o.guard_factor; }) {
-      gradcomp::detail::check_guard_factor(o.guard_factor);
-    }
+    gradcomp::detail::check_common_options(o);
   }
 
   [[nodiscard]] const Options& get_options() const noexcept { return options_; }

@@ -123,8 +123,25 @@ count_at_least(const context<Backend>& ctx, const float* x, std::size_t n, std::
   return static_cast<std::size_t>(thrust::count_if(ctx.policy(), x, x + n, key_at_least_op{key}));
 }
 
+//! The digit histogram (gradcomp::detail::digit_histogram's counts) of values[0, n) in Backend
+//! memory, computed there and copied into host[0, 2^bits) (waits for the stream).
+template <class Backend>
+void histogram_to_host(const context<Backend>& ctx,
+                       const float* values,
+                       std::size_t n,
+                       unsigned shift,
+                       unsigned bits,
+                       std::uint32_t prefix,
+                       std::uint32_t* host) {
+  const std::size_t bytes = (std::size_t{1} << bits) * sizeof(std::uint32_t);
+  std::uint32_t* h = ctx.ws.histogram.reserve(gradcomp::detail::radix_top_buckets);
+  ctx.backend.fill_zero(h, bytes);
+  ctx.backend.digit_histogram(values, n, shift, bits, prefix, h);
+  ctx.backend.copy_to_host(host, h, bytes);
+}
+
 //! gradcomp::detail::refine_kth_key_with over `count` candidate values in Backend memory: one
-//! digit_histogram per refined digit, copied to the host for the digit choice.
+//! histogram_to_host per refined digit, the digit chosen on the host.
 template <class Backend>
 std::uint32_t refine_kth_key(const context<Backend>& ctx,
                              const float* values,
@@ -133,16 +150,12 @@ std::uint32_t refine_kth_key(const context<Backend>& ctx,
                              std::uint32_t prefix,
                              unsigned known_bits,
                              std::size_t& ties) {
-  std::uint32_t* h = ctx.ws.histogram.reserve(gradcomp::detail::radix_top_buckets);
   std::array<std::uint32_t, gradcomp::detail::radix_top_buckets> host{};
   return gradcomp::detail::refine_kth_key_with(
       rank, prefix, known_bits, ties,
       [&](unsigned shift, unsigned bits, std::uint32_t p, std::size_t* out) {
-        const std::size_t buckets = std::size_t{1} << bits;
-        ctx.backend.fill_zero(h, buckets * sizeof(std::uint32_t));
-        ctx.backend.digit_histogram(values, count, shift, bits, p, h);
-        ctx.backend.copy_to_host(host.data(), h, buckets * sizeof(std::uint32_t));
-        for (std::size_t d = 0; d < buckets; ++d) {
+        histogram_to_host(ctx, values, count, shift, bits, p, host.data());
+        for (std::size_t d = 0; d < (std::size_t{1} << bits); ++d) {
           out[d] += host[d];
         }
       });
@@ -215,11 +228,8 @@ std::uint32_t exact_top_k_select(const context<Backend>& ctx,
     }
   }
   namespace g = gradcomp::detail;
-  std::uint32_t* h = ws.histogram.reserve(g::radix_top_buckets);
   std::array<std::uint32_t, g::radix_top_buckets> top{};
-  ctx.backend.fill_zero(h, sizeof(top));
-  ctx.backend.digit_histogram(x, n, g::radix_top_shift, g::radix_top_bits, 0, h);
-  ctx.backend.copy_to_host(top.data(), h, sizeof(top));
+  histogram_to_host(ctx, x, n, g::radix_top_shift, g::radix_top_bits, 0, top.data());
   const g::digit_choice choice = g::choose_digit(top.data(), g::radix_top_buckets, k);
   const std::size_t listed = choice.above + top[choice.digit];
   ws.list_indices.reserve(listed + 1);
