@@ -109,14 +109,23 @@ unsigned samples_for(const config& c, double bytes) {
   return bytes >= double(std::size_t{1} << 22) ? c.reps_medium : c.reps_small;
 }
 
-// Runs `prepare` (untimed) then `op` (timed) 1 + n times; returns {best, median} of the
-// slowest-rank times, skipping the warm-up.
+// {best, median} of samples.
+std::pair<double, double> best_and_median(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  const std::size_t m = t.size();
+  const double median = m % 2 == 1 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
+  return {t.front(), median};
+}
+
+// Runs `prepare` (untimed) then `op` (timed) 1 + n times (n without the warm-up); returns
+// {best, median} of the slowest-rank times, skipping the warm-up.
 std::pair<double, double> measure(const gm::communicator& comm,
                                   unsigned n,
                                   const std::function<void()>& prepare,
-                                  const std::function<void()>& op) {
+                                  const std::function<void()>& op,
+                                  bool warm_up = true) {
   std::vector<double> t;
-  for (unsigned i = 0; i <= n; ++i) {
+  for (unsigned i = warm_up ? 0 : 1; i <= n; ++i) {
     prepare();
     sync(comm);
     const auto start = std::chrono::steady_clock::now();
@@ -128,10 +137,7 @@ std::pair<double, double> measure(const gm::communicator& comm,
       t.push_back(s);
     }
   }
-  std::sort(t.begin(), t.end());
-  const std::size_t m = t.size();
-  const double median = m % 2 == 1 ? t[m / 2] : 0.5 * (t[m / 2 - 1] + t[m / 2]);
-  return {t.front(), median};
+  return best_and_median(std::move(t));
 }
 
 std::string human_bytes(double b) {
@@ -404,7 +410,9 @@ int run(int argc, char** argv) {
                                                  "MPI_Allreduce");
                              }).second;
     }
-    gm::sparse_allgather gather(comm);
+    gm::sparse_allgather pairwise(comm, {.algorithm = gm::sparse_allgather_algorithm::pairwise});
+    gm::sparse_allgather allgatherv(comm,
+                                    {.algorithm = gm::sparse_allgather_algorithm::mpi_allgatherv});
     for (const double density : {0.1, 0.01, 0.001}) {
       gradcomp::exact_top_k topk(density);
       gradcomp::sparse_message msg;
@@ -415,27 +423,44 @@ int run(int argc, char** argv) {
       const double wire_max = slowest(comm, wire);
       const double k = double(msg.nnz());
       const unsigned reps = std::max(c.reps_medium, 3u);
-      const auto [best, median] = measure(
-          comm, reps, [] {}, [&] { gather(msg, sum); });
-      row r = make_row("sparse", "sparse_allgather d=" + fmt("%g", density), full_bytes, wire_max);
-      r.samples = reps;
-      r.best = best;
-      r.median = median;
-      pred(
-          [&](const gc::network& net) {
-            return gc::sparse_allgather_seconds(k, wire_max / k, p, net);
-          },
-          r);
-      r.note = "k=" + fmt("%.0f", k) +
-               "; dense MPI_Iallreduce / this = " + fmt("%.1fx", dense_iallreduce_full / median) +
-               ", MPI_Allreduce / this = " + fmt("%.1fx", dense_allreduce_full / median);
-      if (dense_ring_full > 0) {
-        r.note += ", ring / this = " + fmt("%.1fx", dense_ring_full / median);
+      // both algorithms, alternating sample by sample so that they see the same machine load
+      std::vector<double> times[2];
+      gm::sparse_allgather* gathers[2] = {&pairwise, &allgatherv};
+      gathers[0]->operator()(msg, sum); // warm-up
+      gathers[1]->operator()(msg, sum);
+      for (unsigned rep = 0; rep < reps; ++rep) {
+        for (int a = 0; a < 2; ++a) {
+          times[a].push_back(measure(
+                                 comm, 1, [] {}, [&] { (*gathers[a])(msg, sum); }, false)
+                                 .second);
+        }
       }
-      if (gather.used_dense()) {
-        r.note += "; DENSE SWITCH FIRED (ring allreduce used)";
+      for (int a = 0; a < 2; ++a) {
+        const auto [best, median] = best_and_median(times[a]);
+        row r = make_row(
+            "sparse",
+            std::string(a == 0 ? "sparse_allgather" : "sparse_allgather (MPI_Iallgatherv)") +
+                " d=" + fmt("%g", density),
+            full_bytes, wire_max);
+        r.samples = reps;
+        r.best = best;
+        r.median = median;
+        pred(
+            [&](const gc::network& net) {
+              return gc::sparse_allgather_seconds(k, wire_max / k, p, net);
+            },
+            r);
+        r.note = "k=" + fmt("%.0f", k) +
+                 "; dense MPI_Iallreduce / this = " + fmt("%.1fx", dense_iallreduce_full / median) +
+                 ", MPI_Allreduce / this = " + fmt("%.1fx", dense_allreduce_full / median);
+        if (dense_ring_full > 0) {
+          r.note += ", ring / this = " + fmt("%.1fx", dense_ring_full / median);
+        }
+        if (gathers[a]->used_dense()) {
+          r.note += "; DENSE SWITCH FIRED (ring allreduce used)";
+        }
+        add(r);
       }
-      add(r);
     }
   }
 

@@ -77,7 +77,8 @@ TEST_CASE("allgather plan: malformed peer headers throw a wire_error naming rank
     const char* says;
   };
   const std::vector<bad_case> cases = {
-      {3, -1, "rank 1's header states encoded bytes -1"},
+      {3, -1, "rank 1's message is malformed"},
+      {3, -2, "rank 1's header states encoded bytes -2"},
       {3, 31, "encoded bytes 31, outside"},
       {3, INT64_MAX, "encoded bytes"},
       {5, -3, "nnz -3, outside [0, 1000]"},

@@ -6,8 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 
 #include "mpi_test_util.hpp"
 
@@ -49,18 +51,35 @@ TEST_CASE("sparse allgather sums every rank's message, identically on every rank
        {overlap::random, overlap::disjoint, overlap::identical, overlap::empty_on_odd_ranks}) {
     for (std::size_t n : {0, 1, 100, 50000}) {
       for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
-        CAPTURE(static_cast<int>(kind), n, to_string(enc), comm.size());
-        const sparse_message mine = message_of(comm.rank(), n, 0.01, kind);
-        std::vector<float> sum(n, -1.0f);
-        mpi::sparse_allgather exchange(comm, {.indices = enc, .dense_switch = false});
-        exchange(mine, sum);
-        std::vector<float> expected(n, 0.0f);
-        for (int r = 0; r < comm.size(); ++r) {
-          accumulate(message_of(r, n, 0.01, kind), expected);
+        for (auto algorithm : {mpi::sparse_allgather_algorithm::pairwise,
+                               mpi::sparse_allgather_algorithm::mpi_allgatherv}) {
+          CAPTURE(static_cast<int>(kind), n, to_string(enc), static_cast<int>(algorithm),
+                  comm.size());
+          const sparse_message mine = message_of(comm.rank(), n, 0.01, kind);
+          std::vector<float> sum(n, -1.0f);
+          mpi::sparse_allgather exchange(
+              comm, {.indices = enc, .dense_switch = false, .algorithm = algorithm});
+          std::vector<float> expected(n, 0.0f);
+          for (int r = 0; r < comm.size(); ++r) {
+            accumulate(message_of(r, n, 0.01, kind), expected);
+          }
+          for (int repeat = 0; repeat < 2; ++repeat) { // buffers reused by the second call
+            exchange(mine, sum);
+            CHECK_FALSE(exchange.used_dense());
+            CHECK(sum == expected);
+            CHECK(identical_on_all_ranks(sum));
+          }
+          const std::size_t others_bytes = [&] {
+            std::size_t b = 0;
+            for (int r = 0; r < comm.size(); ++r) {
+              b += r == comm.rank() ? 0 : encode(message_of(r, n, 0.01, kind), enc).size();
+            }
+            return b;
+          }();
+          CHECK(exchange.bytes_received() == others_bytes);
+          CHECK(exchange.bytes_sent() ==
+                encode(mine, enc).size() * static_cast<std::size_t>(comm.size() - 1));
         }
-        CHECK_FALSE(exchange.used_dense());
-        CHECK(sum == expected);
-        CHECK(identical_on_all_ranks(sum));
       }
     }
   }
@@ -133,20 +152,52 @@ TEST_CASE("a dense-length mismatch makes every rank throw", "[mpi][sparse_allgat
 TEST_CASE("a malformed message from one rank makes every rank throw a wire_error",
           "[mpi][sparse_allgather]") {
   mpi::communicator comm(MPI_COMM_WORLD);
-  sparse_message mine;
-  mine.clear(100);
-  if (comm.rank() == 0) { // unsorted indices: encodable, but rejected by every decoder
-    mine.indices = {50, 10};
-    mine.values = {1.0f, 2.0f};
+  const int p = comm.size();
+  for (auto algorithm : {mpi::sparse_allgather_algorithm::pairwise,
+                         mpi::sparse_allgather_algorithm::mpi_allgatherv}) {
+    // one bad rank, or two (every rank must report the lower one's error, whatever order the
+    // messages arrive in)
+    for (const auto& bad : {std::vector<int>{0}, std::vector<int>{p - 1}, std::vector<int>{1, 2}}) {
+      CAPTURE(static_cast<int>(algorithm), bad, p);
+      sparse_message mine;
+      mine.clear(100);
+      if (std::find(bad.begin(), bad.end(), comm.rank()) != bad.end()) {
+        // unsorted indices: encodable, but rejected by every decoder
+        mine.indices = {50, static_cast<std::uint32_t>(10 + comm.rank())};
+        mine.values = {1.0f, 2.0f};
+      }
+      std::vector<float> sum(100);
+      mpi::sparse_allgather exchange(comm,
+                                     {.indices = index_encoding::u32, .algorithm = algorithm});
+      std::string what;
+      try {
+        exchange(mine, sum);
+      } catch (const wire_error& e) {
+        what = e.what();
+      }
+      const int first_bad = *std::min_element(bad.begin(), bad.end());
+      if (first_bad < p) { // every rank names the lowest bad rank; that one says what failed
+        CHECK_THAT(
+            what, Catch::Contains("rank " + std::to_string(first_bad) + "'s message is malformed"));
+        if (comm.rank() == first_bad) {
+          CHECK_THAT(what, Catch::Contains("index " + std::to_string(10 + first_bad)));
+        }
+      } else {
+        CHECK(what.empty());
+      }
+      // the communicator and the object stay usable afterwards
+      sparse_message fine;
+      fine.clear(100);
+      fine.indices = {static_cast<std::uint32_t>(comm.rank())};
+      fine.values = {1.0f};
+      exchange(fine, sum);
+      CHECK(sum[0] == 1.0f);
+      CHECK(sum[static_cast<std::size_t>(p - 1)] == 1.0f);
+    }
   }
-  std::vector<float> sum(100);
-  mpi::sparse_allgather exchange(comm, {.indices = index_encoding::u32});
-  CHECK_THROWS_AS(exchange(mine, sum), wire_error);
-  // the communicator stays usable afterwards
-  sparse_message fine;
-  fine.clear(100);
-  fine.indices = {static_cast<std::uint32_t>(comm.rank())};
-  fine.values = {1.0f};
-  exchange(fine, sum);
-  CHECK(sum[0] == 1.0f);
+}
+
+TEST_CASE("sparse allgather rejects a negative tag", "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  CHECK_THROWS_WITH(mpi::sparse_allgather(comm, {.tag = -1}), Catch::Contains("tag -1"));
 }

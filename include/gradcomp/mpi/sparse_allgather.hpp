@@ -21,9 +21,22 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gradcomp::mpi {
+
+//! @brief How sparse_allgather moves the encoded messages.
+enum class sparse_allgather_algorithm {
+  //! Point-to-point: every rank posts one receive per peer and sends its message to every peer
+  //! (to rank + 1, rank + 2, ... first), all at once; each message is decoded (validated) as it
+  //! arrives while the others are still on the wire, and the sum is built in rank order as the
+  //! prefix of decoded messages grows. Same bytes per rank as a ring allgather.
+  pairwise,
+  //! MPICH's MPI_Iallgatherv, then decoding of every message once all have arrived (the
+  //! textbook form; kept to compare against and for MPI libraries whose allgatherv is better).
+  mpi_allgatherv,
+};
 
 //! @brief Options of sparse_allgather.
 struct sparse_allgather_options {
@@ -36,36 +49,52 @@ struct sparse_allgather_options {
   //! Options of the dense ring allreduce used after the switch (its tag range included).
   ring_allreduce_options dense{};
   wait_policy wait{};
+  //! How the encoded messages move (measured side by side in docs/transport-benchmarks.md).
+  sparse_allgather_algorithm algorithm = sparse_allgather_algorithm::pairwise;
+  //! Tag of the pairwise algorithm's messages (one message per peer per operation). Operations
+  //! in flight at the same time on one communicator need distinct tags. >= 0.
+  int tag = 0;
 };
 
 //! @brief Sparse allgather (the reference top-k exchange, "TopkA"): each rank encodes its
 //! message in the wire format, the byte counts and dense lengths are allgathered, then the
-//! encoded messages (MPI_Iallgatherv); every rank decodes every message (validating it) and sums
-//! them in rank order into its dense result, so results are bit-identical on every rank.
+//! encoded messages move (pairwise point-to-point by default, or MPI_Iallgatherv: see
+//! sparse_allgather_algorithm); every rank decodes every message (validating it) and sums them
+//! in rank order into its dense result, so results are bit-identical on every rank.
+//!
+//! Overlap: the output is cleared and this rank's own message decoded while the others are on
+//! the wire; with the pairwise algorithm each message is decoded as soon as it arrives, so only
+//! the last one's decoding (and the rank-order sum of those not yet summed) follows the network.
 //!
 //! Collective: every rank must call start() (or operator()) with a message of the same dense
 //! length and an output of that length, in the same order relative to other collectives on the
 //! communicator. Any rank count, empty messages, empty tensors. Bytes sent per rank: 24 (counts)
-//! + its encoded message; received: the other ranks' encoded messages (up to 8 k (P-1) for
-//! u32/fp32 pairs). If the dense switch fires (decided identically on every rank from the
-//! gathered sizes), the exchange is a ring allreduce of the densified messages instead.
+//! + its encoded message to each of the P - 1 others; received: the other ranks' encoded
+//! messages (up to 8 k (P-1) for u32/fp32 pairs; cost::sparse_allgather_seconds). If the dense
+//! switch fires (decided identically on every rank from the gathered sizes), the exchange is a
+//! ring allreduce of the densified messages instead.
 //! @throws mpi_error on an MPI failure, on different dense lengths (on every rank), or when the
 //! gathered bytes exceed MPI's int counts and the dense switch is off; gradcomp::wire_error if
-//! a rank's message is malformed (on every rank, since every rank decodes every message).
+//! a rank's message is malformed: on every rank, after the exchange has completed (every rank
+//! decodes every message and reports the lowest malformed rank's error, so no rank is left
+//! waiting for one that gave up); std::invalid_argument for a negative tag.
 class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> {
   friend class detail::nonblocking_operation<sparse_allgather>;
 
 public:
   using options = sparse_allgather_options;
+  using algorithm = sparse_allgather_algorithm;
 
   explicit sparse_allgather(const communicator& comm, options o = {})
-      : comm_(&comm), options_(o), dense_(comm, o.dense) {}
+      : comm_(&comm), options_(checked(o)), dense_(comm, o.dense) {}
   sparse_allgather(const sparse_allgather&) = delete;
   sparse_allgather& operator=(const sparse_allgather&) = delete;
   ~sparse_allgather() { reset(); }
 
   //! Starts the exchange; `sum` (n floats) receives the sum of every rank's message.
-  //! `mine` may be reused as soon as start() returns (it is encoded here).
+  //! `mine` may be reused as soon as start() returns (it is encoded here). This rank's message
+  //! is encoded and decoded (validated) before the header round and the output is cleared while
+  //! the headers are on the wire.
   void start(const sparse_message& mine, std::span<float> sum) {
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
                               "sparse_allgather: start() while an operation is in progress");
@@ -73,17 +102,28 @@ public:
         sum.size() == mine.dense_length_elements, "sparse_allgather: output has ", sum.size(),
         " elements, the message's dense length is ", mine.dense_length_elements);
     sum_ = sum;
-    encode(mine, options_.indices, encoded_);
     const auto p = static_cast<std::size_t>(comm_->size());
-    headers_.assign(3 * p, 0);
-    const std::int64_t mine_header[3] = {static_cast<std::int64_t>(encoded_.size()),
+    const auto me = static_cast<std::size_t>(comm_->rank());
+    decoded_.resize(p);
+    own_error_.clear();
+    try {
+      encode(mine, options_.indices, encoded_);
+      decode(encoded_, decoded_[me]);
+    } catch (const std::exception& e) { // reported by every rank after the header round
+      own_error_ = e.what();
+    }
+    headers_.assign(detail::allgather_header_fields * p, 0);
+    const std::int64_t mine_header[3] = {own_error_.empty()
+                                             ? static_cast<std::int64_t>(encoded_.size())
+                                             : detail::malformed_message_bytes,
                                          static_cast<std::int64_t>(mine.dense_length_elements),
                                          static_cast<std::int64_t>(mine.nnz())};
     detail::check(MPI_Iallgather(mine_header, 3, MPI_INT64_T, headers_.data(), 3, MPI_INT64_T,
-                                 comm_->native(), &request_),
+                                 comm_->native(), &header_request_),
                   "MPI_Iallgather");
     used_dense_ = false;
     phase_ = phase::headers;
+    std::fill(sum_.begin(), sum_.end(), 0.0f); // while the headers are on the wire
   }
 
   //! @private The nonblocking_operation hooks.
@@ -96,17 +136,19 @@ public:
       case phase::done:
         return true;
       case phase::headers:
-        if (!detail::complete(request_)) {
+        if (!detail::complete(header_request_)) {
           return false;
         }
         after_headers();
         continue;
       case phase::messages:
-        if (!detail::complete(request_)) {
+        if (!messages_arrived()) {
           return false;
         }
-        sum_messages();
         phase_ = phase::done;
+        if (!first_error_.empty()) {
+          throw wire_error(first_error_);
+        }
         return true;
       case phase::dense:
         if (!dense_.test()) {
@@ -128,18 +170,40 @@ public:
 private:
   enum class phase { idle, headers, messages, dense, done };
 
+  static options checked(const options& o) {
+    gradcomp::detail::require(o.tag >= 0, "sparse_allgather: tag ", o.tag, " is negative");
+    return o;
+  }
+
   // An operation dropped mid-way (an exception, or destruction): release what is pending and
   // make the object ready for a new start().
   void reset() noexcept {
     phase_ = phase::idle;
-    if (request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&request_);
+    if (header_request_ != MPI_REQUEST_NULL) {
+      MPI_Request_free(&header_request_);
+    }
+    for (MPI_Request& request : requests_) {
+      if (request != MPI_REQUEST_NULL) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
     }
   }
 
   void after_headers() {
     const int p = comm_->size();
     const int me = comm_->rank();
+    // a malformed message: every rank throws in plan_allgather for the lowest such rank, which
+    // itself says what failed
+    for (std::size_t j = 0; j < static_cast<std::size_t>(p); ++j) {
+      if (headers_[detail::allgather_header_fields * j] == detail::malformed_message_bytes) {
+        if (j == static_cast<std::size_t>(me)) {
+          throw wire_error(gradcomp::detail::concat("gradcomp wire: sparse_allgather: rank ", me,
+                                                    "'s message is malformed: ", own_error_));
+        }
+        break;
+      }
+    }
     detail::allgather_plan plan = detail::plan_allgather(headers_, options_.dense_switch);
     if (plan.length_mismatch_rank >= 0) {
       throw mpi_error(gradcomp::detail::concat(
@@ -152,7 +216,7 @@ private:
     }
     if (plan.use_dense) {
       used_dense_ = true;
-      decompress(decode(encoded_), sum_);
+      decompress(decoded_[static_cast<std::size_t>(me)], sum_);
       bytes_sent_ = bytes_received_ = static_cast<std::size_t>(plan.ring_bytes);
       dense_.start(sum_);
       phase_ = phase::dense;
@@ -169,28 +233,122 @@ private:
     bytes_sent_ = encoded_.size() * static_cast<std::size_t>(p - 1);
     bytes_received_ =
         static_cast<std::size_t>(plan.total_bytes) - static_cast<std::size_t>(counts_[me]);
-    detail::check(MPI_Iallgatherv(encoded_.data(), static_cast<int>(encoded_.size()), MPI_BYTE,
-                                  gathered_.data(), counts_.data(), displacements_.data(), MPI_BYTE,
-                                  comm_->native(), &request_),
-                  "MPI_Iallgatherv");
+    post_messages();
     phase_ = phase::messages;
+    const auto rank_count = static_cast<std::size_t>(p);
+    ready_.assign(rank_count, 0);
+    first_error_.clear();
+    error_rank_ = rank_count;
+    next_to_sum_ = 0;
+    mark_decoded(static_cast<std::size_t>(me)); // decoded in start()
   }
 
-  void sum_messages() {
-    std::fill(sum_.begin(), sum_.end(), 0.0f);
-    const auto bytes = std::span<const std::byte>(gathered_);
-    for (std::size_t j = 0; j < counts_.size(); ++j) {
-      decode(bytes.subspan(static_cast<std::size_t>(displacements_[j]),
-                           static_cast<std::size_t>(counts_[j])),
-             received_);
-      detail::check_length(received_, sum_.size(), static_cast<int>(j));
+  // Posts the movement of the encoded messages into gathered_ (at displacements_).
+  void post_messages() {
+    const int p = comm_->size();
+    const int me = comm_->rank();
+    if (options_.algorithm == algorithm::mpi_allgatherv) {
+      requests_.assign(1, MPI_REQUEST_NULL);
+      detail::check(MPI_Iallgatherv(encoded_.data(), static_cast<int>(encoded_.size()), MPI_BYTE,
+                                    gathered_.data(), counts_.data(), displacements_.data(),
+                                    MPI_BYTE, comm_->native(), requests_.data()),
+                    "MPI_Iallgatherv");
+      return;
+    }
+    // requests_: receives from rank - 1, rank - 2, ... then sends to rank + 1, rank + 2, ...
+    // (step s pairs the send to rank + s with the receive from rank - s: every rank sends to a
+    // different rank at the same step)
+    requests_.assign(2 * static_cast<std::size_t>(p - 1), MPI_REQUEST_NULL);
+    for (int s = 1; s < p; ++s) {
+      const int from = (me - s + p) % p;
+      detail::check(MPI_Irecv(gathered_.data() + displacements_[from], counts_[from], MPI_BYTE,
+                              from, options_.tag, comm_->native(),
+                              &requests_[static_cast<std::size_t>(s - 1)]),
+                    "MPI_Irecv");
+    }
+    for (int s = 1; s < p; ++s) {
+      const int to = (me + s) % p;
+      detail::check(MPI_Isend(encoded_.data(), static_cast<int>(encoded_.size()), MPI_BYTE, to,
+                              options_.tag, comm_->native(),
+                              &requests_[static_cast<std::size_t>(p - 2 + s)]),
+                    "MPI_Isend");
+    }
+  }
+
+  // Takes whatever arrived: decodes it, sums the grown prefix; true when every message has been
+  // taken and every send has completed.
+  bool messages_arrived() {
+    const int p = comm_->size();
+    const int me = comm_->rank();
+    if (options_.algorithm == algorithm::mpi_allgatherv) {
+      if (!detail::complete(requests_[0])) {
+        return false;
+      }
+      for (int j = 0; j < p; ++j) {
+        if (j != me) {
+          take(static_cast<std::size_t>(j), message_bytes(j));
+        }
+      }
+      return true;
+    }
+    bool all = true;
+    for (int s = 1; s < p; ++s) { // receives
+      MPI_Request& request = requests_[static_cast<std::size_t>(s - 1)];
+      if (request == MPI_REQUEST_NULL) {
+        continue;
+      }
+      if (!detail::complete(request)) {
+        all = false;
+        continue;
+      }
+      const int from = (me - s + p) % p;
+      take(static_cast<std::size_t>(from), message_bytes(from));
+    }
+    for (std::size_t i = static_cast<std::size_t>(p - 1); i < requests_.size(); ++i) { // sends
+      if (requests_[i] != MPI_REQUEST_NULL && !detail::complete(requests_[i])) {
+        all = false;
+      }
+    }
+    return all;
+  }
+
+  [[nodiscard]] std::span<const std::byte> message_bytes(int rank) const {
+    const auto j = static_cast<std::size_t>(rank);
+    return std::span<const std::byte>(gathered_).subspan(
+        static_cast<std::size_t>(displacements_[j]), static_cast<std::size_t>(counts_[j]));
+  }
+
+  // Decodes rank j's message (validating it against its header) and adds every decoded message
+  // of the rank-order prefix to the output. A malformed message is remembered, not thrown: the
+  // exchange completes first (see the class comment), and every rank reports the lowest
+  // malformed rank's error.
+  void take(std::size_t j, std::span<const std::byte> bytes) {
+    if (j > error_rank_) {
+      ready_[j] = 1;
+      return;
+    }
+    try {
+      decode(bytes, decoded_[j]);
+      detail::check_length(decoded_[j], sum_.size(), static_cast<int>(j));
       const std::int64_t stated_nnz = headers_[detail::allgather_header_fields * j + 2];
-      if (static_cast<std::int64_t>(received_.nnz()) != stated_nnz) {
+      if (static_cast<std::int64_t>(decoded_[j].nnz()) != stated_nnz) {
         throw wire_error(gradcomp::detail::concat("gradcomp wire: sparse_allgather: rank ", j,
-                                                  "'s message carries ", received_.nnz(),
+                                                  "'s message carries ", decoded_[j].nnz(),
                                                   " values, its header stated ", stated_nnz));
       }
-      accumulate(received_, sum_);
+    } catch (const wire_error& e) {
+      first_error_ = e.what();
+      error_rank_ = j;
+    }
+    mark_decoded(j);
+  }
+
+  // Rank j's message is decoded (or skipped): adds the grown rank-order prefix to the output.
+  void mark_decoded(std::size_t j) {
+    ready_[j] = 1;
+    while (next_to_sum_ < error_rank_ && next_to_sum_ < ready_.size() && ready_[next_to_sum_]) {
+      accumulate(decoded_[next_to_sum_], sum_);
+      ++next_to_sum_;
     }
   }
 
@@ -202,8 +360,14 @@ private:
   std::vector<std::byte> encoded_, gathered_;
   std::vector<std::int64_t> headers_;
   std::vector<int> counts_, displacements_;
-  sparse_message received_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
+  std::vector<sparse_message> decoded_; // per rank, reused
+  std::vector<unsigned char> ready_;    // per rank: decoded (or skipped after an error)
+  std::size_t next_to_sum_ = 0;         // ranks [0, next_to_sum_) are in sum_
+  std::size_t error_rank_ = 0;          // lowest rank with a malformed message, or P
+  std::string first_error_;             // its error
+  std::string own_error_;               // this rank's message failed to encode or decode (start())
+  std::vector<MPI_Request> requests_;   // the messages' requests
+  MPI_Request header_request_ = MPI_REQUEST_NULL;
   bool used_dense_ = false;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
 };

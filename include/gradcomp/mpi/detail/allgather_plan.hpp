@@ -22,6 +22,10 @@ namespace gradcomp::mpi::detail {
 
 //! Fields per rank in the gathered headers: encoded bytes, dense length (elements), nnz.
 inline constexpr std::size_t allgather_header_fields = 3;
+//! What a rank states as its encoded bytes when its own message failed to decode on that rank
+//! (the caller passed an invalid sparse_message): every rank then reports it (plan_allgather
+//! throws), instead of that rank throwing alone and leaving the others waiting.
+inline constexpr std::int64_t malformed_message_bytes = -1;
 //! The largest dense length a header may state, elements (2^56: far above any memory, and
 //! small enough that byte bounds below cannot overflow 64 bits).
 inline constexpr std::int64_t max_header_dense_length = std::int64_t{1} << 56;
@@ -47,7 +51,8 @@ struct allgather_plan {
 //! plans the exchange. With `dense_switch`, the plan switches to a dense allreduce when the
 //! rank that receives the most would receive more than a ring allreduce moves,
 //! 2 (P - 1) / P x 4n bytes (SparCML's rule), or when the total exceeds MPI's int counts.
-//! Checks, in this order for every rank j: 0 <= length_j <= 2^56, length_j == length_0 (else
+//! Checks, in this order for every rank j: bytes_j != malformed_message_bytes (that rank's own
+//! message did not decode), 0 <= length_j <= 2^56, length_j == length_0 (else
 //! length_mismatch_rank = j and return), 0 <= nnz_j <= length_j, and
 //! min_encoded_bytes(nnz_j) <= bytes_j <= max_encoded_bytes(nnz_j) (32 + 2 nnz .. 32 + 9 nnz).
 //! O(P). Deterministic: the same headers give the same plan or the same exception everywhere.
@@ -76,6 +81,11 @@ struct allgather_plan {
     const std::int64_t bytes = field(j, 0);
     const std::int64_t length = field(j, 1);
     const std::int64_t nnz = field(j, 2);
+    if (bytes == malformed_message_bytes) {
+      throw wire_error(concat("gradcomp wire: sparse_allgather: rank ", j,
+                              "'s message is malformed (it failed to decode on that rank; its "
+                              "exception names the check)"));
+    }
     if (length < 0 || length > max_header_dense_length) {
       throw malformed(j, "dense length", length, ", outside [0, ", max_header_dense_length, "]");
     }
