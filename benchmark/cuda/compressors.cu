@@ -4,7 +4,9 @@
 // device-to-device copy gives bytes per second; the floor of a call is the bytes it must move:
 // 4n read + 8k written for top-k without error feedback; 12n (read gradient and residual, write
 // residual) + 8k for the threshold compressors with error feedback). Prints a Markdown table;
-// benchmark/cuda/run.sh adds torch.topk on the same GPU and writes docs/benchmarks-cuda.md.
+// benchmark/cuda/run.sh adds torch.topk on the same GPU and writes docs/benchmarks-cuda.md. A
+// second table compares, for many small layers, one single-layer call per layer with one
+// batched_exact_top_k call (both with error feedback and the messages' copy to the host).
 //
 //   gradcomp_bench_cuda_compressors [log2_lo=20] [log2_hi=28] [repeats=20]
 #include <gradcomp/cuda/compressors.cuh>
@@ -14,11 +16,14 @@
 #include <cstdlib>
 #include <cuda_runtime_api.h>
 #include <functional>
+#include <iterator>
+#include <memory>
 #include <string>
 #include <thrust/device_vector.h>
 #include <thrust/iterator/counting_iterator.h>
 #include <thrust/random.h>
 #include <thrust/transform.h>
+#include <vector>
 
 namespace {
 
@@ -53,6 +58,53 @@ double seconds_per_call(int repeats, const std::function<void()>& call) {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms * 1e-3 / repeats;
+}
+
+// Many small layers (sizes cycling 64 .. 65536 elements, as biases and batch-norm layers):
+// exact top-k with error feedback and the copy of every message to the host, one single-layer
+// call per layer against one batched_exact_top_k call per step.
+void many_small_layers(int repeats) {
+  std::printf("\n| layers | elements | density | per-layer calls ms | batched ms | speed-up |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  const std::size_t cycle[] = {64, 256, 1024, 4096, 16384, 65536};
+  for (const std::size_t layers : {16u, 64u, 256u}) {
+    std::vector<std::size_t> offsets{0};
+    for (std::size_t l = 0; l < layers; ++l) {
+      offsets.push_back(offsets.back() + cycle[l % std::size(cycle)]);
+    }
+    const std::size_t n = offsets.back();
+    thrust::device_vector<float> g(n), r(n);
+    thrust::transform(thrust::counting_iterator<unsigned>(0),
+                      thrust::counting_iterator<unsigned>(static_cast<unsigned>(n)), g.begin(),
+                      normal_op{2});
+    float* gp = thrust::raw_pointer_cast(g.data());
+    float* rp = thrust::raw_pointer_cast(r.data());
+    for (const double density : {0.01, 0.001}) {
+      std::vector<std::unique_ptr<gradcomp::cuda::exact_top_k>> single;
+      for (std::size_t l = 0; l < layers; ++l) {
+        single.push_back(std::make_unique<gradcomp::cuda::exact_top_k>(density));
+      }
+      gradcomp::cuda::device_message m;
+      gradcomp::sparse_message host;
+      const double per_layer_s = seconds_per_call(repeats, [&] {
+        for (std::size_t l = 0; l < layers; ++l) {
+          single[l]->compress_accumulate(rp + offsets[l], gp + offsets[l],
+                                         offsets[l + 1] - offsets[l], m);
+          m.copy_to(host);
+        }
+      });
+      gradcomp::cuda::batched_exact_top_k batch(density);
+      gradcomp::cuda::batched_device_message bm;
+      std::vector<gradcomp::sparse_message> hosts;
+      const double batched_s = seconds_per_call(repeats, [&] {
+        batch.compress_accumulate(rp, gp, n, offsets, bm);
+        bm.copy_to(hosts);
+      });
+      std::printf("| %zu | %zu | %g | %.3f | %.3f | %.1f |\n", layers, n, density,
+                  per_layer_s * 1e3, batched_s * 1e3, per_layer_s / batched_s);
+      std::fflush(stdout);
+    }
+  }
 }
 
 } // namespace
@@ -108,5 +160,6 @@ int main(int argc, char** argv) {
       row("reused_threshold + EF", feedback, [&] { reused.compress_accumulate(rp, gp, n, m); });
     }
   }
+  many_small_layers(repeats);
   return 0;
 }

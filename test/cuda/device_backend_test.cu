@@ -25,6 +25,7 @@ struct harness {
 #define GRADCOMP_CUDA_CASE(name) "device_backend: " name
 #include <gradcomp/cuda/tensor.cuh>
 
+#include "batched_cases.hpp"
 #include "compressor_cases.hpp"
 
 TEST_CASE("device_backend: thrust::device_vector and tensor_view are device tensors",

@@ -20,4 +20,5 @@ struct harness {
 } // namespace gradcomp::test::cuda_cases
 
 #define GRADCOMP_CUDA_CASE(name) "host_backend: " name
+#include "batched_cases.hpp"
 #include "compressor_cases.hpp"

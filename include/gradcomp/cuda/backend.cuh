@@ -10,6 +10,9 @@
 //!   very same algorithm code on the CPU, which is how CI (no GPU) tests the backend's logic
 //!   bit for bit against the host compressors; users get no speed from it.
 //!
+//! Sorting, like the digit histogram, is a backend operation: Thrust's radix sorts on the
+//! device, std::sort with the same order on the host.
+//!
 //! Every backend allocation is counted (allocation_count()), so tests can check that
 //! steady-state compression allocates nothing.
 #pragma once
@@ -18,6 +21,7 @@
 #include <gradcomp/cuda/detail/thrust_config.cuh>
 #include <gradcomp/tensor/memory_space.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -31,6 +35,7 @@
 #include <gradcomp/cuda/error.cuh>
 
 #include <cuda_runtime_api.h>
+#include <thrust/sort.h>
 #include <thrust/system/cuda/execution_policy.h>
 #endif
 
@@ -74,6 +79,12 @@ struct host_backend {
       std::memcpy(dst, src, bytes);
     }
   }
+  //! Copies `bytes` from host memory to backend memory (synchronous).
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) const noexcept {
+    if (bytes != 0) {
+      std::memcpy(dst, src, bytes);
+    }
+  }
   //! Zeroes `bytes` of backend memory.
   void fill_zero(void* p, std::size_t bytes) const noexcept {
     if (bytes != 0) {
@@ -93,6 +104,24 @@ struct host_backend {
                        std::uint32_t prefix,
                        std::uint32_t* h) const noexcept {
     gradcomp::detail::digit_histogram(values, n, shift, bits, prefix, h);
+  }
+  //! Orders positions[0, n), which hold 0 .. n-1 on entry, by (keys[p], p) ascending: what a
+  //! stable sort by key gives (keys may be left in any order). std::sort, O(n log n), no
+  //! allocation. (Thrust's sequential sorts bind references through null system pointers, which
+  //! UndefinedBehaviorSanitizer rejects, so the host backend sorts with the standard library.)
+  template <class Allocator>
+  void sort_positions_by_key(Allocator&,
+                             std::uint64_t* keys,
+                             std::uint32_t* positions,
+                             std::size_t n) const {
+    std::sort(positions, positions + n, [keys](std::uint32_t a, std::uint32_t b) {
+      return keys[a] < keys[b] || (keys[a] == keys[b] && a < b);
+    });
+  }
+  //! Sorts values[0, n) ascending. std::sort, O(n log n), no allocation.
+  template <class Allocator>
+  void sort_ascending(Allocator&, std::uint32_t* values, std::size_t n) const {
+    std::sort(values, values + n);
   }
 };
 
@@ -127,6 +156,14 @@ struct device_backend {
     check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream), "cudaMemcpyAsync");
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
   }
+  //! Copies host to device, ordered on the stream. From pageable host memory CUDA stages `src`
+  //! before the call returns (and may wait for the stream first), so `src` may be reused at
+  //! once. @throws cuda_error.
+  void copy_from_host(void* dst, const void* src, std::size_t bytes) const {
+    if (bytes != 0) {
+      check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream), "cudaMemcpyAsync");
+    }
+  }
   //! Zeroes device memory, ordered on the stream. @throws cuda_error.
   void fill_zero(void* p, std::size_t bytes) const {
     if (bytes != 0) {
@@ -146,6 +183,22 @@ struct device_backend {
                        std::uint32_t prefix,
                        std::uint32_t* h) const {
     detail::launch_digit_histogram(values, n, shift, bits, prefix, h, stream);
+  }
+  //! Orders positions[0, n), which hold 0 .. n-1 on entry, by (keys[p], p) ascending: a stable
+  //! radix sort by key (Thrust, CUB underneath), keys sorted with them; temporary storage from
+  //! `alloc`. No host round trip. @throws thrust::system_error on a CUDA failure.
+  template <class Allocator>
+  void sort_positions_by_key(Allocator& alloc,
+                             std::uint64_t* keys,
+                             std::uint32_t* positions,
+                             std::size_t n) const {
+    thrust::stable_sort_by_key(policy(alloc), keys, keys + n, positions);
+  }
+  //! Sorts values[0, n) ascending (radix sort; temporary storage from `alloc`). No host round
+  //! trip. @throws thrust::system_error on a CUDA failure.
+  template <class Allocator>
+  void sort_ascending(Allocator& alloc, std::uint32_t* values, std::size_t n) const {
+    thrust::sort(policy(alloc), values, values + n);
   }
 };
 #endif

@@ -17,8 +17,6 @@
 #include <algorithm>
 #include <concepts>
 #include <cstddef>
-#include <thrust/for_each.h>
-#include <thrust/iterator/counting_iterator.h>
 #include <type_traits>
 
 namespace gradcomp::cuda {
@@ -31,6 +29,16 @@ concept backend_float_tensor = tensor<T> && std::same_as < tensor_memory_space_t
 typename Backend::memory_space > &&std::same_as<tensor_value_t<T>, float>;
 
 namespace detail {
+
+//! @throws std::invalid_argument when `what` (a gradient, residual or velocity of n elements) has
+//! n > 2^32 (32-bit message indices) or is a null pointer with n > 0. O(1).
+inline void check_pointer(const void* p, std::size_t n, const char* what) {
+  gradcomp::detail::require(n <= max_sparse_dense_length_elements, what, " has ", n,
+                            " elements, above the 32-bit index limit ",
+                            max_sparse_dense_length_elements);
+  gradcomp::detail::require(p != nullptr || n == 0, what, " is a null pointer with ", n,
+                            " elements");
+}
 
 //! Derived provides `std::size_t run(const call<Backend>& c, selection_stats&)`: materializes
 //! c.src (materialize() or a fused form) in its first pass, selects from c.src.values()[0, c.n)
@@ -142,14 +150,6 @@ protected:
   workspace<Backend> ws_;
 
 private:
-  static void check_pointer(const void* p, std::size_t n, const char* what) {
-    gradcomp::detail::require(n <= max_sparse_dense_length_elements, what, " has ", n,
-                              " elements, above the 32-bit index limit ",
-                              max_sparse_dense_length_elements);
-    gradcomp::detail::require(p != nullptr || n == 0, what, " is a null pointer with ", n,
-                              " elements");
-  }
-
   selection_stats
   dispatch(const value_source& src, std::size_t n, message_type& out, stream_type stream) {
     auto& self = static_cast<Derived&>(*this);
@@ -165,10 +165,7 @@ private:
     if (n > 0) {
       const context<Backend> ctx{Backend{stream}, ws_};
       nnz = self.run(call<Backend>{ctx, src, n, out.index_storage(), out.value_storage()}, stats);
-      const thrust::counting_iterator<std::size_t> first(0);
-      thrust::for_each(ctx.policy(), first, first + nnz,
-                       finish_op{out.index_storage(), out.value_storage(), src.residual,
-                                 src.velocity, options_.values});
+      finish_selection(ctx, out.index_storage(), out.value_storage(), nnz, src, options_.values);
     }
     out.set_result(nnz, options_.values);
     stats.k_selected = nnz;

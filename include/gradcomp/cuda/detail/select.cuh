@@ -93,6 +93,21 @@ void materialize(const context<Backend>& ctx, const value_source& src, std::size
   }
 }
 
+//! The finishing pass over message positions [0, nnz): rounds values[j] to `type` and, at
+//! element residual_indices[j] of src's residual and velocity (when set), leaves the rounding
+//! error (0 when sent unchanged) and zeroes the velocity (finish_op). One launch; O(nnz).
+template <class Backend>
+void finish_selection(const context<Backend>& ctx,
+                      const std::uint32_t* residual_indices,
+                      float* values,
+                      std::size_t nnz,
+                      const value_source& src,
+                      value_type type) {
+  const thrust::counting_iterator<std::size_t> first(0);
+  thrust::for_each(ctx.policy(), first, first + nnz,
+                   finish_op{residual_indices, values, src.residual, src.velocity, type});
+}
+
 //! Every (i, x[i]) with key >= `key`, ascending by i, into indices/values (room for cap + 1:
 //! beyond cap the pairs all land in slot cap). Returns how many there are, also when > cap.
 //! One stable compaction (Thrust copy_if): reads 4n bytes, writes 8 x min(count, cap).
