@@ -7,6 +7,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/coded_exchange.hpp>
+#include <gradcomp/mpi/coded_sparse.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>

@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace gradcomp::coded {
@@ -67,6 +68,12 @@ struct exchange_load {
   double received_bytes = 0.0;         //!< bytes the rank receives.
   double reduced_bytes = 0.0;          //!< bytes passed through an add, subtract or XOR.
   friend bool operator==(const exchange_load&, const exchange_load&) = default;
+  //! Field by field sum: the load of two exchanges run one after the other.
+  friend exchange_load operator+(const exchange_load& a, const exchange_load& b) noexcept {
+    return {a.sent_messages + b.sent_messages, a.received_messages + b.received_messages,
+            a.sent_bytes + b.sent_bytes, a.received_bytes + b.received_bytes,
+            a.reduced_bytes + b.reduced_bytes};
+  }
 };
 
 namespace detail {
@@ -222,6 +229,73 @@ block_length(std::uint64_t elements, std::uint64_t ranks, std::uint64_t block) n
              ? coded_reduce_scatter_load(ranks, redundancy, gradient_elements, bytes_per_element,
                                          mode)
              : coded_exchange_load(ranks, redundancy, gradient_elements, bytes_per_element, mode);
+}
+
+//! @brief Wire bytes of one index in the sparse form's union agreement (uint32, as
+//! sparse_message's indices).
+inline constexpr std::size_t union_index_bytes = 4;
+
+//! @brief Per-rank load of the union agreement of the sparse form (gradcomp::mpi::
+//! coded_sparse_allreduce): a ring allgather, point to point, of every rank's contributed index
+//! list (rank j contributes c_j = contributed_elements[j] indices, the union of the index lists
+//! of the parts union_contributors gives it), in n - 1 steps to rank + 1, from rank - 1:
+//! n - 1 messages each way; sent 4 (T - c_{(rank + 1) mod n}) bytes (every list but the right
+//! neighbour's), received 4 (T - c_rank) (every list but its own), T = sum of c_j; nothing
+//! reduced (the merge compares, it does not add). Not counted, as the dense exchange's
+//! agreement is not: the allgather of a 32-byte header per rank (lengths, counts, flags) that
+//! precedes it. Every message is counted, even an empty one. O(n).
+//! @throws std::invalid_argument naming the value if contributed_elements is empty or rank is
+//! outside [0, n).
+[[nodiscard]] inline exchange_load
+union_agreement_load(std::span<const std::uint64_t> contributed_elements, int rank) {
+  gradcomp::detail::require(!contributed_elements.empty(),
+                            "union agreement: no rank's contribution given (need n >= 1)");
+  const auto n = static_cast<std::uint64_t>(contributed_elements.size());
+  gradcomp::detail::require(rank >= 0 && static_cast<std::uint64_t>(rank) < n,
+                            "union agreement: rank ", rank, " is outside [0, n = ", n, ")");
+  const auto k = static_cast<std::uint64_t>(rank);
+  double total = 0.0;
+  for (const std::uint64_t c : contributed_elements) {
+    total += static_cast<double>(c);
+  }
+  const double b = union_index_bytes;
+  exchange_load load;
+  load.sent_messages = n - 1;
+  load.received_messages = n - 1;
+  load.sent_bytes = (total - static_cast<double>(contributed_elements[(k + 1) % n])) * b;
+  load.received_bytes = (total - static_cast<double>(contributed_elements[k])) * b;
+  return load;
+}
+
+//! @brief Per-rank load of the sparse form of the coded exchange on rank `rank`
+//! (gradcomp::mpi::coded_sparse_allreduce): the union agreement (union_agreement_load) plus the
+//! coded exchange of |U| = union_elements elements instead of d (coded_exchange_load for
+//! full_recovery, the per-rank coded_reduce_scatter_load for reduce_scatter). Full form,
+//! point_to_point: sent 4 (T - c_{rank+1}) + r C(n - 1, r) ceil(|U| / r) b bytes. It sends fewer
+//! bytes than the dense coded exchange of d elements when
+//! 4 (T - c_{rank+1}) < r C(n - 1, r) b (ceil(d / r) - ceil(|U| / r)), about
+//! T - c < C(n - 1, r) (d - |U|) for b = 4 (docs/coded.md "The sparse form"). O(n).
+//! @throws std::invalid_argument as union_agreement_load and coded_exchange_load, or if
+//! contributed_elements does not have n entries.
+[[nodiscard]] inline exchange_load
+coded_sparse_load(int ranks,
+                  int redundancy,
+                  std::size_t union_elements,
+                  std::span<const std::uint64_t> contributed_elements,
+                  std::size_t bytes_per_element,
+                  delivery mode,
+                  exchange_variant variant,
+                  int rank) {
+  detail::check_ranks_and_redundancy(ranks, redundancy);
+  gradcomp::detail::require(contributed_elements.size() == static_cast<std::size_t>(ranks),
+                            "coded sparse exchange: ", contributed_elements.size(),
+                            " contributions given for n = ", ranks, " ranks");
+  const exchange_load coded =
+      variant == exchange_variant::reduce_scatter
+          ? coded_reduce_scatter_load(ranks, redundancy, union_elements, bytes_per_element, mode,
+                                      rank)
+          : coded_exchange_load(ranks, redundancy, union_elements, bytes_per_element, mode);
+  return union_agreement_load(contributed_elements, rank) + coded;
 }
 
 //! @brief Per-rank load of the uncoded exchange of the same placement (collectives.md section

@@ -32,9 +32,152 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradcomp::mpi {
+
+namespace detail {
+
+//! @brief A ring allgather of blocks of different lengths over nonblocking point-to-point
+//! messages (the allgather of coded_allreduce's reduce-scatter form and of
+//! coded_sparse_allreduce's index lists; collectives.md section 3, ring): P - 1 steps; in step s
+//! rank k sends block k - s to rank k + 1 and receives block k - s - 1 from rank k - 1, straight
+//! into the buffer. The block sent in step s + 1 is the one received in step s, so a step starts
+//! once the previous one completed. Point to point rather than MPI_Iallgatherv so that the bytes
+//! and messages are exactly the cost model's: sent, every block but the right neighbour's;
+//! received, every block but this rank's; P - 1 messages each way, empty blocks included.
+//! Collective over the communicator: every rank must start it with the same block layout and
+//! tag. Memory: none beyond the caller's buffer.
+class ring_allgather {
+public:
+  ring_allgather() = default;
+  ring_allgather(const ring_allgather&) = delete;
+  ring_allgather& operator=(const ring_allgather&) = delete;
+  ~ring_allgather() { cancel(); }
+
+  //! @brief Starts the allgather: block j occupies elements blocks[j] of `buffer` (elements of
+  //! `element_bytes` bytes, MPI type `type`); this rank's block must be in place. `operation`
+  //! names the caller in error messages. Every block must be at most INT_MAX elements (the
+  //! caller checks). With one rank there is nothing to do.
+  //! @throws mpi_error if posting fails.
+  void start(const communicator& comm,
+             void* buffer,
+             std::size_t element_bytes,
+             MPI_Datatype type,
+             std::vector<coded::index_range> blocks,
+             int tag,
+             const char* operation) {
+    comm_ = &comm;
+    buffer_ = static_cast<std::byte*>(buffer);
+    element_bytes_ = element_bytes;
+    type_ = type;
+    blocks_ = std::move(blocks);
+    tag_ = tag;
+    operation_ = operation;
+    step_ = 0;
+    bytes_sent_ = bytes_received_ = messages_sent_ = messages_received_ = 0;
+    if (comm.size() > 1) {
+      post_step();
+    }
+  }
+
+  //! @brief Progress without blocking; true once every step completed.
+  //! @throws gradcomp::wire_error if a received block's length differs from its layout;
+  //! mpi_error on an MPI failure.
+  bool progress() {
+    while (step_ + 1 < static_cast<std::size_t>(comm_->size())) {
+      if (!complete_step()) {
+        return false;
+      }
+      if (++step_ + 1 < static_cast<std::size_t>(comm_->size())) {
+        post_step();
+      }
+    }
+    return true;
+  }
+
+  //! Cancels and frees what is pending (after an exception). Idempotent.
+  void cancel() noexcept {
+    for (MPI_Request& request : requests_) {
+      if (request != MPI_REQUEST_NULL) {
+        MPI_Cancel(&request);
+        MPI_Request_free(&request);
+      }
+    }
+  }
+
+  //! Payload bytes sent by the completed steps.
+  [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
+  //! Payload bytes received by the completed steps.
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
+  //! Messages sent by the completed steps.
+  [[nodiscard]] std::size_t messages_sent() const noexcept { return messages_sent_; }
+  //! Messages received by the completed steps.
+  [[nodiscard]] std::size_t messages_received() const noexcept { return messages_received_; }
+
+private:
+  [[nodiscard]] std::size_t block_of_step(int offset) const noexcept {
+    const int p = comm_->size();
+    const int step = static_cast<int>(step_);
+    return static_cast<std::size_t>(((comm_->rank() - step - offset) % p + p) % p);
+  }
+
+  void post_step() {
+    const int p = comm_->size();
+    const int me = comm_->rank();
+    const coded::index_range out = blocks_[block_of_step(0)];
+    const coded::index_range in = blocks_[block_of_step(1)];
+    in_ = in.size();
+    out_ = out.size();
+    check(MPI_Irecv(buffer_ + in.begin * element_bytes_, static_cast<int>(in.size()), type_,
+                    (me - 1 + p) % p, tag_, comm_->native(), &requests_[0]),
+          "MPI_Irecv");
+    check(MPI_Isend(buffer_ + out.begin * element_bytes_, static_cast<int>(out.size()), type_,
+                    (me + 1) % p, tag_, comm_->native(), &requests_[1]),
+          "MPI_Isend");
+  }
+
+  // Tests the current step's two requests; true once both completed (checks the received
+  // block's length).
+  bool complete_step() {
+    if (requests_[0] != MPI_REQUEST_NULL) {
+      int done = 0;
+      MPI_Status status{};
+      check(MPI_Test(&requests_[0], &done, &status), "MPI_Test");
+      if (done) {
+        int count = 0;
+        check(MPI_Get_count(&status, type_, &count), "MPI_Get_count");
+        gradcomp::detail::require_wire(
+            count >= 0 && static_cast<std::size_t>(count) == in_, operation_,
+            ": the allgather block from rank ", (comm_->rank() - 1 + comm_->size()) % comm_->size(),
+            " in step ", step_, " has ", count, " elements, expected ", in_);
+        bytes_received_ += in_ * element_bytes_;
+        ++messages_received_;
+      }
+    }
+    if (requests_[1] != MPI_REQUEST_NULL && complete(requests_[1])) {
+      bytes_sent_ += out_ * element_bytes_;
+      ++messages_sent_;
+    }
+    return requests_[0] == MPI_REQUEST_NULL && requests_[1] == MPI_REQUEST_NULL;
+  }
+
+  const communicator* comm_ = nullptr;
+  std::byte* buffer_ = nullptr;
+  std::size_t element_bytes_ = 0;
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+  std::vector<coded::index_range> blocks_;
+  int tag_ = 0;
+  const char* operation_ = "";
+  std::size_t step_ = 0;
+  std::array<MPI_Request, 2> requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL}; // recv, send
+  std::size_t in_ = 0, out_ = 0; // elements of the current step's blocks
+  std::size_t bytes_sent_ = 0, bytes_received_ = 0;
+  std::size_t messages_sent_ = 0, messages_received_ = 0;
+};
+
+} // namespace detail
 
 //! @brief How coded_allreduce codes its packets (collectives.md section 2: float sums do not
 //! decode exactly, so both choices are exact).
@@ -317,8 +460,12 @@ public:
         if (in_flight_.empty() && next_step_ + 1 == step_begin_.size()) {
           finish();
           if (reduce_scatter()) {
-            gather_step_ = 0;
-            post_gather_step();
+            std::vector<coded::index_range> blocks(static_cast<std::size_t>(comm_->size()));
+            for (int b = 0; b < comm_->size(); ++b) {
+              blocks[static_cast<std::size_t>(b)] = placement_.block_elements(sum_.size(), b);
+            }
+            gather_.start(*comm_, sum_.data(), sizeof(float), MPI_FLOAT, std::move(blocks),
+                          options_.tag_base, "coded_allreduce");
             phase_ = phase::gathering;
             continue;
           }
@@ -331,15 +478,15 @@ public:
         continue;
       }
       case phase::gathering:
-        if (!complete_gather_step()) {
+        if (!gather_.progress()) {
           return false;
         }
-        if (++gather_step_ + 1 == static_cast<std::size_t>(comm_->size())) {
-          phase_ = phase::done;
-          return true;
-        }
-        post_gather_step();
-        continue;
+        bytes_sent_ += gather_.bytes_sent();
+        bytes_received_ += gather_.bytes_received();
+        messages_sent_ += gather_.messages_sent();
+        messages_received_ += gather_.messages_received();
+        phase_ = phase::done;
+        return true;
       }
     }
   }
@@ -786,55 +933,6 @@ private:
     }
   }
 
-  // Reduce-scatter form, ring allgather step gather_step_ (0 .. P - 2): send block rank - step
-  // to rank + 1 and receive block rank - step - 1 from rank - 1, straight into the output. The
-  // block sent in step s + 1 is the one received in step s, so a step starts after the last one
-  // completed.
-  void post_gather_step() {
-    const int p = comm_->size();
-    const int me = comm_->rank();
-    const auto step = static_cast<int>(gather_step_);
-    const coded::index_range out =
-        placement_.block_elements(sum_.size(), ((me - step) % p + p) % p);
-    const coded::index_range in =
-        placement_.block_elements(sum_.size(), ((me - step - 1) % p + p) % p);
-    gather_in_ = in.size();
-    detail::check(MPI_Irecv(sum_.data() + in.begin, static_cast<int>(in.size()), MPI_FLOAT,
-                            (me - 1 + p) % p, options_.tag_base, comm_->native(),
-                            &gather_requests_[0]),
-                  "MPI_Irecv");
-    detail::check(MPI_Isend(sum_.data() + out.begin, static_cast<int>(out.size()), MPI_FLOAT,
-                            (me + 1) % p, options_.tag_base, comm_->native(), &gather_requests_[1]),
-                  "MPI_Isend");
-    gather_out_ = out.size();
-  }
-
-  // Tests the current allgather step's two requests; true once both completed (checks the
-  // received block's length).
-  bool complete_gather_step() {
-    if (gather_requests_[0] != MPI_REQUEST_NULL) {
-      int done = 0;
-      MPI_Status status{};
-      detail::check(MPI_Test(&gather_requests_[0], &done, &status), "MPI_Test");
-      if (done) {
-        int count = 0;
-        detail::check(MPI_Get_count(&status, MPI_FLOAT, &count), "MPI_Get_count");
-        gradcomp::detail::require_wire(count >= 0 && static_cast<std::size_t>(count) == gather_in_,
-                                       "coded_allreduce: the allgather block from rank ",
-                                       (comm_->rank() - 1 + comm_->size()) % comm_->size(),
-                                       " in step ", gather_step_, " has ", count,
-                                       " elements, expected ", gather_in_);
-        bytes_received_ += gather_in_ * sizeof(float);
-        ++messages_received_;
-      }
-    }
-    if (gather_requests_[1] != MPI_REQUEST_NULL && detail::complete(gather_requests_[1])) {
-      bytes_sent_ += gather_out_ * sizeof(float);
-      ++messages_sent_;
-    }
-    return gather_requests_[0] == MPI_REQUEST_NULL && gather_requests_[1] == MPI_REQUEST_NULL;
-  }
-
   // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
   // make the object ready for a new start().
   void reset() noexcept {
@@ -846,12 +944,7 @@ private:
       }
     }
     in_flight_.clear();
-    for (MPI_Request& request : gather_requests_) {
-      if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
-      }
-    }
+    gather_.cancel();
     if (length_request_ != MPI_REQUEST_NULL) {
       MPI_Request_free(&length_request_);
     }
@@ -887,9 +980,7 @@ private:
   std::vector<std::span<const std::uint32_t>> word_slices_;
   std::vector<std::int32_t> total_;
   std::vector<float> floats_;
-  std::array<MPI_Request, 2> gather_requests_{MPI_REQUEST_NULL, MPI_REQUEST_NULL}; // recv, send
-  std::size_t gather_step_ = 0;
-  std::size_t gather_in_ = 0, gather_out_ = 0; // elements of the current step's blocks
+  detail::ring_allgather gather_; // reduce-scatter form: the allgather of the blocks
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
   std::size_t messages_sent_ = 0, messages_received_ = 0;
 };
