@@ -15,6 +15,7 @@
 #include <gradcomp/pipeline/agree_grouping.hpp>
 #include <gradcomp/pipeline/mpi_exchange.hpp>
 #include <gradcomp/schedule.hpp>
+#include <gradcomp/tensor/torch.hpp>
 
 #include <CLI/CLI.hpp>
 #include <mpi.h>
@@ -467,7 +468,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
   const auto grad_span = [](const torch::Tensor& g, torch::Tensor& keep) {
     keep = g.is_contiguous() ? g : g.contiguous();
-    return std::span<const float>(keep.data_ptr<float>(), static_cast<std::size_t>(keep.numel()));
+    const gradcomp::host_view<float> v = gradcomp::torch_host_view(keep); // checked: CPU, float32
+    return std::span<const float>(v.data(), v.size());
   };
 
   const auto training_start = clock_type::now();
