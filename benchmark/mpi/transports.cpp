@@ -315,6 +315,7 @@ int run(int argc, char** argv) {
   }
 
   std::vector<row> rows;
+  std::string sparse_calibration_line; // rank 0's description of the sparse calibration
   auto add = [&](row r) {
     rows.push_back(r);
     if (root) { // progress on stderr, so a hung run still shows what it measured
@@ -410,6 +411,23 @@ int run(int argc, char** argv) {
                                                  "MPI_Allreduce");
                              }).second;
     }
+    // the sparse allgather's own calibration (its receive-side work folded in), at density 0.01
+    const auto sparse_cal_start = std::chrono::steady_clock::now();
+    const gm::calibration sparse_calib = gm::calibrate_sparse_allgather(comm, {});
+    const double sparse_cal_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - sparse_cal_start).count();
+    if (root) {
+      std::fprintf(stderr,
+                   "[transports] calibrate_sparse_allgather (%.2f s): alpha %.3g us, beta %.4g "
+                   "ns/B, fit r^2 %.3f\n",
+                   sparse_cal_seconds, sparse_calib.net.alpha_seconds * 1e6,
+                   sparse_calib.net.beta_seconds_per_byte * 1e9, sparse_calib.fit.r_squared);
+      sparse_calibration_line =
+          fmt("%.2f", sparse_cal_seconds) +
+          " s): alpha = " + fmt("%.3g", sparse_calib.net.alpha_seconds * 1e6) +
+          " us, beta = " + fmt("%.4g", sparse_calib.net.beta_seconds_per_byte * 1e9) +
+          " ns/B, fit r^2 = " + fmt("%.3f", sparse_calib.fit.r_squared);
+    }
     gm::sparse_allgather pairwise(comm, {.algorithm = gm::sparse_allgather_algorithm::pairwise});
     gm::sparse_allgather allgatherv(comm,
                                     {.algorithm = gm::sparse_allgather_algorithm::mpi_allgatherv});
@@ -445,12 +463,14 @@ int run(int argc, char** argv) {
         r.samples = reps;
         r.best = best;
         r.median = median;
-        pred(
-            [&](const gc::network& net) {
-              return gc::sparse_allgather_seconds(k, wire_max / k, p, net);
-            },
-            r);
-        r.note = "k=" + fmt("%.0f", k) +
+        const auto model = [&](const gc::network& net) {
+          return gc::sparse_allgather_seconds(k, wire_max / k, p, net);
+        };
+        pred(model, r);
+        const double ring_calibrated = r.pred_cal;
+        r.pred_cal = model(sparse_calib.net); // the transport's own calibration
+        r.note = "ring-calibrated model " + fmt("%.4g", ring_calibrated) + " s (" +
+                 fmt("%.2f", median / ring_calibrated) + "x); k=" + fmt("%.0f", k) +
                  "; dense MPI_Iallreduce / this = " + fmt("%.1fx", dense_iallreduce_full / median) +
                  ", MPI_Allreduce / this = " + fmt("%.1fx", dense_allreduce_full / median);
         if (dense_ring_full > 0) {
@@ -534,8 +554,9 @@ int run(int argc, char** argv) {
     }
     if (c.sparse) {
       std::printf("\n## Sparse allgather of exact top-k, %zu floats (model: "
-                  "sparse_allgather_seconds, largest encoded message)\n",
-                  c.sparse_elements);
+                  "sparse_allgather_seconds, largest encoded message, alpha and beta from "
+                  "calibrate_sparse_allgather (%s))\n",
+                  c.sparse_elements, sparse_calibration_line.c_str());
       print_table(rows, c, "sparse");
     }
     if (c.others) {

@@ -34,3 +34,39 @@ TEST_CASE("calibration fits S4's ring formula to measured times", "[mpi][calibra
   }
   CHECK_THROWS_AS(mpi::calibrate_ring_allreduce(comm, {.min_bytes = 2}), std::invalid_argument);
 }
+
+TEST_CASE("sparse allgather calibration fits its own cost formula", "[mpi][calibrate]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const mpi::calibration c = mpi::calibrate_sparse_allgather(
+      comm, {.min_pairs = 1 << 8, .max_pairs = 1 << 14, .repetitions = 3});
+  REQUIRE(c.bytes.size() == 4); // 256, 1024, 4096, 16384 pairs
+  for (std::size_t i = 0; i < c.bytes.size(); ++i) {
+    // delta + varint at density 0.01: every gap is 99 (one byte), plus a 4-byte value and the
+    // 32-byte header
+    CHECK(c.bytes[i] == 32.0 + 5.0 * static_cast<double>(std::size_t{256} << (2 * i)));
+  }
+  std::vector<float> as_float(c.seconds.begin(), c.seconds.end());
+  CHECK(test::identical_on_all_ranks(as_float));
+  const int p = comm.size();
+  if (p == 1) {
+    CHECK(c.net.alpha_seconds == 0.0);
+    CHECK(c.net.beta_seconds_per_byte == 0.0);
+  } else {
+    // the fit, converted back through cost::sparse_allgather_seconds, reproduces the line
+    const double b = std::max(0.0, c.fit.slope);
+    CHECK(c.net.beta_seconds_per_byte == Approx(b / (p - 1)));
+    // (only where no clamp applied: on a loaded machine the fitted slope can even be negative)
+    if (c.fit.slope > 0.0 && c.fit.intercept - 24.0 * b > 0.0) {
+      for (const double m : c.bytes) {
+        CHECK(cost::sparse_allgather_seconds(1.0, m, p, c.net) ==
+              Approx(c.fit.intercept + c.fit.slope * m).epsilon(1e-9));
+      }
+    }
+  }
+  CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.min_pairs = 0}),
+                    Catch::Contains("0 .. "));
+  CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.density = 1.5}),
+                    Catch::Contains("density 1.5"));
+  CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.max_pairs = 1u << 30, .density = 0.01}),
+                    Catch::Contains("32-bit index limit"));
+}

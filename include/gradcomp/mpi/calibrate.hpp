@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Calibration: measure the alpha-beta(-gamma) parameters of the user's own network by
-//! timing gradcomp's ring allreduce over a range of sizes and fitting S4's cost formula.
+//! timing a gradcomp transport (the ring allreduce, or the sparse allgather) over a range of
+//! sizes and fitting its cost formula.
 #pragma once
 
 #include <gradcomp/cost/alpha_beta.hpp>
@@ -10,17 +11,23 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
+#include <gradcomp/mpi/sparse_allgather.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/wire.hpp>
 
 #include <mpi.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 namespace gradcomp::mpi {
 
-//! @brief What calibrate_ring_allreduce measured and fitted.
+//! @brief What a calibration (calibrate_ring_allreduce, calibrate_sparse_allgather) measured
+//! and fitted.
 struct calibration {
   cost::network net;           //!< alpha and beta from the fit (gamma folded into beta).
   cost::line_fit fit;          //!< the line t = a + b M through the median times.
@@ -35,6 +42,46 @@ struct calibration_options {
   unsigned repetitions = 5;                     //!< timed runs per size (>= 1).
   ring_allreduce_options transport{};           //!< the ring allreduce measured.
 };
+
+namespace detail {
+
+// The median over `repetitions` (after one warm-up run) of the slowest rank's time of `op`,
+// each run preceded by `line_up` (untimed). Collective.
+template <class LineUp, class Op>
+[[nodiscard]] double
+median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp line_up, Op op) {
+  std::vector<double> times;
+  for (unsigned rep = 0; rep <= repetitions; ++rep) {
+    line_up();
+    const auto start = std::chrono::steady_clock::now();
+    op();
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double slowest = elapsed;
+    check(MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm.native()),
+          "MPI_Allreduce");
+    if (rep > 0) { // the first run warms up buffers and connections
+      times.push_back(slowest);
+    }
+  }
+  std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
+                   times.end());
+  return times[times.size() / 2];
+}
+
+// Sizes lo, 4 lo, 16 lo, ... up to hi (hi itself when it is lo times a power of 4).
+[[nodiscard]] inline std::vector<std::size_t> calibration_sizes(std::size_t lo, std::size_t hi) {
+  std::vector<std::size_t> sizes;
+  for (std::size_t s = lo; s <= hi; s *= 4) {
+    sizes.push_back(s);
+    if (s > hi / 4) {
+      break;
+    }
+  }
+  return sizes;
+}
+
+} // namespace detail
 
 //! @brief Times gradcomp::mpi::ring_allreduce for sizes min_bytes, 4 min_bytes, ... max_bytes
 //! (the median over repetitions of the slowest rank's time, after one warm-up), fits
@@ -54,30 +101,12 @@ struct calibration_options {
                             " is below 1");
   calibration result;
   ring_allreduce ring(comm, o.transport);
-  for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+  for (const std::size_t bytes : detail::calibration_sizes(o.min_bytes, o.max_bytes)) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
-    std::vector<double> times;
-    for (unsigned rep = 0; rep <= o.repetitions; ++rep) {
-      std::vector<float> sync(1, 0.0f);
-      ring(sync); // lines the ranks up before timing
-      const auto start = std::chrono::steady_clock::now();
-      ring(data);
-      double elapsed =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      double slowest = elapsed;
-      detail::check(MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm.native()),
-                    "MPI_Allreduce");
-      if (rep > 0) { // the first run warms up buffers and connections
-        times.push_back(slowest);
-      }
-    }
-    std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
-                     times.end());
+    std::vector<float> sync(1, 0.0f);
     result.bytes.push_back(static_cast<double>(bytes));
-    result.seconds.push_back(times[times.size() / 2]);
-    if (bytes > o.max_bytes / 4) {
-      break;
-    }
+    result.seconds.push_back(detail::median_slowest_seconds(
+        comm, o.repetitions, [&] { ring(sync); }, [&] { ring(data); }));
   }
   const int p = comm.size();
   if (result.bytes.size() >= 2) {
@@ -86,6 +115,81 @@ struct calibration_options {
   if (p > 1) {
     result.net.alpha_seconds = std::max(0.0, result.fit.intercept) / (2.0 * (p - 1));
     result.net.beta_seconds_per_byte = std::max(0.0, result.fit.slope) * p / (2.0 * (p - 1));
+  }
+  return result;
+}
+
+//! @brief Options of calibrate_sparse_allgather.
+struct sparse_calibration_options {
+  std::size_t min_pairs = std::size_t{1} << 10; //!< smallest message, (index, value) pairs (>= 1).
+  std::size_t max_pairs = std::size_t{1} << 18; //!< largest message, pairs (>= min_pairs).
+  //! Density of the calibration messages, (0, 1]: the dense length is pairs / density, which
+  //! sets the gaps between indices (their varint bytes) and the output the receivers clear.
+  //! Calibrate at the density the transport will carry.
+  double density = 0.01;
+  unsigned repetitions = 5;             //!< timed runs per size (>= 1).
+  sparse_allgather_options transport{}; //!< the sparse allgather measured (dense switch off).
+};
+
+//! @brief Times gradcomp::mpi::sparse_allgather itself, for messages of min_pairs, 4 min_pairs,
+//! ... max_pairs pairs at `density` (indices evenly spread with a per-rank offset, so the ranks'
+//! messages interleave; fp32 values), and fits its cost formula
+//! cost::sparse_allgather_seconds = 2(P-1) alpha + (P-1) beta (24 + M), M the encoded bytes per
+//! rank, to the median slowest-rank times: with t = a + b M, beta = b / (P-1) and
+//! alpha = (a - 24 b) / (2(P-1)) (each clamped at 0). `bytes` holds M per size. The transport's
+//! receive-side work (decoding and summing P-1 messages, clearing the dense output) grows with M
+//! and is folded into beta and alpha: the result prices this transport, not the bare network
+//! (compare with calibrate_ring_allreduce's beta to see that work). With one rank, alpha = beta
+//! = 0.
+//!
+//! Collective: every rank must call it with the same options; every rank gets the same result.
+//! Sends about (P-1) x sum of M x (repetitions + 1) bytes per rank; needs 4 max_pairs / density
+//! bytes for the output.
+//! @throws std::invalid_argument on bad options (naming the value); mpi_error on MPI failures.
+[[nodiscard]] inline calibration
+calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_options& o = {}) {
+  gradcomp::detail::require(o.min_pairs >= 1 && o.max_pairs >= o.min_pairs, "calibration sizes ",
+                            o.min_pairs, " .. ", o.max_pairs,
+                            " pairs are invalid (need 1 <= min <= max)");
+  gradcomp::detail::require(o.density > 0.0 && o.density <= 1.0, "calibration density ", o.density,
+                            " is outside (0, 1]");
+  gradcomp::detail::require(o.repetitions >= 1, "calibration repetitions ", o.repetitions,
+                            " is below 1");
+  const double dense_length = std::ceil(static_cast<double>(o.max_pairs) / o.density);
+  gradcomp::detail::require(dense_length <= static_cast<double>(max_sparse_dense_length_elements),
+                            "calibration dense length ", dense_length, " (", o.max_pairs,
+                            " pairs at density ", o.density, ") exceeds the 32-bit index limit ",
+                            max_sparse_dense_length_elements);
+  sparse_allgather_options transport = o.transport;
+  transport.dense_switch = false;
+  sparse_allgather gather(comm, transport);
+  const int p = comm.size();
+  calibration result;
+  for (const std::size_t k : detail::calibration_sizes(o.min_pairs, o.max_pairs)) {
+    const auto n = static_cast<std::size_t>(std::ceil(static_cast<double>(k) / o.density));
+    sparse_message message;
+    message.clear(n);
+    const std::size_t stride = n / k;
+    for (std::size_t i = 0; i < k; ++i) {
+      message.indices.push_back(
+          static_cast<std::uint32_t>(i * stride + static_cast<std::size_t>(comm.rank()) % stride));
+      message.values.push_back(1.0f);
+    }
+    std::vector<float> sum(n);
+    sparse_message empty;
+    empty.clear(0);
+    std::vector<float> none;
+    result.bytes.push_back(static_cast<double>(encoded_size_bytes(message, transport.indices)));
+    result.seconds.push_back(detail::median_slowest_seconds(
+        comm, o.repetitions, [&] { gather(empty, none); }, [&] { gather(message, sum); }));
+  }
+  if (result.bytes.size() >= 2) {
+    result.fit = cost::fit_line(result.bytes, result.seconds);
+  }
+  if (p > 1) {
+    const double b = std::max(0.0, result.fit.slope);
+    result.net.beta_seconds_per_byte = b / (p - 1);
+    result.net.alpha_seconds = std::max(0.0, result.fit.intercept - 24.0 * b) / (2.0 * (p - 1));
   }
   return result;
 }
