@@ -93,8 +93,8 @@ def hier_old_leader(m, p, g, a, b):
 def model(row, p, a, b, old=False):
     """The model seconds of a benchmark row."""
     op, m = row["op"], row["bytes"]
-    if row["section"] == "sparse":
-        return sparse(row["wire_bytes"], p, a, b)
+    if row["section"] == "sparse":  # from calibrate_sparse_allgather where the run has it
+        return row.get("sparse_model_s") or sparse(row["wire_bytes"], p, a, b)
     if op == PS:
         return ps_old(m, m, p, 1, a, b) if old else ps_new(m, m, p, 1, a, b)
     if op == LEADER:
@@ -112,12 +112,24 @@ def load(folder):
         path = os.path.join(folder, key + ".json")
         if os.path.exists(path):
             with open(path) as f:
-                runs[key] = (label, json.load(f))
+                d = json.load(f)
+            if "sparse_calibrated" in d:  # the sparse rows' model, from their own calibration
+                sa, sb = sparse_params(d)
+                for r in d["rows"]:
+                    if r["section"] == "sparse":
+                        r["sparse_model_s"] = sparse(r["wire_bytes"], d["ranks"], sa, sb)
+            runs[key] = (label, d)
     return runs
 
 
 def params(d):
     return d["ranks"], d["calibrated"]["alpha_s"], d["calibrated"]["beta_s_per_byte"]
+
+
+def sparse_params(d):
+    """alpha and beta for the sparse rows: calibrate_sparse_allgather's, else the ring's."""
+    cal = d.get("sparse_calibrated") or d["calibrated"]
+    return cal["alpha_s"], cal["beta_s_per_byte"]
 
 
 def find(d, section, op, nbytes):
@@ -328,19 +340,25 @@ def dense_plot(label, d, path):
 
 def sparse_plot(label, d, path):
     p, a, b = params(d)
-    rows = sorted((r for r in d["rows"] if r["section"] == "sparse"),
-                  key=lambda r: float(r["op"].split("d=")[1]))
+    sa, sb = sparse_params(d)
+    density = lambda r: float(r["op"].split("d=")[1])
+    rows = sorted((r for r in d["rows"] if r["section"] == "sparse" and "Iallgatherv" not in r["op"]),
+                  key=density)
+    # the MPI_Iallgatherv algorithm, measured alternately with the pairwise one (newer runs)
+    gatherv = sorted((r for r in d["rows"] if r["section"] == "sparse" and "Iallgatherv" in r["op"]),
+                     key=density)
     dens = [float(r["op"].split("d=")[1]) for r in rows]
     full = 64 * MIB
     dense = {op: find(d, "dense", op, full) for op in (RING, IALL, ALL)}
-    ys = [r[k] for r in rows for k in ("best_s", "median_s")] + [r["median_s"] for r in dense.values()]
+    ys = [r[k] for r in rows + gatherv for k in ("best_s", "median_s")] + \
+        [r["median_s"] for r in dense.values()]
     # bytes per (index, value) pair of the encoded messages, for the model line
     per_pair = sum(r["wire_bytes"] / (dn * full / 4) for r, dn in zip(rows, dens)) / len(rows)
     # the transport's dense switch: a ring allreduce once a rank would receive more than the
     # ring's 2 (P-1)/P x 64 MiB, i.e. (P-1) x message > 2 (P-1)/P x 4 n: density 8 / (P per_pair)
     switch = 8 / (p * per_pair)
     grid = [10 ** (-3 + i / 8) for i in range(0, 25) if 10 ** (-3 + i / 8) < switch] + [switch]
-    line = [(dn, sparse(dn * full / 4 * per_pair, p, a, b)) for dn in grid]
+    line = [(dn, sparse(dn * full / 4 * per_pair, p, sa, sb)) for dn in grid]
     if switch < 1:
         line += [(switch, ring(full, p, a, b)), (1.0, ring(full, p, a, b))]
     ys += [y for _, y in line]
@@ -359,6 +377,9 @@ def sparse_plot(label, d, path):
         out.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{ym:.1f}" y2="{yb:.1f}" stroke="{COLORS["sparse"]}"/>')
         out.append(f'<circle cx="{x:.1f}" cy="{ym:.1f}" r="4" fill="{COLORS["sparse"]}"/>')
     polyline(out, f, [(dn, r["median_s"]) for r, dn in zip(rows, dens)], COLORS["sparse"], width=1)
+    for r in gatherv:
+        out.append(f'<circle cx="{f.X(density(r)):.1f}" cy="{f.Y(r["median_s"]):.1f}" r="4" '
+                   f'fill="none" stroke="{COLORS["sparse"]}"/>')
     for i, (op, r) in enumerate(dense.items()):
         y = f.Y(r["median_s"])
         out.append(f'<line x1="{f.ml}" x2="{f.w - f.mr}" y1="{y:.1f}" y2="{y:.1f}" stroke="{COLORS[op]}" '
@@ -370,7 +391,9 @@ def sparse_plot(label, d, path):
         out.append(f'<text x="{f.X(dn) + 7:.1f}" y="{f.Y(r["median_s"]) - 7:.1f}" font-size="11">'
                    f'{ar / r["median_s"]:.1f}x</text>')
     f.legend(out, [("point", COLORS["sparse"], "sparse_allgather (exact top-k)"),
-                   ("dash", COLORS["sparse"], f"its model ({per_pair:.1f} B/pair)"),
+                   ("text", "", "  open: with MPI_Iallgatherv" if gatherv else ""),
+                   ("dash", COLORS["sparse"], f"its model ({per_pair:.1f} B/pair, "
+                    + ("own calibration)" if "sparse_calibrated" in d else "ring-calibrated)")),
                    ("point", COLORS[RING], "dense: gradcomp ring"),
                    ("point", COLORS[IALL], "dense: MPI_Iallreduce"),
                    ("point", COLORS[ALL], "dense: MPI_Allreduce"),

@@ -248,7 +248,8 @@ void write_json(const std::vector<row>& rows,
                 const config& c,
                 int p,
                 const gc::network& cal,
-                const gm::calibration& calib) {
+                const gm::calibration& calib,
+                const gm::calibration& sparse_calib) {
   std::FILE* f = std::fopen(c.json_path.c_str(), "w");
   if (f == nullptr) {
     std::fprintf(stderr, "cannot write %s\n", c.json_path.c_str());
@@ -257,6 +258,13 @@ void write_json(const std::vector<row>& rows,
   std::fprintf(f, "{\n  \"label\": \"%s\",\n  \"ranks\": %d,\n", c.label.c_str(), p);
   std::fprintf(f, "  \"calibrated\": {\"alpha_s\": %.6e, \"beta_s_per_byte\": %.6e},\n",
                cal.alpha_seconds, cal.beta_seconds_per_byte);
+  if (!sparse_calib.bytes.empty()) {
+    std::fprintf(f,
+                 "  \"sparse_calibrated\": {\"alpha_s\": %.6e, \"beta_s_per_byte\": %.6e, "
+                 "\"r_squared\": %.4f},\n",
+                 sparse_calib.net.alpha_seconds, sparse_calib.net.beta_seconds_per_byte,
+                 sparse_calib.fit.r_squared);
+  }
   std::fprintf(f, "  \"calibration_points\": [");
   for (std::size_t i = 0; i < calib.bytes.size(); ++i) {
     std::fprintf(f, "%s{\"bytes\": %.0f, \"median_s\": %.6e}", i ? ", " : "", calib.bytes[i],
@@ -316,6 +324,7 @@ int run(int argc, char** argv) {
 
   std::vector<row> rows;
   std::string sparse_calibration_line; // rank 0's description of the sparse calibration
+  gm::calibration sparse_calib;        // calibrate_sparse_allgather's (when sparse runs)
   auto add = [&](row r) {
     rows.push_back(r);
     if (root) { // progress on stderr, so a hung run still shows what it measured
@@ -413,7 +422,7 @@ int run(int argc, char** argv) {
     }
     // the sparse allgather's own calibration (its receive-side work folded in), at density 0.01
     const auto sparse_cal_start = std::chrono::steady_clock::now();
-    const gm::calibration sparse_calib = gm::calibrate_sparse_allgather(comm, {});
+    sparse_calib = gm::calibrate_sparse_allgather(comm, {});
     const double sparse_cal_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - sparse_cal_start).count();
     if (root) {
@@ -567,7 +576,7 @@ int run(int argc, char** argv) {
     std::printf("\n(%s)\n", "results flushed before MPI_Finalize");
     std::fflush(stdout);
     if (!c.json_path.empty()) {
-      write_json(rows, c, p, cal, calib);
+      write_json(rows, c, p, cal, calib, sparse_calib);
     }
   }
   return 0;
