@@ -6,7 +6,8 @@
 // residual) + 8k for the threshold compressors with error feedback). Prints a Markdown table;
 // benchmark/cuda/run.sh adds torch.topk on the same GPU and writes docs/benchmarks-cuda.md. A
 // second table compares, for many small layers, one single-layer call per layer with one
-// batched_exact_top_k call (both with error feedback and the messages' copy to the host).
+// batched call (batched_exact_top_k, batched_reused_threshold; both with error feedback and the
+// messages' copy to the host).
 //
 //   gradcomp_bench_cuda_compressors [log2_lo=20] [log2_hi=28] [repeats=20]
 #include <gradcomp/cuda/compressors.cuh>
@@ -60,12 +61,49 @@ double seconds_per_call(int repeats, const std::function<void()>& call) {
   return ms * 1e-3 / repeats;
 }
 
+// One step of `layers` single-layer compressors against one batched compressor, both with error
+// feedback and the copy of every message to the host; prints one table row.
+template <class Single, class Batched, class Options>
+void compare_batched(const char* name,
+                     const Options& o,
+                     const std::vector<std::size_t>& offsets,
+                     float* rp,
+                     const float* gp,
+                     int repeats) {
+  const std::size_t layers = offsets.size() - 1;
+  const std::size_t n = offsets.back();
+  std::vector<std::unique_ptr<Single>> single;
+  for (std::size_t l = 0; l < layers; ++l) {
+    single.push_back(std::make_unique<Single>(o));
+  }
+  gradcomp::cuda::device_message m;
+  gradcomp::sparse_message host;
+  const double per_layer_s = seconds_per_call(repeats, [&] {
+    for (std::size_t l = 0; l < layers; ++l) {
+      single[l]->compress_accumulate(rp + offsets[l], gp + offsets[l], offsets[l + 1] - offsets[l],
+                                     m);
+      m.copy_to(host);
+    }
+  });
+  Batched batch(o);
+  gradcomp::cuda::batched_device_message bm;
+  std::vector<gradcomp::sparse_message> hosts;
+  const double batched_s = seconds_per_call(repeats, [&] {
+    batch.compress_accumulate(rp, gp, n, offsets, bm);
+    bm.copy_to(hosts);
+  });
+  std::printf("| %zu | %zu | %g | %s | %.3f | %.3f | %.1f |\n", layers, n, o.density, name,
+              per_layer_s * 1e3, batched_s * 1e3, per_layer_s / batched_s);
+  std::fflush(stdout);
+}
+
 // Many small layers (sizes cycling 64 .. 65536 elements, as biases and batch-norm layers):
-// exact top-k with error feedback and the copy of every message to the host, one single-layer
-// call per layer against one batched_exact_top_k call per step.
+// exact top-k and the reused threshold (interval 10: the mean over the timed calls mixes exact
+// and reuse steps), one single-layer call per layer against one batched call per step.
 void many_small_layers(int repeats) {
-  std::printf("\n| layers | elements | density | per-layer calls ms | batched ms | speed-up |\n");
-  std::printf("|---|---|---|---|---|---|\n");
+  std::printf("\n| layers | elements | density | compressor | per-layer calls ms | batched ms | "
+              "speed-up |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   const std::size_t cycle[] = {64, 256, 1024, 4096, 16384, 65536};
   for (const std::size_t layers : {16u, 64u, 256u}) {
     std::vector<std::size_t> offsets{0};
@@ -80,29 +118,13 @@ void many_small_layers(int repeats) {
     float* gp = thrust::raw_pointer_cast(g.data());
     float* rp = thrust::raw_pointer_cast(r.data());
     for (const double density : {0.01, 0.001}) {
-      std::vector<std::unique_ptr<gradcomp::cuda::exact_top_k>> single;
-      for (std::size_t l = 0; l < layers; ++l) {
-        single.push_back(std::make_unique<gradcomp::cuda::exact_top_k>(density));
-      }
-      gradcomp::cuda::device_message m;
-      gradcomp::sparse_message host;
-      const double per_layer_s = seconds_per_call(repeats, [&] {
-        for (std::size_t l = 0; l < layers; ++l) {
-          single[l]->compress_accumulate(rp + offsets[l], gp + offsets[l],
-                                         offsets[l + 1] - offsets[l], m);
-          m.copy_to(host);
-        }
-      });
-      gradcomp::cuda::batched_exact_top_k batch(density);
-      gradcomp::cuda::batched_device_message bm;
-      std::vector<gradcomp::sparse_message> hosts;
-      const double batched_s = seconds_per_call(repeats, [&] {
-        batch.compress_accumulate(rp, gp, n, offsets, bm);
-        bm.copy_to(hosts);
-      });
-      std::printf("| %zu | %zu | %g | %.3f | %.3f | %.1f |\n", layers, n, density,
-                  per_layer_s * 1e3, batched_s * 1e3, per_layer_s / batched_s);
-      std::fflush(stdout);
+      compare_batched<gradcomp::cuda::exact_top_k, gradcomp::cuda::batched_exact_top_k>(
+          "exact_top_k", gradcomp::exact_top_k_options{.density = density}, offsets, rp, gp,
+          repeats);
+      compare_batched<gradcomp::cuda::reused_threshold, gradcomp::cuda::batched_reused_threshold>(
+          "reused_threshold",
+          gradcomp::reused_threshold_options{.density = density, .interval = 10}, offsets, rp, gp,
+          repeats);
     }
   }
 }

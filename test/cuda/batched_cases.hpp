@@ -76,6 +76,75 @@ inline void require_layer_equal(const sparse_message& got,
         std::bit_cast<std::uint32_t>(want_stats.threshold));
 }
 
+//! One host error_feedback per layer of `sizes` (momentum correction when momentum > 0), each
+//! with its own copy of compressor `c`: the reference a model without batching would use.
+template <class Compressor>
+std::vector<error_feedback<Compressor>>
+host_layers(const std::vector<std::size_t>& sizes, const Compressor& c, double momentum) {
+  std::vector<error_feedback<Compressor>> host;
+  for (const std::size_t s : sizes) {
+    host.emplace_back(s, c, momentum_correction{momentum});
+  }
+  return host;
+}
+
+//! A batched error-feedback run over a buffer of n elements: the residual and velocity in
+//! backend memory (zeros at first), the message and its host copy.
+struct batch_feedback_run {
+  typename harness::vector residual;
+  typename harness::vector velocity;
+  batched_message dm;
+  std::vector<sparse_message> got;
+  std::vector<selection_stats> got_stats;
+
+  explicit batch_feedback_run(std::size_t n)
+      : residual(harness::upload(std::vector<float>(n, 0.0f))),
+        velocity(harness::upload(std::vector<float>(n, 0.0f))) {}
+
+  //! One call of batched compressor `d` on gradient g (momentum correction when momentum > 0),
+  //! the message copied into got / got_stats (one per layer).
+  template <class Batched>
+  selection_stats step(Batched& d,
+                       const std::vector<float>& g,
+                       const std::vector<std::size_t>& offsets,
+                       double momentum) {
+    const auto dg = harness::upload(g);
+    const selection_stats total =
+        momentum > 0.0
+            ? d.compress_accumulate_momentum(harness::pointer(residual), harness::pointer(velocity),
+                                             harness::pointer(dg), g.size(), offsets,
+                                             static_cast<float>(momentum), dm)
+            : d.compress_accumulate(harness::pointer(residual), harness::pointer(dg), g.size(),
+                                    offsets, dm);
+    dm.copy_to(got, got_stats);
+    REQUIRE(dm.layer_count() == offsets.size() - 1);
+    REQUIRE(got.size() == offsets.size() - 1);
+    REQUIRE(got_stats.size() == offsets.size() - 1);
+    return total;
+  }
+
+  //! Every layer's residual (and velocity, with momentum) bit for bit equal to its host
+  //! error_feedback's; the elements past the last layer never accumulated.
+  template <class Host>
+  void require_state_equal(const std::vector<std::size_t>& offsets,
+                           std::size_t n,
+                           const std::vector<Host>& host,
+                           double momentum) const {
+    const std::vector<float> r = harness::download(residual, n);
+    const std::vector<float> v = harness::download(velocity, n);
+    for (std::size_t l = 0; l + 1 < offsets.size(); ++l) {
+      CAPTURE(l);
+      REQUIRE(same_bits(layer_of(r, offsets, l), host[l].residual()));
+      if (momentum > 0.0) {
+        REQUIRE(same_bits(layer_of(v, offsets, l), host[l].velocity()));
+      }
+    }
+    for (std::size_t i = offsets.back(); i < n; ++i) {
+      REQUIRE(r[i] == 0.0f); // past the last layer: never accumulated
+    }
+  }
+};
+
 //! `calls` batched calls with error feedback (momentum correction when momentum > 0) on layers
 //! of `sizes` in a buffer with `padding` trailing elements, against one host error_feedback per
 //! layer: every layer's message and stats, the residual and the velocity bit for bit, the
@@ -90,30 +159,13 @@ inline void require_batch_same_as_host(const std::vector<std::size_t>& sizes,
   const std::size_t layers = sizes.size();
   const std::size_t n = offsets.back() + padding;
   batched_top_k d(o);
-  std::vector<error_feedback<gradcomp::exact_top_k>> host;
-  for (const std::size_t s : sizes) {
-    host.emplace_back(s, gradcomp::exact_top_k(o), momentum_correction{momentum});
-  }
-  auto dr = harness::upload(std::vector<float>(n, 0.0f));
-  auto dv = harness::upload(std::vector<float>(n, 0.0f));
-  batched_message dm;
-  std::vector<sparse_message> got;
-  std::vector<selection_stats> got_stats;
+  auto host = host_layers(sizes, gradcomp::exact_top_k(o), momentum);
+  batch_feedback_run run(n);
   for (int call = 0; call < calls; ++call) {
     CAPTURE(call);
     const std::vector<float> g =
         batch_gradient(offsets, n, static_cast<std::uint64_t>(call), scale);
-    const auto dg = harness::upload(g);
-    const selection_stats total =
-        momentum > 0.0
-            ? d.compress_accumulate_momentum(harness::pointer(dr), harness::pointer(dv),
-                                             harness::pointer(dg), n, offsets,
-                                             static_cast<float>(momentum), dm)
-            : d.compress_accumulate(harness::pointer(dr), harness::pointer(dg), n, offsets, dm);
-    dm.copy_to(got, got_stats);
-    REQUIRE(dm.layer_count() == layers);
-    REQUIRE(got.size() == layers);
-    REQUIRE(got_stats.size() == layers);
+    const selection_stats total = run.step(d, g, offsets, momentum);
     std::size_t k_sum = 0;
     for (std::size_t l = 0; l < layers; ++l) {
       CAPTURE(l, sizes[l]);
@@ -124,28 +176,17 @@ inline void require_batch_same_as_host(const std::vector<std::size_t>& sizes,
       }
       sparse_message want;
       const selection_stats want_stats = host[l].compress(gl, want);
-      require_layer_equal(got[l], got_stats[l], want, want_stats);
+      require_layer_equal(run.got[l], run.got_stats[l], want, want_stats);
       if (momentum == 0.0) {
-        REQUIRE(got[l].indices == reference_top_k(acc, want_stats.k_target));
+        REQUIRE(run.got[l].indices == reference_top_k(acc, want_stats.k_target));
       }
-      CHECK(dm.nnz(l) == want.nnz());
+      CHECK(run.dm.nnz(l) == want.nnz());
       k_sum += want.nnz();
     }
     CHECK(total.numel == offsets.back());
     CHECK(total.k_selected == k_sum);
-    CHECK(dm.nnz() == k_sum);
-    const std::vector<float> residual = harness::download(dr, n);
-    const std::vector<float> velocity = harness::download(dv, n);
-    for (std::size_t l = 0; l < layers; ++l) {
-      CAPTURE(l);
-      REQUIRE(same_bits(layer_of(residual, offsets, l), host[l].residual()));
-      if (momentum > 0.0) {
-        REQUIRE(same_bits(layer_of(velocity, offsets, l), host[l].velocity()));
-      }
-    }
-    for (std::size_t i = offsets.back(); i < n; ++i) {
-      REQUIRE(residual[i] == 0.0f); // past the last layer: never accumulated
-    }
+    CHECK(run.dm.nnz() == k_sum);
+    run.require_state_equal(offsets, n, host, momentum);
   }
 }
 

@@ -26,6 +26,7 @@ struct harness {
 #include <gradcomp/cuda/tensor.cuh>
 
 #include "batched_cases.hpp"
+#include "batched_threshold_cases.hpp"
 #include "compressor_cases.hpp"
 
 TEST_CASE("device_backend: thrust::device_vector and tensor_view are device tensors",

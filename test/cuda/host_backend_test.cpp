@@ -21,4 +21,5 @@ struct harness {
 
 #define GRADCOMP_CUDA_CASE(name) "host_backend: " name
 #include "batched_cases.hpp"
+#include "batched_threshold_cases.hpp"
 #include "compressor_cases.hpp"

@@ -22,10 +22,11 @@ namespace gradcomp::cuda {
 //! @brief The pairs of `layer_count()` layers in Backend's memory (device memory for
 //! device_backend): layer l's `nnz(l)` (index, value) pairs, indices local to the layer and
 //! strictly ascending, at positions [pair_offset(l), pair_offset(l) + nnz(l)) of indices() and
-//! values(); plus each layer's dense length, its selection threshold and the value type.
+//! values(); plus each layer's dense length, its selection stats and threshold, and the value
+//! type.
 //! Memory: 8 bytes per pair and 4 per layer in Backend's memory, the same again on the host for
-//! the staging copy, and 16 bytes per layer of layout; all grown on demand and kept across
-//! reuse. Not thread-safe.
+//! the staging copy, and 16 bytes of layout and one selection_stats per layer on the host; all
+//! grown on demand and kept across reuse. Not thread-safe.
 template <class Backend>
 class basic_batched_device_message {
 public:
@@ -79,9 +80,9 @@ public:
   }
 
   //! @brief copy_to(layers), and `stats` (resized to layer_count()): layer l's selection_stats
-  //! as the single-layer compressor returns them (numel, k_target = k_selected = nnz(l),
-  //! threshold = the k-th largest magnitude, exact; all 0 / false for an empty layer). The same
-  //! single transfer. @throws as copy_to(layers).
+  //! as the single-layer compressor returns them (numel, k_target, k_selected = nnz(l), the
+  //! threshold the layer's selection used, exact, fallback; all 0 / false for an empty layer).
+  //! The same single transfer. @throws as copy_to(layers).
   void copy_to(std::vector<sparse_message>& layers,
                std::vector<selection_stats>& stats,
                typename Backend::stream_type stream = {}) {
@@ -89,27 +90,38 @@ public:
     stats.resize(layer_count_);
     const std::size_t thresholds = 2 * nnz();
     for (std::size_t l = 0; l < layer_count_; ++l) {
-      selection_stats& s = stats[l];
+      stats[l] = layer_stats_[l];
+      std::memcpy(&stats[l].threshold, staging_.data() + thresholds + l, sizeof(float));
+    }
+  }
+
+  //! @private Used by the batched compressors: empties the message for layers with element
+  //! offsets `offsets` and pair offsets `pair_offsets` (layer_count() + 1 each), makes room for
+  //! max(nnz(), capacity_pairs) pairs, and sets every layer's stats to those of an exact top-k
+  //! (numel, k_target = k_selected = nnz(l), exact when numel > 0), which
+  //! layer_stats_storage() may then change.
+  void prepare(std::span<const std::uint64_t> offsets,
+               std::span<const std::uint64_t> pair_offsets,
+               value_type t,
+               std::size_t capacity_pairs = 0) {
+    layer_count_ = offsets.size() - 1;
+    offsets_.assign(offsets.begin(), offsets.end());
+    pair_offsets_.assign(pair_offsets.begin(), pair_offsets.end());
+    values_type_ = t;
+    words_.reserve(2 * std::max(nnz(), capacity_pairs) + layer_count_);
+    layer_stats_.resize(layer_count_);
+    for (std::size_t l = 0; l < layer_count_; ++l) {
+      selection_stats& s = layer_stats_[l];
       s = selection_stats{};
       s.numel = static_cast<std::size_t>(dense_length_elements(l));
       s.k_target = nnz(l);
       s.k_selected = nnz(l);
       s.exact = s.numel > 0;
-      std::memcpy(&s.threshold, staging_.data() + thresholds + l, sizeof(float));
     }
   }
-
-  //! @private Used by the batched compressors: empties the message for layers with element
-  //! offsets `offsets` and pair offsets `pair_offsets` (layer_count() + 1 each) and makes room.
-  void prepare(std::span<const std::uint64_t> offsets,
-               std::span<const std::uint64_t> pair_offsets,
-               value_type t) {
-    layer_count_ = offsets.size() - 1;
-    offsets_.assign(offsets.begin(), offsets.end());
-    pair_offsets_.assign(pair_offsets.begin(), pair_offsets.end());
-    values_type_ = t;
-    words_.reserve(2 * nnz() + layer_count_);
-  }
+  //! @private Every layer's stats but the threshold (which the device writes), layer_count()
+  //! of them, for the compressors to adjust after prepare().
+  [[nodiscard]] std::span<selection_stats> layer_stats_storage() noexcept { return layer_stats_; }
   //! @private Writable storage for the compressors: nnz() indices.
   [[nodiscard]] std::uint32_t* index_storage() noexcept { return words_.data(); }
   //! @private Writable storage for the compressors: nnz() values.
@@ -142,6 +154,7 @@ private:
   value_type values_type_ = value_type::fp32;
   buffer<std::uint32_t, Backend> words_;
   std::vector<std::uint32_t> staging_;
+  std::vector<selection_stats> layer_stats_;
 };
 
 #if defined(__CUDACC__)

@@ -10,26 +10,15 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/cuda/backend.cuh>
 #include <gradcomp/cuda/batched_message.cuh>
-#include <gradcomp/cuda/detail/compressor_base.cuh>
+#include <gradcomp/cuda/detail/batched_compressor_base.cuh>
 #include <gradcomp/cuda/detail/segmented_select.cuh>
 #include <gradcomp/cuda/detail/select.cuh>
-#include <gradcomp/error.hpp>
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <span>
 #include <vector>
 
 namespace gradcomp::cuda {
-
-//! @brief Largest layer, in elements, that a batched compressor takes (2^18 = 262144). The
-//! batch sorts all its elements once, moving about 200 bytes per element (a radix sort of 64-bit
-//! keys with 32-bit positions), where a single-layer call moves 16-20 bytes per element but
-//! waits for the host 5-8 times (at least 5-10 us each). Below about 2^18 elements the round
-//! trips cost more; above, compress the layer with the single-layer compressor
-//! (gradcomp::cuda::exact_top_k). An estimate from bandwidth and latency, not yet measured.
-inline constexpr std::size_t max_batched_layer_elements = std::size_t{1} << 18;
 
 //! @brief Exact top-k by magnitude of every layer of a flat buffer (S1 Algorithm 1 per layer,
 //! k_l = ceil(density x n_l) clamped to [1, n_l]; 0 for an empty layer), with error feedback
@@ -69,128 +58,46 @@ inline constexpr std::size_t max_batched_layer_elements = std::size_t{1} << 18;
 //! Options: gradcomp::exact_top_k_options (`threads` unused). Not thread-safe per object;
 //! distinct objects may run on distinct streams concurrently.
 template <class Backend>
-class basic_batched_exact_top_k {
+class basic_batched_exact_top_k
+    : public detail::batched_compressor_base<basic_batched_exact_top_k<Backend>,
+                                             exact_top_k_options,
+                                             Backend> {
+  using base = detail::
+      batched_compressor_base<basic_batched_exact_top_k<Backend>, exact_top_k_options, Backend>;
+
 public:
-  using options = exact_top_k_options;
-  using backend_type = Backend;
-  using stream_type = typename Backend::stream_type;
-  using message_type = basic_batched_device_message<Backend>;
+  using typename base::message_type;
 
   //! @throws std::invalid_argument if the density is outside (0, 1].
-  explicit basic_batched_exact_top_k(exact_top_k_options o = {}) : options_(o) {
-    gradcomp::detail::check_common_options(o);
-  }
+  explicit basic_batched_exact_top_k(exact_top_k_options o = {}) : base(o) {}
   explicit basic_batched_exact_top_k(double density)
-      : basic_batched_exact_top_k(exact_top_k_options{.density = density}) {}
+      : base(exact_top_k_options{.density = density}) {}
 
-  [[nodiscard]] const options& get_options() const noexcept { return options_; }
-  [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
-  //! k for an n-element layer: ceil(density x n) clamped to [1, n] (0 when n == 0).
-  [[nodiscard]] std::size_t target_k(std::size_t n) const {
-    return k_for_density(n, options_.density);
-  }
-
-  //! @brief Compresses every layer of x[0, n_elements) (Backend memory, read only) into `out`,
-  //! ordered on `stream`. On a GPU it returns once the work is queued (no host round trip, except
-  //! the allocations of a call that grows a buffer); the message is complete when the stream
-  //! gets there, which out.copy_to() on the same stream waits for.
-  //! @param layer_offsets_elements L + 1 element offsets on the host (see the class).
-  //! @returns the batch's totals: numel = offsets[L], k_target = k_selected = sum of k_l, exact
-  //! (when numel > 0), threshold 0 (each layer's is in out.copy_to(layers, stats)).
-  //! @throws std::invalid_argument, naming the value and the limit, on n_elements > 2^32, a
-  //! null pointer with n_elements > 0, no offsets, offsets[0] != 0, an offset below its
-  //! predecessor or beyond n_elements, a layer above max_batched_layer_elements; cuda_error or
-  //! thrust::system_error on a CUDA failure.
-  selection_stats compress(const float* x,
-                           std::size_t n_elements,
-                           std::span<const std::size_t> layer_offsets_elements,
-                           message_type& out,
-                           stream_type stream = {}) {
-    detail::check_pointer(x, n_elements, "gradient");
-    return dispatch({x, nullptr, nullptr, 0.0f}, n_elements, layer_offsets_elements, out, stream);
-  }
-
-  //! @brief Error feedback fused into compression, for every layer: residual += grad; out =
-  //! top-k of each layer of the residual; residual -= sent (0 where sent unchanged, the rounding
-  //! error where rounded). @throws as compress().
-  selection_stats compress_accumulate(float* residual,
-                                      const float* grad,
-                                      std::size_t n_elements,
-                                      std::span<const std::size_t> layer_offsets_elements,
-                                      message_type& out,
-                                      stream_type stream = {}) {
-    detail::check_pointer(residual, n_elements, "residual");
-    detail::check_pointer(grad, n_elements, "gradient");
-    return dispatch({grad, residual, nullptr, 0.0f}, n_elements, layer_offsets_elements, out,
-                    stream);
-  }
-
-  //! @brief DGC momentum correction and error feedback (Lin et al. 2018, eqs. 4-6) for every
-  //! layer: velocity = momentum x velocity + grad; residual += velocity; out = top-k of each
-  //! layer; residual -= sent; velocity = 0 where sent. @pre 0 <= momentum < 1.
-  //! @throws as compress(), and std::invalid_argument naming a bad momentum.
-  selection_stats compress_accumulate_momentum(float* residual,
-                                               float* velocity,
-                                               const float* grad,
-                                               std::size_t n_elements,
-                                               std::span<const std::size_t> layer_offsets_elements,
-                                               float momentum,
-                                               message_type& out,
-                                               stream_type stream = {}) {
-    detail::check_pointer(residual, n_elements, "residual");
-    detail::check_pointer(velocity, n_elements, "velocity");
-    detail::check_pointer(grad, n_elements, "gradient");
-    check_momentum(momentum);
-    return dispatch({grad, residual, velocity, momentum}, n_elements, layer_offsets_elements, out,
-                    stream);
-  }
-
-private:
-  static void check_layout(std::span<const std::size_t> offsets, std::size_t n_elements) {
-    using gradcomp::detail::require;
-    require(!offsets.empty(),
-            "layer offsets are empty: L layers need L + 1 offsets, the first 0, the last at "
-            "most the buffer's ",
-            n_elements, " elements");
-    require(offsets[0] == 0, "layer offset 0 is ", offsets[0], ", not 0");
-    for (std::size_t l = 1; l < offsets.size(); ++l) {
-      require(offsets[l] <= n_elements, "layer offset ", l, " is ", offsets[l],
-              ", beyond the buffer of ", n_elements, " elements");
-      require(offsets[l] >= offsets[l - 1], "layer offset ", l, " is ", offsets[l],
-              ", below offset ", l - 1, " (", offsets[l - 1], ")");
-      require(offsets[l] - offsets[l - 1] <= max_batched_layer_elements, "layer ", l - 1, " has ",
-              offsets[l] - offsets[l - 1], " elements, above the batch limit of ",
-              max_batched_layer_elements, " (compress it with the single-layer compressor)");
+  //! @private Implementation hook of detail::batched_compressor_base (compress(),
+  //! compress_accumulate() and compress_accumulate_momentum() are the entry points). On a GPU it
+  //! returns once the work is queued (no host round trip, except the allocations of a call that
+  //! grows a buffer); the message is complete when the stream gets there, which out.copy_to() on
+  //! the same stream waits for. Returns the batch's totals: numel = offsets[L], k_target =
+  //! k_selected = sum of k_l, exact (when numel > 0), threshold 0 (each layer's is in
+  //! out.copy_to(layers, stats)).
+  selection_stats run(const detail::context<Backend>& ctx,
+                      const detail::value_source& src,
+                      bool layout_changed,
+                      message_type& out) {
+    const std::vector<std::uint64_t>& offsets = this->offsets_;
+    if (layout_changed) { // host, O(L)
+      pair_offsets_.resize(offsets.size());
+      pair_offsets_[0] = 0;
+      for (std::size_t l = 0; l + 1 < offsets.size(); ++l) {
+        pair_offsets_[l + 1] =
+            pair_offsets_[l] +
+            this->target_k(static_cast<std::size_t>(offsets[l + 1] - offsets[l]));
+      }
     }
-  }
-
-  // Validates the offsets and, when they differ from the cached layout, recomputes the pair
-  // offsets (host, O(L)) and marks the device copy stale.
-  void set_layout(std::span<const std::size_t> offsets, std::size_t n_elements) {
-    check_layout(offsets, n_elements);
-    if (std::equal(offsets.begin(), offsets.end(), offsets_.begin(), offsets_.end())) {
-      return;
-    }
-    offsets_.assign(offsets.begin(), offsets.end());
-    pair_offsets_.resize(offsets_.size());
-    pair_offsets_[0] = 0;
-    for (std::size_t l = 0; l + 1 < offsets_.size(); ++l) {
-      pair_offsets_[l + 1] =
-          pair_offsets_[l] + target_k(static_cast<std::size_t>(offsets_[l + 1] - offsets_[l]));
-    }
-    layout_uploaded_ = false;
-  }
-
-  selection_stats dispatch(const detail::value_source& src,
-                           std::size_t n_elements,
-                           std::span<const std::size_t> offsets,
-                           message_type& out,
-                           stream_type stream) {
-    set_layout(offsets, n_elements);
-    const std::size_t bounds = offsets_.size();
-    const auto n = static_cast<std::size_t>(offsets_.back());
+    const std::size_t bounds = offsets.size();
+    const auto n = static_cast<std::size_t>(offsets.back());
     const auto k = static_cast<std::size_t>(pair_offsets_.back());
-    out.prepare(offsets_, pair_offsets_, options_.values);
+    out.prepare(offsets, pair_offsets_, this->options_.values);
     selection_stats stats;
     stats.numel = n;
     stats.k_target = k;
@@ -199,28 +106,21 @@ private:
     if (n == 0) {
       return stats;
     }
-    const detail::context<Backend> ctx{Backend{stream}, ws_};
-    std::uint64_t* device_layout = segments_.layout.reserve(2 * bounds);
-    if (!layout_uploaded_) {
-      ctx.backend.copy_from_host(device_layout, offsets_.data(), bounds * sizeof(std::uint64_t));
-      ctx.backend.copy_from_host(device_layout + bounds, pair_offsets_.data(),
+    const auto layout = this->device_layout(ctx, 2);
+    if (layout.uploaded) {
+      ctx.backend.copy_from_host(layout.words + bounds, pair_offsets_.data(),
                                  bounds * sizeof(std::uint64_t));
-      layout_uploaded_ = true;
     }
     detail::materialize(ctx, src, n);
     const std::uint32_t* selected = detail::segmented_top_k_select(
-        ctx, segments_, src.values(), {device_layout, device_layout + bounds, bounds - 1, n, k},
+        ctx, this->segments_, src.values(), {layout.words, layout.words + bounds, bounds - 1, n, k},
         out.index_storage(), out.value_storage(), out.threshold_storage());
-    detail::finish_selection(ctx, selected, out.value_storage(), k, src, options_.values);
+    detail::finish_selection(ctx, selected, out.value_storage(), k, src, this->options_.values);
     return stats;
   }
 
-  options options_;
-  std::vector<std::uint64_t> offsets_;
+private:
   std::vector<std::uint64_t> pair_offsets_;
-  bool layout_uploaded_ = false;
-  detail::workspace<Backend> ws_;
-  detail::segment_workspace<Backend> segments_;
 };
 
 #if defined(__CUDACC__)

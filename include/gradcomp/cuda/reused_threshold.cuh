@@ -3,6 +3,7 @@
 //! @brief gradcomp::cuda::reused_threshold: S1's threshold reuse on device memory.
 #pragma once
 
+#include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/cuda/backend.cuh>
 #include <gradcomp/cuda/detail/compressor_base.cuh>
@@ -12,6 +13,23 @@
 #include <cstdint>
 
 namespace gradcomp::cuda {
+
+namespace detail {
+//! Whether a layer's call number `calls` (0-based, counting only calls on non-empty gradients)
+//! computes the exact top-k and refreshes the remembered threshold: calls 0, s, 2s, ... (S1),
+//! as gradcomp::reused_threshold decides. Shared by the single-layer and the batched CUDA
+//! compressors. @pre interval >= 1. O(1).
+[[nodiscard]] constexpr bool reuse_refreshes(std::uint64_t calls, std::uint64_t interval) noexcept {
+  return calls % interval == 0;
+}
+
+//! The guard of a reuse call, as gradcomp::reused_threshold applies it: no re-adjustment (a
+//! count outside [k/c, c k] falls back to exact top-k at once). O(1).
+[[nodiscard]] constexpr gradcomp::detail::estimate_policy
+reuse_guard(double guard_factor) noexcept {
+  return {.guard_factor = guard_factor, .max_adjust_rounds = 0};
+}
+} // namespace detail
 
 //! @brief Reused threshold (S1 "dynamic" layer-wise sparsification) on Backend's memory: calls
 //! 0, s, 2s, ... compute the exact top-k and remember its k-th magnitude H; the calls between
@@ -40,16 +58,16 @@ public:
   //! @private Implementation hook of compressor_base.
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     detail::materialize(c.ctx, c.src, c.n);
-    const bool refresh = calls_ % this->options_.interval == 0;
+    const bool refresh = detail::reuse_refreshes(calls_, this->options_.interval);
     ++calls_;
     if (refresh) {
       threshold_key_ = detail::exact_run(c, stats);
       return stats.k_target;
     }
     std::size_t selected = 0;
-    threshold_key_ = detail::estimated_select(
-        c, gradcomp::detail::key_magnitude(threshold_key_),
-        {.guard_factor = this->options_.guard_factor, .max_adjust_rounds = 0}, selected, stats);
+    threshold_key_ =
+        detail::estimated_select(c, gradcomp::detail::key_magnitude(threshold_key_),
+                                 detail::reuse_guard(this->options_.guard_factor), selected, stats);
     return selected;
   }
 

@@ -40,6 +40,31 @@ inline void check_pointer(const void* p, std::size_t n, const char* what) {
                             " elements");
 }
 
+//! The source of a read-only call on x[0, n), validated (check_pointer). @throws as check_pointer.
+inline value_source checked_source(const float* x, std::size_t n) {
+  check_pointer(x, n, "gradient");
+  return {x, nullptr, nullptr, 0.0f};
+}
+
+//! The source of an error-feedback call (residual += grad), validated. @throws as
+//! check_pointer.
+inline value_source checked_source(float* residual, const float* grad, std::size_t n) {
+  check_pointer(residual, n, "residual");
+  check_pointer(grad, n, "gradient");
+  return {grad, residual, nullptr, 0.0f};
+}
+
+//! The source of a call with DGC momentum correction, validated. @throws as check_pointer, and
+//! std::invalid_argument naming a momentum outside [0, 1).
+inline value_source
+checked_source(float* residual, float* velocity, const float* grad, std::size_t n, float momentum) {
+  check_pointer(residual, n, "residual");
+  check_pointer(velocity, n, "velocity");
+  check_pointer(grad, n, "gradient");
+  check_momentum(momentum);
+  return {grad, residual, velocity, momentum};
+}
+
 //! Derived provides `std::size_t run(const call<Backend>& c, selection_stats&)`: materializes
 //! c.src (materialize() or a fused form) in its first pass, selects from c.src.values()[0, c.n)
 //! (n >= 1, Backend memory) into c.indices / c.values, ascending, and returns how many it
@@ -72,8 +97,7 @@ public:
   //! thrust::system_error on a CUDA failure.
   selection_stats
   compress(const float* x, std::size_t n, message_type& out, stream_type stream = {}) {
-    check_pointer(x, n, "gradient");
-    return dispatch({x, nullptr, nullptr, 0.0f}, n, out, stream);
+    return dispatch(checked_source(x, n), n, out, stream);
   }
 
   //! @brief Error feedback fused into compression: residual += grad; out = C(residual);
@@ -85,9 +109,7 @@ public:
                                       std::size_t n,
                                       message_type& out,
                                       stream_type stream = {}) {
-    check_pointer(residual, n, "residual");
-    check_pointer(grad, n, "gradient");
-    return dispatch({grad, residual, nullptr, 0.0f}, n, out, stream);
+    return dispatch(checked_source(residual, grad, n), n, out, stream);
   }
 
   //! @brief DGC momentum correction and error feedback (Lin et al. 2018, eqs. 4-6): velocity =
@@ -101,11 +123,7 @@ public:
                                                float momentum,
                                                message_type& out,
                                                stream_type stream = {}) {
-    check_pointer(residual, n, "residual");
-    check_pointer(velocity, n, "velocity");
-    check_pointer(grad, n, "gradient");
-    check_momentum(momentum);
-    return dispatch({grad, residual, velocity, momentum}, n, out, stream);
+    return dispatch(checked_source(residual, velocity, grad, n, momentum), n, out, stream);
   }
 
   //! @brief compress() on a tensor of the backend's memory space.
