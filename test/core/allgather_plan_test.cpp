@@ -77,7 +77,7 @@ TEST_CASE("allgather plan: malformed peer headers throw a wire_error naming rank
     const char* says;
   };
   const std::vector<bad_case> cases = {
-      {3, -1, "rank 1's message is malformed"},
+      {3, -1, "rank 1 announced invalid arguments"},
       {3, -2, "rank 1's header states encoded bytes -2"},
       {3, 31, "encoded bytes 31, outside"},
       {3, INT64_MAX, "encoded bytes"},
@@ -114,4 +114,27 @@ TEST_CASE("allgather plan: totals past MPI's int counts switch to dense or are f
 TEST_CASE("allgather plan: a header list of the wrong shape is a usage error", "[allgather_plan]") {
   CHECK_THROWS_AS(plan_allgather(std::vector<std::int64_t>{}, true), std::invalid_argument);
   CHECK_THROWS_AS(plan_allgather(std::vector<std::int64_t>{32, 0}, true), std::invalid_argument);
+}
+
+TEST_CASE("allgather header screen: invalid arguments and settings that differ, in rank order",
+          "[allgather_plan]") {
+  using gradcomp::mpi::detail::gathered_header_fields;
+  using gradcomp::mpi::detail::invalid_arguments_bytes;
+  using gradcomp::mpi::detail::screen_headers;
+  // 4 ranks: bytes, length, nnz, settings
+  std::vector<std::int64_t> h = {40, 100, 1, 7, 40, 100, 1, 7, 40, 100, 1, 7, 40, 100, 1, 7};
+  auto s = screen_headers(h);
+  CHECK(s.invalid_rank == -1);
+  CHECK(s.settings_mismatch_rank == -1);
+  h[gathered_header_fields * 2] = invalid_arguments_bytes;
+  h[gathered_header_fields * 3] = invalid_arguments_bytes;
+  h[gathered_header_fields * 1 + 3] = 8;
+  h[gathered_header_fields * 3 + 3] = 9;
+  s = screen_headers(h);
+  CHECK(s.invalid_rank == 2);
+  CHECK(s.settings_mismatch_rank == 1);
+  std::vector<std::int64_t> fields;
+  gradcomp::mpi::detail::plan_fields(h, fields);
+  CHECK(fields == std::vector<std::int64_t>{40, 100, 1, 40, 100, 1, -1, 100, 1, -1, 100, 1});
+  CHECK_THROWS_AS(screen_headers(std::vector<std::int64_t>{1, 2, 3}), std::invalid_argument);
 }

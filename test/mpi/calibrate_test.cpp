@@ -33,6 +33,9 @@ TEST_CASE("calibration fits S4's ring formula to measured times", "[mpi][calibra
     // (no check that beta > 0: on a loaded 2-core machine small timings are noise-dominated)
   }
   CHECK_THROWS_AS(mpi::calibrate_ring_allreduce(comm, {.min_bytes = 2}), std::invalid_argument);
+  // one size only: no line to fit
+  CHECK_THROWS_WITH(mpi::calibrate_ring_allreduce(comm, {.min_bytes = 1024, .max_bytes = 2048}),
+                    Catch::Contains("a line needs two sizes"));
 }
 
 TEST_CASE("sparse allgather calibration fits its own cost formula", "[mpi][calibrate]") {
@@ -65,6 +68,8 @@ TEST_CASE("sparse allgather calibration fits its own cost formula", "[mpi][calib
   }
   CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.min_pairs = 0}),
                     Catch::Contains("0 .. "));
+  CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.min_pairs = 64, .max_pairs = 255}),
+                    Catch::Contains("a line needs two sizes"));
   CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.density = 1.5}),
                     Catch::Contains("density 1.5"));
   CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.max_pairs = 1u << 30, .density = 0.01}),

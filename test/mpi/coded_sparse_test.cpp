@@ -398,6 +398,39 @@ TEST_CASE("coded_sparse_allreduce rejects a different redundancy on every rank",
   REQUIRE_THROWS_AS(op(std::span<const sparse_message>(mine), sum), mpi::mpi_error);
   CHECK_THROWS_WITH(op(std::span<const sparse_message>(mine), sum),
                     Catch::Contains("different options: redundancy from 1 to 2"));
+  // the communicator is usable afterwards
+  const coded::placement agreed(comm.size(), 1);
+  mpi::coded_sparse_allreduce agreeing(comm, {.redundancy = 1});
+  const std::vector<sparse_message> m1 = all_messages(agreed, 20, 3, selection::overlapping);
+  const std::vector<sparse_message> mine1 = owned_messages(agreed, m1, comm.rank());
+  agreeing(std::span<const sparse_message>(mine1), sum);
+  std::vector<float> from_sparse(20);
+  decompress(sum, from_sparse);
+  CHECK(same_bits(from_sparse, fixed_point_reference(densified(m1, 20), 20)));
+}
+
+TEST_CASE("coded_sparse_allreduce rejects a different tag_base on every rank, before the union's "
+          "ring allgather",
+          "[mpi][coded]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  if (comm.size() < 2) {
+    return;
+  }
+  const coded::placement layout(comm.size(), 1);
+  const int tag_base = comm.rank() == comm.size() - 1 ? 100 : 0;
+  mpi::coded_sparse_allreduce op(comm, {.redundancy = 1, .tag_base = tag_base});
+  const std::vector<sparse_message> m = all_messages(layout, 20, 3, selection::overlapping);
+  const std::vector<sparse_message> mine = owned_messages(layout, m, comm.rank());
+  sparse_message sum;
+  CHECK_THROWS_WITH(op(std::span<const sparse_message>(mine), sum),
+                    Catch::Contains("different options: tag_base 0 on rank 0, 100 on rank " +
+                                    std::to_string(comm.size() - 1)));
+  // the failed header round leaves nothing behind: an agreeing object works afterwards
+  mpi::coded_sparse_allreduce agreeing(comm, {.redundancy = 1});
+  agreeing(std::span<const sparse_message>(mine), sum);
+  std::vector<float> from_sparse(20);
+  decompress(sum, from_sparse);
+  CHECK(same_bits(from_sparse, fixed_point_reference(densified(m, 20), 20)));
 }
 
 TEST_CASE("coded_sparse_allreduce rejects malformed arguments of one rank on every rank",

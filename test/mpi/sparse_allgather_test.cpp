@@ -5,10 +5,13 @@
 #include <gradcomp/mpi.hpp>
 
 #include <catch2/catch.hpp>
+#include <climits>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "mpi_test_util.hpp"
@@ -149,55 +152,200 @@ TEST_CASE("a dense-length mismatch makes every rank throw", "[mpi][sparse_allgat
   CHECK_THROWS_WITH(exchange(mine, sum), Catch::Contains("different dense lengths"));
 }
 
-TEST_CASE("a malformed message from one rank makes every rank throw a wire_error",
+TEST_CASE("invalid arguments on one rank make every rank throw, that rank its own error",
           "[mpi][sparse_allgather]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   const int p = comm.size();
   for (auto algorithm : {mpi::sparse_allgather_algorithm::pairwise,
                          mpi::sparse_allgather_algorithm::mpi_allgatherv}) {
-    // one bad rank, or two (every rank must report the lower one's error, whatever order the
-    // messages arrive in)
+    // one bad rank, or two (every other rank must name the lower one)
     for (const auto& bad : {std::vector<int>{0}, std::vector<int>{p - 1}, std::vector<int>{1, 2}}) {
+      for (const bool wrong_output : {false, true}) {
+        CAPTURE(static_cast<int>(algorithm), bad, wrong_output, p);
+        const bool mine_bad = std::find(bad.begin(), bad.end(), comm.rank()) != bad.end();
+        sparse_message mine;
+        mine.clear(100);
+        if (mine_bad && !wrong_output) {
+          // unsorted indices: encodable, but rejected by every decoder (the sender's own first)
+          mine.indices = {50, static_cast<std::uint32_t>(10 + comm.rank())};
+          mine.values = {1.0f, 2.0f};
+        }
+        std::vector<float> sum(mine_bad && wrong_output ? 99 : 100);
+        mpi::sparse_allgather exchange(comm,
+                                       {.indices = index_encoding::u32, .algorithm = algorithm});
+        std::string what;
+        int kind = 0; // 1 wire_error, 2 mpi_error, 3 invalid_argument
+        try {
+          exchange(mine, sum);
+        } catch (const wire_error& e) {
+          what = e.what();
+          kind = 1;
+        } catch (const mpi::mpi_error& e) {
+          what = e.what();
+          kind = 2;
+        } catch (const std::invalid_argument& e) {
+          what = e.what();
+          kind = 3;
+        }
+        const int first_bad = *std::min_element(bad.begin(), bad.end());
+        if (first_bad >= p) {
+          CHECK(kind == 0);
+        } else if (comm.rank() == first_bad) { // its own check, not a relayed one
+          CHECK(kind == (wrong_output ? 3 : 1));
+          CHECK_THAT(what,
+                     Catch::Contains(wrong_output ? "output has 99 elements"
+                                                  : "index " + std::to_string(10 + first_bad)));
+        } else {
+          CHECK(kind == 2);
+          CHECK_THAT(what, Catch::Contains("rank " + std::to_string(first_bad) +
+                                           " passed invalid arguments"));
+        }
+        // the communicator and the object stay usable afterwards
+        sparse_message fine;
+        fine.clear(100);
+        fine.indices = {static_cast<std::uint32_t>(comm.rank())};
+        fine.values = {1.0f};
+        sum.assign(100, -1.0f);
+        exchange(fine, sum);
+        CHECK(sum[0] == 1.0f);
+        CHECK(sum[static_cast<std::size_t>(p - 1)] == 1.0f);
+      }
+    }
+  }
+}
+
+// Fault injection through MPI's profiling interface: this executable's MPI_Isend and
+// MPI_Iallgatherv replace the library's for every caller and forward to PMPI. While
+// `corrupt_sparse_sends` is set on a rank, a byte message it sends with the test's tag
+// (pairwise) or gathers (MPI_Iallgatherv) leaves with its last fp32 value replaced by a NaN:
+// corrupted after the sender's own check, as a fault on the wire would be.
+namespace {
+bool corrupt_sparse_sends = false;
+constexpr int corrupting_tag = 31000;
+std::vector<std::vector<std::byte>> corrupted_messages; // kept until the test's end
+
+const void* corrupted(const void* buf, int count) {
+  const auto* bytes = static_cast<const std::byte*>(buf);
+  auto& copy = corrupted_messages.emplace_back(bytes, bytes + count);
+  const std::uint32_t nan = 0x7fc00000u;
+  std::memcpy(copy.data() + copy.size() - 4, &nan, 4);
+  return copy.data();
+}
+} // namespace
+
+extern "C" int MPI_Isend(const void* buf,
+                         int count,
+                         MPI_Datatype datatype,
+                         int dest,
+                         int tag,
+                         MPI_Comm comm,
+                         MPI_Request* request) {
+  if (corrupt_sparse_sends && datatype == MPI_BYTE && tag == corrupting_tag && count >= 36) {
+    buf = corrupted(buf, count);
+  }
+  return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+}
+
+extern "C" int MPI_Iallgatherv(const void* sendbuf,
+                               int sendcount,
+                               MPI_Datatype sendtype,
+                               void* recvbuf,
+                               const int recvcounts[],
+                               const int displs[],
+                               MPI_Datatype recvtype,
+                               MPI_Comm comm,
+                               MPI_Request* request) {
+  if (corrupt_sparse_sends && sendtype == MPI_BYTE && sendcount >= 36) {
+    sendbuf = corrupted(sendbuf, sendcount);
+  }
+  return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
+                          request);
+}
+
+TEST_CASE("a message corrupted on the wire makes every receiver throw a wire_error naming the "
+          "lowest bad sender, after the exchange",
+          "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  for (auto algorithm : {mpi::sparse_allgather_algorithm::pairwise,
+                         mpi::sparse_allgather_algorithm::mpi_allgatherv}) {
+    for (const auto& bad : {std::vector<int>{p - 1}, std::vector<int>{1, 2}}) {
       CAPTURE(static_cast<int>(algorithm), bad, p);
       sparse_message mine;
       mine.clear(100);
-      if (std::find(bad.begin(), bad.end(), comm.rank()) != bad.end()) {
-        // unsorted indices: encodable, but rejected by every decoder
-        mine.indices = {50, static_cast<std::uint32_t>(10 + comm.rank())};
-        mine.values = {1.0f, 2.0f};
-      }
+      mine.indices = {static_cast<std::uint32_t>(comm.rank())};
+      mine.values = {1.0f};
       std::vector<float> sum(100);
-      mpi::sparse_allgather exchange(comm,
-                                     {.indices = index_encoding::u32, .algorithm = algorithm});
+      mpi::sparse_allgather exchange(
+          comm, {.indices = index_encoding::u32, .algorithm = algorithm, .tag = corrupting_tag});
+      corrupt_sparse_sends = std::find(bad.begin(), bad.end(), comm.rank()) != bad.end();
       std::string what;
       try {
         exchange(mine, sum);
       } catch (const wire_error& e) {
         what = e.what();
       }
-      const int first_bad = *std::min_element(bad.begin(), bad.end());
-      if (first_bad < p) { // every rank names the lowest bad rank; that one says what failed
-        CHECK_THAT(
-            what, Catch::Contains("rank " + std::to_string(first_bad) + "'s message is malformed"));
-        if (comm.rank() == first_bad) {
-          CHECK_THAT(what, Catch::Contains("index " + std::to_string(10 + first_bad)));
+      corrupt_sparse_sends = false;
+      // a sender decodes its own bytes, not what left: it sees only the others' corruption
+      int expected = -1;
+      for (const int b : bad) {
+        if (b < p && b != comm.rank() && (expected < 0 || b < expected)) {
+          expected = b;
         }
-      } else {
-        CHECK(what.empty());
       }
-      // the communicator and the object stay usable afterwards
-      sparse_message fine;
-      fine.clear(100);
-      fine.indices = {static_cast<std::uint32_t>(comm.rank())};
-      fine.values = {1.0f};
-      exchange(fine, sum);
+      if (expected < 0) {
+        CHECK(what.empty());
+      } else {
+        CHECK_THAT(what, Catch::Contains("rank " + std::to_string(expected) + "'s message"));
+        CHECK_THAT(what, Catch::Contains("is NaN"));
+      }
+      exchange(mine, sum); // usable afterwards
       CHECK(sum[0] == 1.0f);
       CHECK(sum[static_cast<std::size_t>(p - 1)] == 1.0f);
     }
   }
+  corrupted_messages.clear();
 }
 
-TEST_CASE("sparse allgather rejects a negative tag", "[mpi][sparse_allgather]") {
+TEST_CASE("ranks with different options throw on every rank instead of waiting",
+          "[mpi][sparse_allgather]") {
   mpi::communicator comm(MPI_COMM_WORLD);
-  CHECK_THROWS_WITH(mpi::sparse_allgather(comm, {.tag = -1}), Catch::Contains("tag -1"));
+  if (comm.size() == 1) {
+    return; // nobody to disagree with
+  }
+  const bool last = comm.rank() == comm.size() - 1;
+  const std::vector<mpi::sparse_allgather_options> differing = {
+      {.algorithm = last ? mpi::sparse_allgather_algorithm::mpi_allgatherv
+                         : mpi::sparse_allgather_algorithm::pairwise},
+      {.tag = last ? 7 : 8},
+      {.dense_switch = !last},
+      {.dense = {.segment_bytes = last ? std::size_t{4096} : std::size_t{8192}}},
+  };
+  for (std::size_t c = 0; c < differing.size(); ++c) {
+    CAPTURE(c);
+    sparse_message mine;
+    mine.clear(100);
+    std::vector<float> sum(100);
+    mpi::sparse_allgather exchange(comm, differing[c]);
+    CHECK_THROWS_WITH(exchange(mine, sum), Catch::Contains("ranks pass different options (rank 0 "
+                                                           "and rank " +
+                                                           std::to_string(comm.size() - 1)));
+    exchange.wait(); // nothing pending
+  }
+}
+
+TEST_CASE("sparse allgather rejects a tag outside [0, MPI_TAG_UB]", "[mpi][sparse_allgather]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  CHECK_THROWS_WITH(mpi::sparse_allgather(comm, {.tag = -1}),
+                    Catch::Contains("tag -1 is outside [0, MPI_TAG_UB = "));
+  void* value = nullptr;
+  int found = 0;
+  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
+  REQUIRE(found);
+  const int ub = *static_cast<int*>(value);
+  if (ub < INT_MAX) {
+    CHECK_THROWS_WITH(mpi::sparse_allgather(comm, {.tag = ub + 1}),
+                      Catch::Contains("is outside [0, MPI_TAG_UB"));
+  }
+  CHECK_NOTHROW(mpi::sparse_allgather(comm, {.tag = ub}));
 }

@@ -38,6 +38,8 @@ TEST_CASE("torch views reject what a compressor cannot read, naming the property
   CHECK_THROWS_WITH(torch_host_view(torch::zeros({4}, torch::kDouble)),
                     Catch::Contains("dtype is Double"));
   CHECK_THROWS_WITH(torch_host_view(torch::zeros({4, 5}).t()), Catch::Contains("not contiguous"));
+  CHECK_THROWS_WITH(torch_host_view(torch::zeros({4, 5}).to_sparse()),
+                    Catch::Contains("layout is Sparse"));
   CHECK_NOTHROW(torch_host_view(torch::zeros({4, 5}).t().contiguous()));
   // a CPU tensor is not device memory: refused by the device view (a CUDA tensor, likewise, by
   // the host view; LibTorch here is CPU-only, so that direction is not exercised)

@@ -38,7 +38,7 @@ struct calibration {
 //! @brief Options of calibrate_ring_allreduce.
 struct calibration_options {
   std::size_t min_bytes = std::size_t{1} << 12; //!< smallest message (>= 4).
-  std::size_t max_bytes = std::size_t{1} << 24; //!< largest message (>= min_bytes).
+  std::size_t max_bytes = std::size_t{1} << 24; //!< largest message (>= 4 min_bytes).
   unsigned repetitions = 5;                     //!< timed runs per size (>= 1).
   ring_allreduce_options transport{};           //!< the ring allreduce measured.
 };
@@ -94,9 +94,10 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
 //! @throws std::invalid_argument on bad options; mpi_error on MPI failures.
 [[nodiscard]] inline calibration calibrate_ring_allreduce(const communicator& comm,
                                                           const calibration_options& o = {}) {
-  gradcomp::detail::require(o.min_bytes >= sizeof(float) && o.max_bytes >= o.min_bytes,
+  gradcomp::detail::require(o.min_bytes >= sizeof(float) && o.max_bytes / 4 >= o.min_bytes,
                             "calibration sizes ", o.min_bytes, " .. ", o.max_bytes,
-                            " are invalid (need 4 <= min <= max)");
+                            " are invalid (need 4 <= min and 4 min <= max: a line needs two "
+                            "sizes)");
   gradcomp::detail::require(o.repetitions >= 1, "calibration repetitions ", o.repetitions,
                             " is below 1");
   calibration result;
@@ -122,7 +123,7 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
 //! @brief Options of calibrate_sparse_allgather.
 struct sparse_calibration_options {
   std::size_t min_pairs = std::size_t{1} << 10; //!< smallest message, (index, value) pairs (>= 1).
-  std::size_t max_pairs = std::size_t{1} << 18; //!< largest message, pairs (>= min_pairs).
+  std::size_t max_pairs = std::size_t{1} << 18; //!< largest message, pairs (>= 4 min_pairs).
   //! Density of the calibration messages, (0, 1]: the dense length is pairs / density, which
   //! sets the gaps between indices (their varint bytes) and the output the receivers clear.
   //! Calibrate at the density the transport will carry.
@@ -148,9 +149,10 @@ struct sparse_calibration_options {
 //! @throws std::invalid_argument on bad options (naming the value); mpi_error on MPI failures.
 [[nodiscard]] inline calibration
 calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_options& o = {}) {
-  gradcomp::detail::require(o.min_pairs >= 1 && o.max_pairs >= o.min_pairs, "calibration sizes ",
-                            o.min_pairs, " .. ", o.max_pairs,
-                            " pairs are invalid (need 1 <= min <= max)");
+  gradcomp::detail::require(o.min_pairs >= 1 && o.max_pairs / 4 >= o.min_pairs,
+                            "calibration sizes ", o.min_pairs, " .. ", o.max_pairs,
+                            " pairs are invalid (need 1 <= min and 4 min <= max: a line needs two "
+                            "sizes)");
   gradcomp::detail::require(o.density > 0.0 && o.density <= 1.0, "calibration density ", o.density,
                             " is outside (0, 1]");
   gradcomp::detail::require(o.repetitions >= 1, "calibration repetitions ", o.repetitions,
@@ -170,9 +172,12 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
     sparse_message message;
     message.clear(n);
     const std::size_t stride = n / k;
+    // a per-rank offset below the stride and below 128 (one varint byte on every rank, so that
+    // every rank's message has the same size)
+    const std::size_t offset =
+        static_cast<std::size_t>(comm.rank()) % std::min<std::size_t>(stride, 128);
     for (std::size_t i = 0; i < k; ++i) {
-      message.indices.push_back(
-          static_cast<std::uint32_t>(i * stride + static_cast<std::size_t>(comm.rank()) % stride));
+      message.indices.push_back(static_cast<std::uint32_t>(i * stride + offset));
       message.values.push_back(1.0f);
     }
     std::vector<float> sum(n);

@@ -366,7 +366,7 @@ public:
         std::min(static_cast<std::size_t>(o.tag_range), placement_.group_count());
     const long long last_tag =
         static_cast<long long>(o.tag_base) + static_cast<long long>(tags) - 1;
-    const int tag_ub = tag_upper_bound(comm);
+    const int tag_ub = detail::tag_upper_bound(comm);
     gradcomp::detail::require(last_tag <= tag_ub, "coded_allreduce: the last tag tag_base ",
                               o.tag_base, " + ", tags, " - 1 = ", last_tag,
                               " exceeds MPI_TAG_UB = ", tag_ub);
@@ -542,14 +542,6 @@ private:
                               " (need 1 <= r < P; one rank has no valid r and nothing to "
                               "exchange)");
     return coded::placement(comm.size(), o.redundancy);
-  }
-
-  static int tag_upper_bound(const communicator& comm) {
-    void* value = nullptr;
-    int found = 0;
-    detail::check(MPI_Comm_get_attr(comm.native(), MPI_TAG_UB, &value, &found),
-                  "MPI_Comm_get_attr");
-    return found && value != nullptr ? *static_cast<int*>(value) : 32767;
   }
 
   // Largest |value| over the parts, +inf if any value is NaN or infinite (so that every rank

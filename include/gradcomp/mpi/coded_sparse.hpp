@@ -43,9 +43,10 @@ namespace gradcomp::mpi {
 //! bit-identical on every rank.
 //!
 //! **Algorithm.** One operation:
-//! 1. Header (one MPI_Iallgather of 4 int64 per rank: dense length d, the count of contributed
-//!    indices, a malformed-arguments flag, r). Every rank checks every header the same way:
-//!    malformed arguments on a rank, different r or different d make every rank throw together.
+//! 1. Header (one MPI_Iallgather of 5 int64 per rank: dense length d, the count of contributed
+//!    indices, a malformed-arguments flag, r, tag_base). Every rank checks every header the same
+//!    way: malformed arguments on a rank, different r, tag_base or d make every rank throw
+//!    together.
 //! 2. Union agreement: part t's indices are contributed by ONE of its r owners,
 //!    coded::union_contributors(placement())[t] (the owners hold identical messages); each rank
 //!    sends the union of the index lists of its contributed parts (c_rank indices), and a ring
@@ -77,7 +78,7 @@ namespace gradcomp::mpi {
 //! coded::coded_sparse_load(P, r, |U|, c, 4, point_to_point, variant, rank) with c_j the count
 //! rank j contributed): the ring allgather of index lists, P - 1 messages each way,
 //! 4 (T - c_{rank + 1}) bytes sent and 4 (T - c_rank) received (T = sum of c_j), plus
-//! coded_allreduce's bytes for |U| elements. Not counted: the 32-byte-per-rank header allgather
+//! coded_allreduce's bytes for |U| elements. Not counted: the 40-byte-per-rank header allgather
 //! and coded_allreduce's agreement. Sparse beats the dense coded exchange of d elements when
 //! 4 (T - c_{rank+1}) < r C(P - 1, r) 4 (ceil(d / r) - ceil(|U| / r)) (docs/coded.md).
 //!
@@ -189,7 +190,7 @@ public:
       d = 0;
     }
     header_ = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(contribution_.size()),
-               local_error_.empty() ? 0 : 1, options_.redundancy};
+               local_error_.empty() ? 0 : 1, options_.redundancy, options_.tag_base};
     headers_.assign(header_fields * static_cast<std::size_t>(comm_->size()), 0);
     detail::check(MPI_Iallgather(header_.data(), static_cast<int>(header_fields), MPI_INT64_T,
                                  headers_.data(), static_cast<int>(header_fields), MPI_INT64_T,
@@ -275,8 +276,9 @@ public:
 private:
   enum class phase { idle, agreeing, gathering, exchanging, done };
 
-  // headers_: per rank [dense length, contributed indices, malformed flag, redundancy]
-  static constexpr std::size_t header_fields = 4;
+  // headers_: per rank [dense length, contributed indices, malformed flag, redundancy,
+  // tag_base] (the tag the union's ring allgather uses must agree before it runs)
+  static constexpr std::size_t header_fields = 5;
 
   [[nodiscard]] std::int64_t field(std::size_t rank, std::size_t f) const noexcept {
     return headers_[header_fields * rank + f];
@@ -315,6 +317,13 @@ private:
       throw mpi_error(gradcomp::detail::concat("gradcomp mpi: coded_sparse_allreduce: ranks pass "
                                                "different options: redundancy from ",
                                                r_low, " to ", r_high));
+    }
+    for (std::size_t j = 0; j < p; ++j) {
+      if (field(j, 4) != field(0, 4)) {
+        throw mpi_error(gradcomp::detail::concat(
+            "gradcomp mpi: coded_sparse_allreduce: ranks pass different options: tag_base ",
+            field(0, 4), " on rank 0, ", field(j, 4), " on rank ", j));
+      }
     }
     if (d_low != d_high) {
       throw mpi_error(gradcomp::detail::concat(

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <string>
 #include <vector>
@@ -51,9 +52,13 @@ struct sparse_allgather_options {
   wait_policy wait{};
   //! How the encoded messages move (measured side by side in docs/transport-benchmarks.md).
   sparse_allgather_algorithm algorithm = sparse_allgather_algorithm::pairwise;
-  //! Tag of the pairwise algorithm's messages (one message per peer per operation). Operations
-  //! in flight at the same time on one communicator need distinct tags. >= 0.
-  int tag = 0;
+  //! Tag of the pairwise algorithm's messages (one message per peer per operation), in
+  //! [0, MPI_TAG_UB]. Operations in flight at the same time on one communicator need distinct
+  //! tags, also against other transports' tag ranges: the default sits above the tag ranges
+  //! that the other transports' defaults start at 0 (ring_allreduce: 0 .. 2P-3).
+  int tag = default_tag;
+  //! The default tag: 32000, below the 32767 that MPI guarantees MPI_TAG_UB to reach.
+  static constexpr int default_tag = 32000;
 };
 
 //! @brief Sparse allgather (the reference top-k exchange, "TopkA"): each rank encodes its
@@ -67,17 +72,31 @@ struct sparse_allgather_options {
 //! the last one's decoding (and the rank-order sum of those not yet summed) follows the network.
 //!
 //! Collective: every rank must call start() (or operator()) with a message of the same dense
-//! length and an output of that length, in the same order relative to other collectives on the
-//! communicator. Any rank count, empty messages, empty tensors. Bytes sent per rank: 24 (counts)
-//! + its encoded message to each of the P - 1 others; received: the other ranks' encoded
-//! messages (up to 8 k (P-1) for u32/fp32 pairs; cost::sparse_allgather_seconds). If the dense
-//! switch fires (decided identically on every rank from the gathered sizes), the exchange is a
-//! ring allreduce of the densified messages instead.
-//! @throws mpi_error on an MPI failure, on different dense lengths (on every rank), or when the
-//! gathered bytes exceed MPI's int counts and the dense switch is off; gradcomp::wire_error if
-//! a rank's message is malformed: on every rank, after the exchange has completed (every rank
-//! decodes every message and reports the lowest malformed rank's error, so no rank is left
-//! waiting for one that gave up); std::invalid_argument for a negative tag.
+//! length and an output of that length, with the same options (algorithm, tag, dense switch,
+//! the dense ring's options; checked: a mismatch throws on every rank), in the same order
+//! relative to other collectives on the communicator. Any rank count, empty messages, empty
+//! tensors. Bytes sent per rank: 32 (the header: encoded bytes, dense length, nnz and a
+//! fingerprint of the options) + its encoded message to each of the P - 1 others; received: the
+//! other ranks' encoded messages (up to 8 k (P-1) for u32/fp32 pairs;
+//! cost::sparse_allgather_seconds). If the dense switch fires (decided identically on every rank
+//! from the gathered sizes), the exchange is a ring allreduce of the densified messages instead.
+//!
+//! Memory: the encoded own message, the gathered messages (their total bytes) and every rank's
+//! decoded message (8 bytes per pair), kept between calls. Work per rank: O(k) to encode,
+//! O(n) to clear the output, O(total pairs) to decode and sum.
+//! @throws (from start(), test(), wait(); no rank is left waiting for one that threw):
+//! - on the rank whose own arguments are invalid (an output whose length differs from the
+//!   message's dense length; a message that does not encode or decode, e.g. unsorted indices),
+//!   that exception (std::invalid_argument or gradcomp::wire_error), after the header round;
+//!   on every other rank mpi_error naming that rank (the lowest such rank);
+//! - mpi_error on every rank when ranks pass different options or different dense lengths, or
+//!   when the gathered bytes exceed MPI's int counts and the dense switch is off; mpi_error on
+//!   an MPI failure;
+//! - gradcomp::wire_error when a received message is malformed (corrupted after its sender's
+//!   own check), naming the lowest such sender, after the exchange has completed, on every rank
+//!   that received it: every rank but the sender, which checked its own bytes before sending
+//!   (a fault on the wire, which TCP's and MPI's checks make unlikely, is not agreed on);
+//! - from the constructor, std::invalid_argument for a tag outside [0, MPI_TAG_UB].
 class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> {
   friend class detail::nonblocking_operation<sparse_allgather>;
 
@@ -86,7 +105,8 @@ public:
   using algorithm = sparse_allgather_algorithm;
 
   explicit sparse_allgather(const communicator& comm, options o = {})
-      : comm_(&comm), options_(checked(o)), dense_(comm, o.dense) {}
+      : comm_(&comm), options_(checked(comm, o)), dense_(comm, o.dense), settings_(fingerprint(o)) {
+  }
   sparse_allgather(const sparse_allgather&) = delete;
   sparse_allgather& operator=(const sparse_allgather&) = delete;
   ~sparse_allgather() { reset(); }
@@ -98,32 +118,34 @@ public:
   void start(const sparse_message& mine, std::span<float> sum) {
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
                               "sparse_allgather: start() while an operation is in progress");
-    gradcomp::detail::require(
-        sum.size() == mine.dense_length_elements, "sparse_allgather: output has ", sum.size(),
-        " elements, the message's dense length is ", mine.dense_length_elements);
-    sum_ = sum;
     const auto p = static_cast<std::size_t>(comm_->size());
     const auto me = static_cast<std::size_t>(comm_->rank());
+    sum_ = sum;
     decoded_.resize(p);
-    own_error_.clear();
-    try {
+    own_error_ = nullptr;
+    try { // a local error is announced in the header and thrown after the header round
+      gradcomp::detail::require(
+          sum.size() == mine.dense_length_elements, "sparse_allgather: output has ", sum.size(),
+          " elements, the message's dense length is ", mine.dense_length_elements);
       encode(mine, options_.indices, encoded_);
       decode(encoded_, decoded_[me]);
-    } catch (const std::exception& e) { // reported by every rank after the header round
-      own_error_ = e.what();
+    } catch (...) {
+      own_error_ = std::current_exception();
     }
-    headers_.assign(detail::allgather_header_fields * p, 0);
-    const std::int64_t mine_header[3] = {own_error_.empty()
-                                             ? static_cast<std::int64_t>(encoded_.size())
-                                             : detail::malformed_message_bytes,
-                                         static_cast<std::int64_t>(mine.dense_length_elements),
-                                         static_cast<std::int64_t>(mine.nnz())};
-    detail::check(MPI_Iallgather(mine_header, 3, MPI_INT64_T, headers_.data(), 3, MPI_INT64_T,
-                                 comm_->native(), &header_request_),
+    gathered_headers_.assign(detail::gathered_header_fields * p, 0);
+    const std::int64_t mine_header[detail::gathered_header_fields] = {
+        own_error_ ? detail::invalid_arguments_bytes : static_cast<std::int64_t>(encoded_.size()),
+        static_cast<std::int64_t>(mine.dense_length_elements),
+        static_cast<std::int64_t>(mine.nnz()), settings_};
+    constexpr int fields = static_cast<int>(detail::gathered_header_fields);
+    detail::check(MPI_Iallgather(mine_header, fields, MPI_INT64_T, gathered_headers_.data(), fields,
+                                 MPI_INT64_T, comm_->native(), &header_request_),
                   "MPI_Iallgather");
     used_dense_ = false;
     phase_ = phase::headers;
-    std::fill(sum_.begin(), sum_.end(), 0.0f); // while the headers are on the wire
+    if (!own_error_) {
+      std::fill(sum_.begin(), sum_.end(), 0.0f); // while the headers are on the wire
+    }
   }
 
   //! @private The nonblocking_operation hooks.
@@ -146,8 +168,8 @@ public:
           return false;
         }
         phase_ = phase::done;
-        if (!first_error_.empty()) {
-          throw wire_error(first_error_);
+        if (first_error_) {
+          std::rethrow_exception(first_error_);
         }
         return true;
       case phase::dense:
@@ -170,22 +192,45 @@ public:
 private:
   enum class phase { idle, headers, messages, dense, done };
 
-  static options checked(const options& o) {
-    gradcomp::detail::require(o.tag >= 0, "sparse_allgather: tag ", o.tag, " is negative");
+  static options checked(const communicator& comm, const options& o) {
+    const int tag_ub = detail::tag_upper_bound(comm);
+    gradcomp::detail::require(o.tag >= 0 && o.tag <= tag_ub, "sparse_allgather: tag ", o.tag,
+                              " is outside [0, MPI_TAG_UB = ", tag_ub, "]");
     return o;
   }
 
-  // An operation dropped mid-way (an exception, or destruction): release what is pending and
-  // make the object ready for a new start().
+  // What every rank must agree on, as one number (FNV-1a over the fields).
+  static std::int64_t fingerprint(const options& o) noexcept {
+    const std::uint64_t fields[] = {static_cast<std::uint64_t>(o.algorithm),
+                                    o.dense_switch ? 1u : 0u,
+                                    static_cast<std::uint64_t>(o.tag),
+                                    static_cast<std::uint64_t>(o.dense.tag_base),
+                                    static_cast<std::uint64_t>(o.dense.segment_bytes),
+                                    o.dense.check_lengths ? 1u : 0u};
+    std::uint64_t h = 1469598103934665603ull;
+    for (const std::uint64_t f : fields) {
+      h = (h ^ f) * 1099511628211ull;
+    }
+    return static_cast<std::int64_t>(h);
+  }
+
+  // An operation dropped mid-way (an exception on this rank, or destruction): completes what is
+  // pending so that no buffer is written after it is released and the object is ready for a new
+  // start(). Point-to-point requests are cancelled first (MPI_Wait then returns whatever the
+  // peers do); the collectives (header round, MPI_Iallgatherv) cannot be cancelled and complete
+  // because every rank posts them.
   void reset() noexcept {
     phase_ = phase::idle;
     if (header_request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&header_request_);
+      MPI_Wait(&header_request_, MPI_STATUS_IGNORE);
     }
+    const bool collective = options_.algorithm == algorithm::mpi_allgatherv;
     for (MPI_Request& request : requests_) {
       if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
+        if (!collective) {
+          MPI_Cancel(&request);
+        }
+        MPI_Wait(&request, MPI_STATUS_IGNORE);
       }
     }
   }
@@ -193,17 +238,23 @@ private:
   void after_headers() {
     const int p = comm_->size();
     const int me = comm_->rank();
-    // a malformed message: every rank throws in plan_allgather for the lowest such rank, which
-    // itself says what failed
-    for (std::size_t j = 0; j < static_cast<std::size_t>(p); ++j) {
-      if (headers_[detail::allgather_header_fields * j] == detail::malformed_message_bytes) {
-        if (j == static_cast<std::size_t>(me)) {
-          throw wire_error(gradcomp::detail::concat("gradcomp wire: sparse_allgather: rank ", me,
-                                                    "'s message is malformed: ", own_error_));
-        }
-        break;
-      }
+    const detail::header_screen screen = detail::screen_headers(gathered_headers_);
+    if (screen.invalid_rank == me) {
+      std::rethrow_exception(own_error_);
     }
+    if (screen.invalid_rank >= 0) {
+      throw mpi_error(gradcomp::detail::concat(
+          "gradcomp mpi: sparse_allgather: rank ", screen.invalid_rank,
+          " passed invalid arguments (an output of the wrong length, or a message that does not "
+          "encode or decode; that rank's exception names the check)"));
+    }
+    if (screen.settings_mismatch_rank >= 0) {
+      throw mpi_error(gradcomp::detail::concat(
+          "gradcomp mpi: sparse_allgather: ranks pass different options (rank 0 and rank ",
+          screen.settings_mismatch_rank,
+          " differ in the algorithm, the tag, the dense switch or the dense ring's options)"));
+    }
+    detail::plan_fields(gathered_headers_, headers_);
     detail::allgather_plan plan = detail::plan_allgather(headers_, options_.dense_switch);
     if (plan.length_mismatch_rank >= 0) {
       throw mpi_error(gradcomp::detail::concat(
@@ -237,7 +288,7 @@ private:
     phase_ = phase::messages;
     const auto rank_count = static_cast<std::size_t>(p);
     ready_.assign(rank_count, 0);
-    first_error_.clear();
+    first_error_ = nullptr;
     error_rank_ = rank_count;
     next_to_sum_ = 0;
     mark_decoded(static_cast<std::size_t>(me)); // decoded in start()
@@ -319,16 +370,21 @@ private:
   }
 
   // Decodes rank j's message (validating it against its header) and adds every decoded message
-  // of the rank-order prefix to the output. A malformed message is remembered, not thrown: the
-  // exchange completes first (see the class comment), and every rank reports the lowest
-  // malformed rank's error.
+  // of the rank-order prefix to the output. A malformed message (or any other failure to take
+  // it) is remembered, not thrown: the exchange completes first (see the class comment), and
+  // every rank reports the lowest such rank's error.
   void take(std::size_t j, std::span<const std::byte> bytes) {
     if (j > error_rank_) {
       ready_[j] = 1;
       return;
     }
     try {
-      decode(bytes, decoded_[j]);
+      try {
+        decode(bytes, decoded_[j]);
+      } catch (const wire_error& e) {
+        throw wire_error(gradcomp::detail::concat("gradcomp wire: sparse_allgather: rank ", j,
+                                                  "'s message: ", e.what()));
+      }
       detail::check_length(decoded_[j], sum_.size(), static_cast<int>(j));
       const std::int64_t stated_nnz = headers_[detail::allgather_header_fields * j + 2];
       if (static_cast<std::int64_t>(decoded_[j].nnz()) != stated_nnz) {
@@ -336,8 +392,8 @@ private:
                                                   "'s message carries ", decoded_[j].nnz(),
                                                   " values, its header stated ", stated_nnz));
       }
-    } catch (const wire_error& e) {
-      first_error_ = e.what();
+    } catch (...) {
+      first_error_ = std::current_exception();
       error_rank_ = j;
     }
     mark_decoded(j);
@@ -358,14 +414,16 @@ private:
   phase phase_ = phase::idle;
   std::span<float> sum_;
   std::vector<std::byte> encoded_, gathered_;
-  std::vector<std::int64_t> headers_;
+  std::int64_t settings_;                      // fingerprint(options_)
+  std::vector<std::int64_t> gathered_headers_; // gathered_header_fields per rank
+  std::vector<std::int64_t> headers_;          // the plan's fields of them
   std::vector<int> counts_, displacements_;
   std::vector<sparse_message> decoded_; // per rank, reused
   std::vector<unsigned char> ready_;    // per rank: decoded (or skipped after an error)
   std::size_t next_to_sum_ = 0;         // ranks [0, next_to_sum_) are in sum_
   std::size_t error_rank_ = 0;          // lowest rank with a malformed message, or P
-  std::string first_error_;             // its error
-  std::string own_error_;               // this rank's message failed to encode or decode (start())
+  std::exception_ptr first_error_;      // the lowest rank's failure to take its message
+  std::exception_ptr own_error_;        // this rank's invalid arguments (start())
   std::vector<MPI_Request> requests_;   // the messages' requests
   MPI_Request header_request_ = MPI_REQUEST_NULL;
   bool used_dense_ = false;

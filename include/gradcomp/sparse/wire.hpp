@@ -175,7 +175,9 @@ inline void decode_varint_indices(const std::byte* q,
 inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, float* out) {
   if (vt == value_type::fp32) {
     if constexpr (std::endian::native == std::endian::little) {
-      std::memcpy(out, q, nnz * sizeof(float));
+      if (nnz != 0) { // out may be null then (an empty vector's data())
+        std::memcpy(out, q, nnz * sizeof(float));
+      }
     } else {
       for (std::uint64_t i = 0; i < nnz; ++i) {
         out[i] = std::bit_cast<float>(load_le<std::uint32_t>(q + 4 * i));

@@ -40,9 +40,11 @@ inline std::string torch_device_name(const at::Tensor& t) {
   return s.str();
 }
 
-// Checks what every view needs: a defined, contiguous float32 tensor on `want` devices.
+// Checks what every view needs: a defined, strided, contiguous float32 tensor on `want` devices.
 inline void check_torch_view(const at::Tensor& t, bool want_cuda, const char* function) {
   require(t.defined(), function, ": the tensor is undefined (an empty torch::Tensor())");
+  require(t.layout() == at::kStrided, function, ": the tensor's layout is ", t.layout(),
+          ", gradcomp reads dense (strided) tensors; call .to_dense() first");
   require(t.scalar_type() == at::kFloat, function, ": the tensor's dtype is ",
           c10::toString(t.scalar_type()), ", gradcomp's compressors take Float (float32)");
   require(t.is_contiguous(), function, ": the tensor is not contiguous (sizes ", t.sizes(),
@@ -53,22 +55,27 @@ inline void check_torch_view(const at::Tensor& t, bool want_cuda, const char* fu
 
 } // namespace detail
 
-//! @brief The elements of a CPU, contiguous, float32 tensor as a writable host view of
+//! @brief The elements of a CPU, dense, contiguous, float32 tensor as a writable host view of
 //! `t.numel()` floats (any shape; row-major order). O(1); the view aliases the tensor's storage
-//! (keep the tensor alive while the view is used).
+//! (keep the tensor alive while the view is used). Writes through the view bypass autograd's
+//! version counter: write only into tensors autograd does not track (e.g. residuals, or
+//! `.grad` outside of backward).
 //! @throws std::invalid_argument naming the property and its value if `t` is undefined, not
-//! float32, not contiguous or not on the CPU.
+//! strided (sparse, MKLDNN), not float32, not contiguous or not on the CPU.
 [[nodiscard]] inline host_view<float> torch_host_view(const at::Tensor& t) {
   detail::check_torch_view(t, false, "torch_host_view");
   return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};
 }
 
-//! @brief The elements of a CUDA, contiguous, float32 tensor as a device view of `t.numel()`
-//! floats, for the CUDA compressors. O(1); aliases the tensor's storage. The caller orders the
-//! compressor's stream after the work that produced the tensor (e.g. pass
-//! `at::cuda::getCurrentCUDAStream()`).
+//! @brief The elements of a CUDA, dense, contiguous, float32 tensor as a device view of
+//! `t.numel()` floats, for the CUDA compressors. O(1); aliases the tensor's storage. The view
+//! carries no device index: make `t`'s device current before compressing (e.g.
+//! `c10::cuda::CUDAGuard guard(t.device())`), since the compressors run on the current device,
+//! and order the compressor's stream after the work that produced the tensor (e.g. pass
+//! `at::cuda::getCurrentCUDAStream()`). Writes through the view bypass autograd, as for
+//! torch_host_view.
 //! @throws std::invalid_argument naming the property and its value if `t` is undefined, not
-//! float32, not contiguous or not on a CUDA device.
+//! strided, not float32, not contiguous or not on a CUDA device.
 [[nodiscard]] inline device_view<float> torch_device_view(const at::Tensor& t) {
   detail::check_torch_view(t, true, "torch_device_view");
   return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};

@@ -16,16 +16,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <stdexcept>
 #include <vector>
 
 namespace gradcomp::mpi::detail {
 
 //! Fields per rank in the gathered headers: encoded bytes, dense length (elements), nnz.
 inline constexpr std::size_t allgather_header_fields = 3;
-//! What a rank states as its encoded bytes when its own message failed to decode on that rank
-//! (the caller passed an invalid sparse_message): every rank then reports it (plan_allgather
-//! throws), instead of that rank throwing alone and leaving the others waiting.
-inline constexpr std::int64_t malformed_message_bytes = -1;
+//! What a rank states as its encoded bytes when it cannot take part: its own arguments are
+//! invalid (an output of the wrong length, or a message that fails to encode or decode on that
+//! rank). Every rank then reports it, instead of that rank throwing alone and leaving the others
+//! waiting.
+inline constexpr std::int64_t invalid_arguments_bytes = -1;
+//! Fields per rank that sparse_allgather gathers: the plan's allgather_header_fields, then a
+//! fingerprint of the settings every rank must share (settings_fingerprint).
+inline constexpr std::size_t gathered_header_fields = allgather_header_fields + 1;
 //! The largest dense length a header may state, elements (2^56: far above any memory, and
 //! small enough that byte bounds below cannot overflow 64 bits).
 inline constexpr std::int64_t max_header_dense_length = std::int64_t{1} << 56;
@@ -51,8 +56,8 @@ struct allgather_plan {
 //! plans the exchange. With `dense_switch`, the plan switches to a dense allreduce when the
 //! rank that receives the most would receive more than a ring allreduce moves,
 //! 2 (P - 1) / P x 4n bytes (SparCML's rule), or when the total exceeds MPI's int counts.
-//! Checks, in this order for every rank j: bytes_j != malformed_message_bytes (that rank's own
-//! message did not decode), 0 <= length_j <= 2^56, length_j == length_0 (else
+//! Checks, in this order for every rank j: bytes_j != invalid_arguments_bytes (that rank
+//! announced invalid arguments), 0 <= length_j <= 2^56, length_j == length_0 (else
 //! length_mismatch_rank = j and return), 0 <= nnz_j <= length_j, and
 //! min_encoded_bytes(nnz_j) <= bytes_j <= max_encoded_bytes(nnz_j) (32 + 2 nnz .. 32 + 9 nnz).
 //! O(P). Deterministic: the same headers give the same plan or the same exception everywhere.
@@ -81,10 +86,9 @@ struct allgather_plan {
     const std::int64_t bytes = field(j, 0);
     const std::int64_t length = field(j, 1);
     const std::int64_t nnz = field(j, 2);
-    if (bytes == malformed_message_bytes) {
+    if (bytes == invalid_arguments_bytes) { // sparse_allgather screens these out first
       throw wire_error(concat("gradcomp wire: sparse_allgather: rank ", j,
-                              "'s message is malformed (it failed to decode on that rank; its "
-                              "exception names the check)"));
+                              " announced invalid arguments (its exception names the check)"));
     }
     if (length < 0 || length > max_header_dense_length) {
       throw malformed(j, "dense length", length, ", outside [0, ", max_header_dense_length, "]");
@@ -127,6 +131,50 @@ struct allgather_plan {
     offset += plan.counts[j];
   }
   return plan;
+}
+
+//! What screen_headers found in the gathered headers (gathered_header_fields per rank).
+struct header_screen {
+  int invalid_rank = -1;           //!< first rank that announced invalid arguments, or -1.
+  int settings_mismatch_rank = -1; //!< first rank whose settings differ from rank 0's, or -1.
+};
+
+//! @brief The checks sparse_allgather makes before planning, in rank order: the first rank
+//! whose bytes field is invalid_arguments_bytes, and the first rank whose settings fingerprint
+//! (the last field) differs from rank 0's. O(P); the same result on every rank that gathered
+//! the same headers. @throws std::invalid_argument if `gathered` is empty or not a multiple of
+//! gathered_header_fields.
+[[nodiscard]] inline header_screen screen_headers(std::span<const std::int64_t> gathered) {
+  if (gathered.empty() || gathered.size() % gathered_header_fields != 0) {
+    throw std::invalid_argument(gradcomp::detail::concat(
+        "gradcomp: sparse_allgather: ", gathered.size(),
+        " header values are not a positive multiple of ", gathered_header_fields));
+  }
+  header_screen screen;
+  const std::size_t p = gathered.size() / gathered_header_fields;
+  const std::int64_t settings = gathered[gathered_header_fields - 1];
+  for (std::size_t j = 0; j < p; ++j) {
+    const std::int64_t* h = gathered.data() + gathered_header_fields * j;
+    if (screen.invalid_rank < 0 && h[0] == invalid_arguments_bytes) {
+      screen.invalid_rank = static_cast<int>(j);
+    }
+    if (screen.settings_mismatch_rank < 0 && h[gathered_header_fields - 1] != settings) {
+      screen.settings_mismatch_rank = static_cast<int>(j);
+    }
+  }
+  return screen;
+}
+
+//! @brief The plan's fields (the first allgather_header_fields of each rank) of gathered
+//! headers, into `out` (resized). O(P).
+inline void plan_fields(std::span<const std::int64_t> gathered, std::vector<std::int64_t>& out) {
+  const std::size_t p = gathered.size() / gathered_header_fields;
+  out.resize(allgather_header_fields * p);
+  for (std::size_t j = 0; j < p; ++j) {
+    for (std::size_t f = 0; f < allgather_header_fields; ++f) {
+      out[allgather_header_fields * j + f] = gathered[gathered_header_fields * j + f];
+    }
+  }
 }
 
 } // namespace gradcomp::mpi::detail

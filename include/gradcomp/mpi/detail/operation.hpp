@@ -27,6 +27,15 @@ namespace gradcomp::mpi::detail {
   return done != 0;
 }
 
+//! The communicator's MPI_TAG_UB (the largest tag; MPI guarantees at least 32767).
+//! @throws mpi_error if the attribute cannot be read.
+[[nodiscard]] inline int tag_upper_bound(const communicator& comm) {
+  void* value = nullptr;
+  int found = 0;
+  check(MPI_Comm_get_attr(comm.native(), MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr");
+  return found && value != nullptr ? *static_cast<int*>(value) : 32767;
+}
+
 //! CRTP base of the transports. Derived provides `start(args...)`, `bool progress()` (as much
 //! progress as possible without blocking; true when the operation is complete), `void reset()
 //! noexcept` (drop what is pending, become ready for a new start) and `const wait_policy&
