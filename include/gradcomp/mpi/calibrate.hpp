@@ -167,6 +167,9 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
   sparse_allgather gather(comm, transport);
   const int p = comm.size();
   calibration result;
+  sparse_message empty; // the line-up exchange before each timed run
+  empty.clear(0);
+  std::vector<float> none;
   for (const std::size_t k : detail::calibration_sizes(o.min_pairs, o.max_pairs)) {
     const auto n = static_cast<std::size_t>(std::ceil(static_cast<double>(k) / o.density));
     sparse_message message;
@@ -181,9 +184,6 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
       message.values.push_back(1.0f);
     }
     std::vector<float> sum(n);
-    sparse_message empty;
-    empty.clear(0);
-    std::vector<float> none;
     result.bytes.push_back(static_cast<double>(encoded_size_bytes(message, transport.indices)));
     result.seconds.push_back(detail::median_slowest_seconds(
         comm, o.repetitions, [&] { gather(empty, none); }, [&] { gather(message, sum); }));

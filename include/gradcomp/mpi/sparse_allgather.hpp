@@ -311,7 +311,7 @@ private:
     // different rank at the same step)
     requests_.assign(2 * static_cast<std::size_t>(p - 1), MPI_REQUEST_NULL);
     for (int s = 1; s < p; ++s) {
-      const int from = (me - s + p) % p;
+      const int from = source(s);
       detail::check(MPI_Irecv(gathered_.data() + displacements_[from], counts_[from], MPI_BYTE,
                               from, options_.tag, comm_->native(),
                               &requests_[static_cast<std::size_t>(s - 1)]),
@@ -352,7 +352,7 @@ private:
         all = false;
         continue;
       }
-      const int from = (me - s + p) % p;
+      const int from = source(s);
       take(static_cast<std::size_t>(from), message_bytes(from));
     }
     for (std::size_t i = static_cast<std::size_t>(p - 1); i < requests_.size(); ++i) { // sends
@@ -361,6 +361,12 @@ private:
       }
     }
     return all;
+  }
+
+  // The rank whose message the pairwise algorithm's receive s (1 .. P-1) takes: rank - s.
+  [[nodiscard]] int source(int s) const noexcept {
+    const int p = comm_->size();
+    return (comm_->rank() - s + p) % p;
   }
 
   [[nodiscard]] std::span<const std::byte> message_bytes(int rank) const {

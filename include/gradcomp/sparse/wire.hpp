@@ -101,10 +101,6 @@ inline std::size_t index_section_bytes(const sparse_message& m, index_encoding e
   return 0;
 }
 
-} // namespace detail
-
-namespace detail {
-
 // The body loops of decode(), one per field encoding, each with its checks. The failure paths
 // are kept out of line so that the loops stay small (decoding is on the receive path of every
 // transport: ~1 ns per element matters at 10^5-10^6 elements per message).
