@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Pipeline transports over MPI: dense exchanges (densify, allreduce in place: ring,
-//! MPI's own, hierarchical; divide by P), sparse_exchange (sparse allgather, sum, divide by P)
-//! and parameter_server_exchange (push/pull). Needs gradcomp::mpi.
+//! MPI's own, hierarchical; divide by P), sparse_exchange (sparse allgather, sum, divide by P),
+//! parameter_server_exchange (push/pull), and the multi-part coded exchanges of S3's redundant
+//! placement (coded_dense_exchange, coded_sparse_exchange; divide by C(P, r)). Needs
+//! gradcomp::mpi.
 #pragma once
 
+#include <gradcomp/coded/placement.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/mpi/coded_exchange.hpp>
+#include <gradcomp/mpi/coded_sparse.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
 #include <gradcomp/mpi/native_allreduce.hpp>
@@ -17,14 +22,18 @@
 
 #include <cstddef>
 #include <span>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+#include <vector>
 
 namespace gradcomp::mpi {
 
 namespace pipeline_detail {
 
-//! Divides every element by the rank count: the mean of the per-rank sums. O(n).
-inline void divide(std::span<float> values, int ranks) {
-  const auto p = static_cast<float>(ranks);
+//! Divides every element by `count` (the ranks, or the parts: the mean of a sum). O(n).
+inline void divide(std::span<float> values, std::size_t count) {
+  const auto p = static_cast<float>(count);
   for (float& v : values) {
     v /= p;
   }
@@ -91,7 +100,7 @@ private:
 
   void complete() {
     done_ = true;
-    pipeline_detail::divide(average_, comm_->size());
+    pipeline_detail::divide(average_, static_cast<std::size_t>(comm_->size()));
     const int r = comm_->rank();
     const std::size_t n = average_.size();
     if (comm_->size() == 1) {
@@ -170,7 +179,7 @@ public:
   bool test() {
     if (!done_ && gather_.test()) {
       done_ = true;
-      pipeline_detail::divide(average_, comm_->size());
+      pipeline_detail::divide(average_, static_cast<std::size_t>(comm_->size()));
     }
     return done_;
   }
@@ -179,7 +188,7 @@ public:
     if (!done_) {
       gather_.wait();
       done_ = true;
-      pipeline_detail::divide(average_, comm_->size());
+      pipeline_detail::divide(average_, static_cast<std::size_t>(comm_->size()));
     }
   }
 
@@ -195,10 +204,177 @@ private:
   bool done_ = true;
 };
 
+//! @brief Averages the parts of S3's redundant placement (CSSGD) by coded multicast: a
+//! pipeline_policy::multi_part_transport. Every rank passes the messages of its
+//! C(P - 1, r - 1) parts (placement().parts_of(rank), in that order; parts_per_rank() of them)
+//! and gets the mean over all C(P, r) parts, bit-identical on every rank: the sum from
+//! `Coded`, divided by C(P, r) (O(n)).
+//! * coded_dense_exchange (Coded = coded_allreduce): start() decompresses every part into a
+//!   buffer of n floats (O(parts (n + nnz)); kept between calls) and runs the coded exchange on
+//!   them. For dense messages (gradcomp::dense); a sparse message is sent densified.
+//! * coded_sparse_exchange (Coded = coded_sparse_allreduce): the parts' top-k messages are
+//!   exchanged on the agreed union U of their indices; completion scatters the sum into the
+//!   average (O(n + |U|)). For sparse (top-k) messages; the owners of a part must pass
+//!   identical messages, which holds when they report bit-identical gradients to the pipeline
+//!   (its error feedback per part is then identical on every owner); a part whose owners differ
+//!   makes every rank throw.
+//!
+//! Fixed-point coding (the default) quantises each part to within 0.5 / scale() and the sum to
+//! within C(P, r) 0.5 / scale() per element before the division (coded_allreduce); the
+//! pipeline's residuals hold exactly what was not selected, so that rounding is not fed back.
+//! XOR coding delivers the float bits exactly.
+//!
+//! Bytes per rank reported (bytes_sent / bytes_received): the coded exchange's (point-to-point
+//! multicast: r copies of each packet; docs/coded.md "Cost model"), agreement and headers
+//! excluded. Model: coded::coded_exchange_load (dense, full form), coded::
+//! coded_reduce_scatter_load, coded::coded_sparse_load.
+//!
+//! Collective: every rank must call start() with messages of the same dense length and the
+//! same options, in the same order relative to other collectives on the communicator. One
+//! operation at a time. P = 1 is refused (as coded_allreduce: nothing to exchange).
+//! @throws std::invalid_argument at construction as coded_allreduce (r outside [1, P), bad
+//! tags or window); from test()/wait(): on the rank whose arguments are malformed (the wrong
+//! number of messages, an invalid message, a dense length other than the average's; that rank
+//! names its own check, the others throw mpi_error), and as the coded exchange does (NaN or an
+//! infinity with fixed point, different lengths or options, owners that disagree, MPI
+//! failures). coded_sparse_exchange checks the average's length against the agreed dense
+//! length only after the exchange: a mismatch then throws std::invalid_argument on that rank
+//! alone (the other ranks completed normally).
+template <class Coded>
+class basic_coded_exchange {
+  static constexpr bool dense = std::is_same_v<Coded, coded_allreduce>;
+  static_assert(dense || std::is_same_v<Coded, coded_sparse_allreduce>,
+                "basic_coded_exchange: Coded must be coded_allreduce or coded_sparse_allreduce");
+
+public:
+  using options = coded_allreduce_options;
+
+  //! Builds the coded exchange of P = comm.size() ranks with options `o` (redundancy r, coding,
+  //! schedule, variant, tags, window). Local. `comm` must outlive this object.
+  explicit basic_coded_exchange(const communicator& comm, options o = {}) : exchange_(comm, o) {}
+
+  //! C(P - 1, r - 1): the messages start() takes on this rank. O(1).
+  [[nodiscard]] std::size_t parts_per_rank() const noexcept {
+    return exchange_.placement().parts_per_rank();
+  }
+  //! The placement: which parts (and so which samples) this rank computes. O(1).
+  [[nodiscard]] const coded::placement& placement() const noexcept { return exchange_.placement(); }
+
+  //! Starts the exchange of this rank's part messages; `average` (n floats) gets the mean over
+  //! all C(P, r) parts on completion. Collective (see the class).
+  void start(std::span<const sparse_message> parts, std::span<float> average) {
+    average_ = average;
+    done_ = false;
+    own_error_.clear();
+    if constexpr (dense) {
+      densify(parts, average.size());
+      exchange_.start(std::span<const std::span<const float>>(spans_), average);
+    } else {
+      exchange_.start(parts, sum_);
+    }
+  }
+
+  //! Progress without blocking; true once `average` holds the mean.
+  bool test() {
+    if (!done_ && checked([this] { return exchange_.test(); })) {
+      complete();
+    }
+    return done_;
+  }
+
+  //! Completes the operation.
+  void wait() {
+    if (!done_) {
+      checked([this] {
+        exchange_.wait();
+        return true;
+      });
+      complete();
+    }
+  }
+
+  //! Payload bytes this rank sent in the last operation (see the class).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept { return exchange_.bytes_sent(); }
+  //! Payload bytes this rank received in the last operation (see the class).
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return exchange_.bytes_received(); }
+  //! The coded exchange itself (its scale(), message counts, settings()).
+  [[nodiscard]] const Coded& exchange() const noexcept { return exchange_; }
+
+private:
+  // Decompresses each part into its buffer. A part that is invalid or of another dense length
+  // is passed as a span of the wrong length, so that the coded exchange reports malformed
+  // arguments on every rank; this rank then throws its own reason (checked()).
+  void densify(std::span<const sparse_message> parts, std::size_t n) {
+    buffers_.resize(parts.size());
+    spans_.clear();
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      try {
+        parts[i].validate();
+        gradcomp::detail::require(parts[i].dense_length_elements == n, "dense length ",
+                                  parts[i].dense_length_elements, ", the average has ", n,
+                                  " elements");
+        buffers_[i].resize(n);
+        decompress(parts[i], buffers_[i]);
+        spans_.emplace_back(buffers_[i]);
+      } catch (const std::invalid_argument& e) {
+        if (own_error_.empty()) {
+          own_error_ =
+              gradcomp::detail::concat("coded_dense_exchange: part message ", i, ": ", e.what());
+        }
+        spans_.emplace_back(&pad_, n == 0 ? 1 : 0);
+      }
+    }
+  }
+
+  // Runs `step`; if it throws std::invalid_argument for this rank's malformed arguments and
+  // densify() knows the reason, throws that reason instead.
+  template <class Step>
+  bool checked(Step&& step) {
+    try {
+      return step();
+    } catch (const std::invalid_argument&) {
+      if (!own_error_.empty()) {
+        throw std::invalid_argument(own_error_);
+      }
+      throw;
+    }
+  }
+
+  void complete() {
+    done_ = true;
+    if constexpr (!dense) {
+      gradcomp::detail::require(
+          sum_.dense_length_elements == average_.size(), "coded_sparse_exchange: the average has ",
+          average_.size(), " elements, the parts' dense length is ", sum_.dense_length_elements);
+      decompress(sum_, average_);
+    }
+    pipeline_detail::divide(average_, exchange_.placement().part_count());
+  }
+
+  Coded exchange_;
+  std::span<float> average_;
+  bool done_ = true;
+  std::string own_error_;                   // densify()'s reason for malformed arguments
+  std::vector<std::vector<float>> buffers_; // dense: the densified parts
+  std::vector<std::span<const float>> spans_;
+  float pad_ = 0.0f;   // dense: the wrong-length stand-in of a malformed part (n == 0)
+  sparse_message sum_; // sparse: the sum on the union
+};
+
+//! S3's coded multicast of densified parts (coded_allreduce); see basic_coded_exchange.
+using coded_dense_exchange = basic_coded_exchange<coded_allreduce>;
+//! S3's coded multicast of top-k parts on the agreed index union (coded_sparse_allreduce); see
+//! basic_coded_exchange.
+using coded_sparse_exchange = basic_coded_exchange<coded_sparse_allreduce>;
+
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<dense_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<native_dense_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<hierarchical_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<parameter_server_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<sparse_exchange>);
+static_assert(gradcomp::pipeline_policy::multi_part_transport<coded_dense_exchange>);
+static_assert(gradcomp::pipeline_policy::multi_part_transport<coded_sparse_exchange>);
+static_assert(gradcomp::pipeline_policy::byte_counting_transport<coded_dense_exchange>);
+static_assert(gradcomp::pipeline_policy::byte_counting_transport<coded_sparse_exchange>);
 
 } // namespace gradcomp::mpi

@@ -4,7 +4,8 @@
 //! are compressed (per-layer error feedback) as backward produces them, merged into groups of
 //! consecutive layers, and averaged by a transport on a communication thread that overlaps the
 //! rest of backward. With a replanning grouping policy it measures each layer's backward time
-//! from the hook timestamps and re-plans its grouping once, after a warm-up.
+//! from the hook timestamps and re-plans its grouping once, after a warm-up. With a multi-part
+//! transport (S3's redundant placement) every rank reports the gradients of several parts.
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
@@ -26,9 +27,9 @@
 #include <exception>
 #include <limits>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -66,12 +67,17 @@ struct pipeline_iteration_stats {
   bool bytes_reported = false;      //!< the transport models byte_counting_transport.
   std::size_t bytes_sent = 0;       //!< summed over groups (0 unless bytes_reported).
   std::size_t bytes_received = 0;   //!< summed over groups (0 unless bytes_reported).
-  std::size_t numel = 0;            //!< elements of all layers.
-  std::size_t selected = 0;         //!< elements sent: sum of the layers' k_selected.
-  //! Per layer, forward order. With compression_scope::per_group only numel and k_selected
-  //! (the group's selected elements that fall in the layer) are set; the rest is in `groups`.
+  //! Elements compressed: of all layers, times the parts per rank (1 unless the transport is a
+  //! multi_part_transport), so selected / numel is the density sent.
+  std::size_t numel = 0;
+  std::size_t selected = 0; //!< elements sent: sum of the layers' (and parts') k_selected.
+  //! Per layer, forward order; with P parts per rank, P x layers entries, part-major (entry
+  //! p L + l is layer l of part p). With compression_scope::per_group only numel and
+  //! k_selected (the group's selected elements that fall in the layer) are set; the rest is in
+  //! `groups`.
   std::vector<selection_stats> layers;
-  //! Per group, sending order, with compression_scope::per_group (empty per layer).
+  //! Per group, sending order, with compression_scope::per_group (empty per layer); with P
+  //! parts per rank, P x groups entries, part-major.
   std::vector<selection_stats> groups;
 };
 
@@ -92,6 +98,16 @@ struct pipeline_iteration_stats {
 //!
 //! Results are deterministic: the same gradients give bit-identical averages whatever the hook
 //! order (the transport decides cross-rank identity; the MPI adapters give it).
+//!
+//! Several parts per rank (a pipeline_policy::multi_part_transport, e.g. S3's coded exchange,
+//! where every part of the batch is computed by r ranks): the pipeline asks the transport's
+//! parts_per_rank() P once and keeps P error feedbacks per layer (or per group), one per part.
+//! Call gradient_ready(part, layer, grad) for every part and layer (any order, e.g. one
+//! backward per part); a group is sent once every part's layers of it have arrived, as P
+//! messages, one per part, and its average is the transport's mean over all parts. Backward of
+//! the last part overlaps the communication of the groups it completes (WFBP). Every rank that
+//! holds a part must report bit-identical gradients for it, so that its error feedbacks, and
+//! so its messages, stay identical (the coded adapters check this where they can).
 //!
 //! Threads: gradient_ready() and finish() must be called from one thread at a time (the
 //! training thread). With an MPI transport, MPI must be initialised with at least
@@ -118,19 +134,21 @@ struct pipeline_iteration_stats {
 //! already desynchronises the transport's collectives.
 //!
 //! @tparam Compressor a gradcomp::compressor, copyable (the prototype is copied per layer).
-//! @tparam Transport  a pipeline_policy::transport (loopback_exchange, mpi::dense_exchange,
-//!                    mpi::sparse_exchange).
+//! @tparam Transport  a pipeline_policy::pipeline_transport: a transport (loopback_exchange,
+//!                    mpi::dense_exchange, mpi::sparse_exchange, ...) or a multi_part_transport
+//!                    (mpi::coded_dense_exchange, mpi::coded_sparse_exchange).
 //! @tparam Grouping   a pipeline_policy::grouping_policy (fixed_grouping, planned_grouping,
 //!                    mpi::agreed_grouping<Policy>); a pipeline_policy::replanning_policy
 //!                    (planned_grouping, mpi::agreed_grouping<planned_grouping>) may re-plan.
 //! @tparam Clock      a pipeline_policy::monotonic_clock for every timestamp and the statistics'
 //!                    seconds (std::chrono::steady_clock; tests inject a clock they advance).
 template <compressor Compressor,
-          pipeline_policy::transport Transport,
+          pipeline_policy::pipeline_transport Transport,
           pipeline_policy::grouping_policy Grouping = pipeline_policy::fixed_grouping,
           pipeline_policy::monotonic_clock Clock = std::chrono::steady_clock>
 class pipeline {
   static constexpr bool can_replan = pipeline_policy::replanning_policy<Grouping>;
+  static constexpr bool multi_part = pipeline_policy::multi_part_transport<Transport>;
 
 public:
   //! @param layer_numel elements per layer, forward order; at least one layer.
@@ -140,7 +158,8 @@ public:
   //!                    communicator of mpi::agreed_grouping must outlive the pipeline).
   //! @param prototype   the compressor every layer's error feedback starts from.
   //! @param transport   the exchange; must outlive the pipeline and not be used elsewhere
-  //!                    while the pipeline lives.
+  //!                    while the pipeline lives. A multi_part_transport is asked its
+  //!                    parts_per_rank() P here.
   //! @param mc          DGC momentum correction for every layer's error feedback (off by
   //!                    default; see gradcomp::momentum_correction: the optimizer must then
   //!                    apply the averages without momentum).
@@ -148,13 +167,14 @@ public:
   //!                    compression_scope). Per group, a re-plan starts the new groups'
   //!                    compressors from the prototype (their state, e.g. a reused threshold,
   //!                    restarts); the residuals carry over element by element.
-  //! Memory: 4n bytes of residual per layer (8n with momentum correction; per group add 4n
-  //! of staging), message buffers, and one dense average buffer per group (4 bytes per element of
-  //! the model); with re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for the timestamps
-  //! (W = warmup_iterations(), allocated here: nothing is allocated per iteration for them). Starts
-  //! the communication thread.
+  //! Memory: 4n bytes of residual per layer and part (8n with momentum correction; per group
+  //! add 4n of staging), message buffers, and one dense average buffer per group (4 bytes per
+  //! element of the model); with re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for
+  //! the timestamps (W = warmup_iterations(), allocated here: nothing is allocated per iteration
+  //! for them). Starts the communication thread.
   //! @throws std::invalid_argument if there are no layers, the grouping is not a partition
-  //! of the layers into consecutive groups in backward order, or mc is refused by
+  //! of the layers into consecutive groups in backward order, a multi-part transport reports
+  //! 0 parts per rank (or so many that the state's size overflows), or mc is refused by
   //! gradcomp::error_feedback, or warmup_iterations() is so large that the timestamp record
   //! would not fit in memory; whatever the policy's groups() throws.
   pipeline(std::vector<std::size_t> layer_numel,
@@ -167,6 +187,14 @@ public:
         scope_(scope), prototype_(prototype), momentum_(static_cast<float>(mc.momentum)) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
+    if constexpr (multi_part) {
+      parts_ = static_cast<std::size_t>(transport.parts_per_rank());
+      gradcomp::detail::require(parts_ >= 1, "pipeline: the transport takes ", parts_,
+                                " parts per rank; at least 1 is needed");
+      gradcomp::detail::require(parts_ <= std::numeric_limits<std::size_t>::max() / layers,
+                                "pipeline: ", parts_, " parts per rank x ", layers,
+                                " layers overflow std::size_t");
+    }
     if constexpr (can_replan) {
       grouping_ = policy_.groups(std::span<const std::size_t>(numel_));
     } else {
@@ -184,37 +212,43 @@ public:
         measured_.assign(layers, 0.0);
       }
     }
+    const std::size_t slots = parts_ * layers;
     if (scope_ == compression_scope::per_layer) {
-      feedback_.reserve(layers);
-      for (const std::size_t n : numel_) {
-        feedback_.emplace_back(n, prototype, mc);
+      feedback_.reserve(slots);
+      for (std::size_t part = 0; part < parts_; ++part) {
+        for (const std::size_t n : numel_) {
+          feedback_.emplace_back(n, prototype, mc);
+        }
       }
     } else {
       gradcomp::detail::check_momentum_correction<Compressor>(mc);
-      std::uint64_t total = 0;
       global_offset_.resize(layers);
       for (std::size_t l = 0; l < layers; ++l) {
-        global_offset_[l] = total;
-        total += numel_[l];
+        global_offset_[l] = total_numel_;
+        total_numel_ += numel_[l];
       }
-      staged_.assign(static_cast<std::size_t>(total), 0.0f);
-      residual_.assign(static_cast<std::size_t>(total), 0.0f);
+      gradcomp::detail::require(
+          total_numel_ <= std::numeric_limits<std::size_t>::max() / parts_ / sizeof(float),
+          "pipeline: ", parts_, " parts of ", total_numel_, " elements do not fit in memory");
+      const auto all = static_cast<std::size_t>(total_numel_) * parts_;
+      staged_.assign(all, 0.0f);
+      residual_.assign(all, 0.0f);
       if (momentum_ > 0.0f) {
-        velocity_.assign(static_cast<std::size_t>(total), 0.0f);
+        velocity_.assign(all, 0.0f);
       }
     }
-    layer_messages_.resize(layers);
-    reported_.assign(layers, false);
+    layer_messages_.resize(slots);
+    reported_.assign(slots, false);
     group_of_.resize(layers);
     offset_of_.resize(layers);
     build_groups(grouping_, groups_, group_of_, offset_of_);
     ready_.assign(groups_.size(), false);
-    current_.layers.assign(layers, selection_stats{});
+    current_.layers.assign(slots, selection_stats{});
     if (scope_ == compression_scope::per_group) {
-      current_.groups.assign(groups_.size(), selection_stats{});
+      current_.groups.assign(parts_ * groups_.size(), selection_stats{});
     }
     for (const std::size_t n : numel_) {
-      current_.numel += n;
+      current_.numel += n * parts_;
     }
     last_ = current_;
     comm_thread_ = std::thread([this] { communicate(); });
@@ -238,13 +272,15 @@ public:
   //! loss.backward()). Only used while the pipeline measures backward times (a replanning
   //! policy, during its warm-up): the first reported layer's backward time is then measured
   //! from this call; without it, the first reported layer of an iteration counts 0 s. Calling
-  //! it again before the first gradient_ready() moves the mark. O(1): one Clock::now() while
-  //! measuring, nothing otherwise. Training thread, as gradient_ready(); not collective.
-  //! @throws std::invalid_argument if a layer was already reported in this iteration; nothing
-  //! changes then.
+  //! it again before the first gradient_ready() moves the mark. With several parts per rank,
+  //! call it before each part's backward: each call moves the mark (a layer's time is then
+  //! taken from its last part, see gradient_ready()). O(1): one Clock::now() while measuring,
+  //! nothing otherwise. Training thread, as gradient_ready(); not collective.
+  //! @throws std::invalid_argument if a layer was already reported in this iteration and the
+  //! transport takes one part per rank; nothing changes then.
   void begin_backward() {
-    gradcomp::detail::require(!started_, "pipeline: begin_backward() after gradient_ready() "
-                                         "in the same iteration");
+    gradcomp::detail::require(!started_ || parts_ > 1, "pipeline: begin_backward() after "
+                                                       "gradient_ready() in the same iteration");
     if (measuring()) {
       last_event_ = clock::now();
       have_reference_ = true;
@@ -263,15 +299,40 @@ public:
   //! calls, so the caller-thread compression and assembly are not counted as backward.
   //! @throws std::invalid_argument naming the layer if it is out of range or was already
   //! reported in this iteration, or naming both lengths if grad's length differs from the
-  //! layer's; nothing changes then.
+  //! layer's, or if the transport takes several parts per rank (call the three-argument
+  //! form); nothing changes then.
   template <host_float_tensor Grad>
   void gradient_ready(std::size_t layer, const Grad& grad) {
+    gradcomp::detail::require(parts_ == 1,
+                              "pipeline: gradient_ready(layer, grad) with a "
+                              "transport of ",
+                              parts_,
+                              " parts per rank: name the part, gradient_ready(part, "
+                              "layer, grad)");
+    gradient_ready(0, layer, grad);
+  }
+
+  //! @brief Reports the gradient of `layer` (forward index) of `part` (0 .. parts() - 1, the
+  //! transport's order of this rank's parts) for this iteration: as gradient_ready(layer,
+  //! grad), with the error feedback of that part and layer. A group is handed to the
+  //! communication thread once every part's layers of it have arrived. While measuring, a
+  //! layer's backward time is taken from its last report in the iteration (the last part's
+  //! backward, the one the communication overlaps).
+  //! @throws std::invalid_argument naming the part if it is out of range (>= parts()), naming
+  //! the layer (and part) if it is out of range or was already reported for that part in this
+  //! iteration, or naming both lengths if grad's length differs from the layer's; nothing
+  //! changes then.
+  template <host_float_tensor Grad>
+  void gradient_ready(std::size_t part, std::size_t layer, const Grad& grad) {
+    gradcomp::detail::require(part < parts_, "pipeline: part ", part, " is out of range (", parts_,
+                              " parts per rank)");
     gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
                               " is out of range (", numel_.size(), " layers)");
-    gradcomp::detail::require(!reported_[layer], "pipeline: layer ", layer,
+    const std::size_t slot = part * numel_.size() + layer;
+    gradcomp::detail::require(!reported_[slot], "pipeline: layer ", layer, part_text(part),
                               " reported twice in one iteration");
     const auto g = host_span(grad);
-    gradcomp::detail::require(g.size() == numel_[layer], "pipeline: layer ", layer,
+    gradcomp::detail::require(g.size() == numel_[layer], "pipeline: layer ", layer, part_text(part),
                               ": gradient has ", g.size(), " elements, the layer has ",
                               numel_[layer]);
     const auto t0 = clock::now();
@@ -285,24 +346,28 @@ public:
           std::max(0.0, std::chrono::duration<double>(t0 - last_event_).count());
     }
     if (scope_ == compression_scope::per_layer) {
-      current_.layers[layer] = feedback_[layer].compress(g, layer_messages_[layer]);
+      current_.layers[slot] = feedback_[slot].compress(g, layer_messages_[slot]);
     } else {
       std::copy(g.begin(), g.end(),
-                staged_.begin() + static_cast<std::ptrdiff_t>(global_offset_[layer]));
+                staged_.begin() + static_cast<std::ptrdiff_t>(part_offset(part, layer)));
     }
-    reported_[layer] = true;
+    reported_[slot] = true;
     started_ = true;
     const std::size_t g_index = group_of_[layer];
     group_state& state = groups_[g_index];
     if (--state.pending == 0) {
-      if (scope_ == compression_scope::per_layer) {
-        pipeline_detail::begin_group(state.message, state.numel);
-        for (std::size_t i = 0; i < state.layers.size(); ++i) {
-          const std::size_t l = state.layers[i];
-          pipeline_detail::append_layer(state.message, layer_messages_[l], offset_of_[l], i == 0);
+      for (std::size_t p = 0; p < parts_; ++p) {
+        if (scope_ == compression_scope::per_layer) {
+          sparse_message& message = state.messages[p];
+          pipeline_detail::begin_group(message, state.numel);
+          for (std::size_t i = 0; i < state.layers.size(); ++i) {
+            const std::size_t l = state.layers[i];
+            pipeline_detail::append_layer(message, layer_messages_[p * numel_.size() + l],
+                                          offset_of_[l], i == 0);
+          }
+        } else {
+          compress_group(p, g_index);
         }
-      } else {
-        compress_group(g_index);
       }
       {
         const std::lock_guard lock(mutex_);
@@ -390,36 +455,64 @@ public:
     return measured_valid_ ? std::span<const double>(measured_) : std::span<const double>();
   }
   //! Layer `layer`'s error feedback (its residual, its compressor), compression_scope::
-  //! per_layer only. Not while an iteration runs.
-  //! @throws std::out_of_range if layer is out of range or the scope is per_group.
+  //! per_layer only, one part per rank. Not while an iteration runs.
+  //! @throws std::out_of_range if layer is out of range, the scope is per_group or the
+  //! transport takes several parts per rank (use feedback(part, layer)).
   [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t layer) {
+    if (parts_ != 1) {
+      throw std::out_of_range("pipeline: feedback(layer) with several parts per rank: use "
+                              "feedback(part, layer)");
+    }
     return feedback_.at(layer);
   }
-  //! The residual of `layer` (its elements, forward order), either scope. Not while an
-  //! iteration runs. O(1). @throws std::invalid_argument if layer is out of range.
-  [[nodiscard]] std::span<const float> residual(std::size_t layer) const {
-    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
-                              " is out of range (", numel_.size(), " layers)");
-    if (scope_ == compression_scope::per_layer) {
-      return feedback_[layer].residual();
+  //! The error feedback of `layer` of `part`, compression_scope::per_layer only. Not while an
+  //! iteration runs. @throws std::out_of_range if part or layer is out of range or the scope is
+  //! per_group.
+  [[nodiscard]] error_feedback<Compressor>& feedback(std::size_t part, std::size_t layer) {
+    if (part >= parts_ || layer >= numel_.size()) {
+      throw std::out_of_range("pipeline: feedback(part, layer) out of range");
     }
-    return std::span<const float>(residual_).subspan(
-        static_cast<std::size_t>(global_offset_[layer]), numel_[layer]);
+    return feedback_.at(part * numel_.size() + layer);
+  }
+  //! The residual of `layer` (its elements, forward order), either scope, one part per rank.
+  //! Not while an iteration runs. O(1). @throws std::invalid_argument if layer is out of range
+  //! or the transport takes several parts per rank (use residual(part, layer)).
+  [[nodiscard]] std::span<const float> residual(std::size_t layer) const {
+    require_one_part("residual");
+    return residual(0, layer);
+  }
+  //! The residual of `layer` of `part`, either scope. Not while an iteration runs. O(1).
+  //! @throws std::invalid_argument if part or layer is out of range.
+  [[nodiscard]] std::span<const float> residual(std::size_t part, std::size_t layer) const {
+    require_slot(part, layer);
+    if (scope_ == compression_scope::per_layer) {
+      return feedback_[part * numel_.size() + layer].residual();
+    }
+    return std::span<const float>(residual_).subspan(part_offset(part, layer), numel_[layer]);
   }
   //! The momentum-correction velocity of `layer` (empty without momentum correction), either
-  //! scope. O(1). @throws std::invalid_argument if layer is out of range.
+  //! scope, one part per rank. O(1). @throws std::invalid_argument if layer is out of range or
+  //! the transport takes several parts per rank (use velocity(part, layer)).
   [[nodiscard]] std::span<const float> velocity(std::size_t layer) const {
-    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
-                              " is out of range (", numel_.size(), " layers)");
+    require_one_part("velocity");
+    return velocity(0, layer);
+  }
+  //! The momentum-correction velocity of `layer` of `part` (empty without momentum
+  //! correction), either scope. O(1). @throws std::invalid_argument if part or layer is out of
+  //! range.
+  [[nodiscard]] std::span<const float> velocity(std::size_t part, std::size_t layer) const {
+    require_slot(part, layer);
     if (scope_ == compression_scope::per_layer) {
-      return feedback_[layer].velocity();
+      return feedback_[part * numel_.size() + layer].velocity();
     }
     if (velocity_.empty()) {
       return {};
     }
-    return std::span<const float>(velocity_).subspan(
-        static_cast<std::size_t>(global_offset_[layer]), numel_[layer]);
+    return std::span<const float>(velocity_).subspan(part_offset(part, layer), numel_[layer]);
   }
+  //! Messages per rank and operation: the transport's parts_per_rank() for a
+  //! multi_part_transport, else 1. O(1).
+  [[nodiscard]] std::size_t parts() const noexcept { return parts_; }
   //! The scope of error feedback and selection. O(1).
   [[nodiscard]] compression_scope scope() const noexcept { return scope_; }
 
@@ -429,11 +522,37 @@ private:
   struct group_state {
     std::vector<std::size_t> layers; // forward indices, ascending
     std::uint64_t numel = 0;
-    std::size_t pending = 0;    // layers not yet reported (caller's thread only)
-    sparse_message message;     // written by the caller before ready_, read by the comm thread
+    std::size_t pending = 0; // (part, layer) reports missing (caller's thread only)
+    // one per part: written by the caller before ready_, read by the comm thread
+    std::vector<sparse_message> messages;
     std::vector<float> average; // written by the comm thread, read after finish()
-    std::optional<Compressor> compressor; // compression_scope::per_group: the group's state
+    // compression_scope::per_group: the group's compressor state, one per part
+    std::vector<Compressor> compressors;
   };
+
+  // " of part p" with several parts per rank, else nothing (for error texts).
+  [[nodiscard]] std::string part_text(std::size_t part) const {
+    return parts_ == 1 ? std::string() : gradcomp::detail::concat(" of part ", part);
+  }
+
+  void require_one_part(const char* what) const {
+    gradcomp::detail::require(parts_ == 1, "pipeline: ", what, "(layer) with ", parts_,
+                              " parts per rank: use ", what, "(part, layer)");
+  }
+
+  void require_slot(std::size_t part, std::size_t layer) const {
+    gradcomp::detail::require(part < parts_, "pipeline: part ", part, " is out of range (", parts_,
+                              " parts per rank)");
+    gradcomp::detail::require(layer < numel_.size(), "pipeline: layer ", layer,
+                              " is out of range (", numel_.size(), " layers)");
+  }
+
+  // compression_scope::per_group: where layer `layer` of `part` starts in staged_, residual_
+  // and velocity_ (parts side by side, each all layers in forward order).
+  [[nodiscard]] std::size_t part_offset(std::size_t part, std::size_t layer) const noexcept {
+    return static_cast<std::size_t>(total_numel_) * part +
+           static_cast<std::size_t>(global_offset_[layer]);
+  }
 
   struct no_policy {};
   using kept_policy = std::conditional_t<can_replan, Grouping, no_policy>;
@@ -466,19 +585,22 @@ private:
         offset += numel_[l];
       }
       state.numel = offset;
-      state.pending = state.layers.size();
+      state.pending = state.layers.size() * parts_;
+      state.messages.resize(parts_);
       state.average.assign(static_cast<std::size_t>(offset), 0.0f);
       if (scope_ == compression_scope::per_group) {
-        state.compressor.emplace(prototype_);
+        state.compressors.assign(parts_, prototype_);
       }
     }
   }
 
-  // compression_scope::per_group: compresses group g_index's staged gradient with its residual
-  // (and velocity) into the group's message; per-layer statistics from the message.
-  void compress_group(std::size_t g_index) {
+  // compression_scope::per_group: compresses part `part` of group g_index's staged gradient
+  // with its residual (and velocity) into the group's message of that part; per-layer
+  // statistics from the message.
+  void compress_group(std::size_t part, std::size_t g_index) {
     group_state& state = groups_[g_index];
-    const std::size_t begin = static_cast<std::size_t>(global_offset_[state.layers.front()]);
+    sparse_message& message = state.messages[part];
+    const std::size_t begin = part_offset(part, state.layers.front());
     const auto n = static_cast<std::size_t>(state.numel);
     std::span<float> r(residual_.data() + begin, n);
     std::span<float> u; // empty without momentum correction
@@ -486,22 +608,22 @@ private:
       u = std::span<float>(velocity_.data() + begin, n);
     }
     const std::span<const float> g(staged_.data() + begin, n);
-    const selection_stats s = gradcomp::detail::compress_with_feedback(*state.compressor, r, u, g,
-                                                                       momentum_, state.message);
-    current_.groups[g_index] = s;
+    const selection_stats s = gradcomp::detail::compress_with_feedback(state.compressors[part], r,
+                                                                       u, g, momentum_, message);
+    current_.groups[part * groups_.size() + g_index] = s;
     // the message's indices are ascending: count those of each layer's range
     std::size_t j = 0;
     for (const std::size_t l : state.layers) {
-      selection_stats& ls = current_.layers[l];
+      selection_stats& ls = current_.layers[part * numel_.size() + l];
       ls = selection_stats{};
       ls.numel = numel_[l];
-      if (state.message.dense) {
+      if (message.dense) {
         ls.k_selected = numel_[l];
         continue;
       }
       const std::uint64_t end = offset_of_[l] + numel_[l];
       const std::size_t first = j;
-      while (j < state.message.indices.size() && state.message.indices[j] < end) {
+      while (j < message.indices.size() && message.indices[j] < end) {
         ++j;
       }
       ls.k_selected = j - first;
@@ -526,17 +648,19 @@ private:
     }
     current_.finish_wait_seconds = seconds_since(t0);
     current_.bytes_reported = pipeline_policy::byte_counting_transport<Transport>;
-    std::size_t missing = numel_.size();
+    const std::size_t slots = reported_.size();
+    std::size_t missing = slots;
     current_.selected = 0;
-    for (std::size_t l = 0; l < numel_.size(); ++l) {
-      if (!reported_[l] && missing == numel_.size()) {
-        missing = l;
+    for (std::size_t slot = 0; slot < slots; ++slot) {
+      if (!reported_[slot] && missing == slots) {
+        missing = slot;
       }
-      current_.selected += current_.layers[l].k_selected;
+      current_.selected += current_.layers[slot].k_selected;
     }
     last_ = current_;
     reset_iteration();
-    gradcomp::detail::require(missing == numel_.size(), "pipeline: finish(): layer ", missing,
+    gradcomp::detail::require(missing == slots, "pipeline: finish(): layer ",
+                              missing % numel_.size(), part_text(missing / numel_.size()),
                               " was never reported in this iteration");
     if (error) {
       std::rethrow_exception(error);
@@ -588,7 +712,7 @@ private:
       grouping_.swap(next);
       replanned_ = true;
       if (scope_ == compression_scope::per_group) {
-        current_.groups.assign(groups_.size(), selection_stats{});
+        current_.groups.assign(parts_ * groups_.size(), selection_stats{});
       }
     }
   }
@@ -610,16 +734,16 @@ private:
   }
 
   void reset_iteration() {
-    reported_.assign(numel_.size(), false);
+    reported_.assign(reported_.size(), false);
     started_ = false;
     have_reference_ = false;
     for (group_state& state : groups_) {
-      state.pending = state.layers.size();
+      state.pending = state.layers.size() * parts_;
     }
     current_.compress_seconds = 0.0;
-    current_.layers.assign(numel_.size(), selection_stats{});
+    current_.layers.assign(reported_.size(), selection_stats{});
     if (scope_ == compression_scope::per_group) {
-      current_.groups.assign(groups_.size(), selection_stats{});
+      current_.groups.assign(parts_ * groups_.size(), selection_stats{});
     }
   }
 
@@ -642,7 +766,12 @@ private:
       if (!skip) {
         const auto t0 = clock::now();
         try {
-          transport_->start(state.message, std::span<float>(state.average));
+          if constexpr (multi_part) {
+            transport_->start(std::span<const sparse_message>(state.messages),
+                              std::span<float>(state.average));
+          } else {
+            transport_->start(state.messages.front(), std::span<float>(state.average));
+          }
           transport_->wait();
           if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
             sent = transport_->bytes_sent();
@@ -678,10 +807,12 @@ private:
   compression_scope scope_;
   Compressor prototype_;
   float momentum_;
-  // caller's thread
+  std::size_t parts_ = 1;         // messages per rank and operation
+  std::uint64_t total_numel_ = 0; // per_group: elements of all layers (one part)
+  // caller's thread; per (part, layer) state at index part x layers + layer
   std::vector<error_feedback<Compressor>> feedback_; // per_layer
   std::vector<std::uint64_t> global_offset_;         // per_group: layer's first element
-  std::vector<float> staged_, residual_, velocity_;  // per_group: all layers, forward order
+  std::vector<float> staged_, residual_, velocity_;  // per_group: parts x all layers
   bool started_ = false;                             // a layer was reported in this iteration
   bool have_reference_ = false; // last_event_ holds this iteration's previous event
   typename clock::time_point last_event_{};

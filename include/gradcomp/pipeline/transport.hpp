@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The pipeline's transport concept: a nonblocking averaging exchange of one compressed
-//! group (start / test / wait), and the optional byte counters a transport may report.
+//! @brief The pipeline's transport concepts: a nonblocking averaging exchange of one compressed
+//! group (start / test / wait), its multi-part form (several messages per rank: redundant
+//! placement), and the optional byte counters a transport may report.
 #pragma once
 
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -30,9 +31,37 @@ concept transport = requires(T& t, const sparse_message& m, std::span<float> out
   t.wait();
 };
 
+//! @brief A pipeline transport that takes several messages per rank and operation: the parts
+//! of a redundant placement (S3's CSSGD: every part of the batch is computed by r ranks).
+//!
+//! Required members:
+//! * `std::size_t parts_per_rank() const`: how many messages start() takes on this rank, at
+//!   least 1 and fixed for the object's life (the pipeline asks once, at construction).
+//! * `start(parts, average)`: `parts` (parts_per_rank() messages, this rank's parts in the
+//!   transport's order, each of dense length n); `average` (n floats) receives the element-wise
+//!   mean over all parts of all ranks (each part counted once, however many ranks hold it).
+//!   The messages may be reused once start() returns; `average` must not be touched until the
+//!   operation completes.
+//! * `bool test()` and `void wait()`, as for transport.
+//! Adapters: gradcomp::mpi::coded_dense_exchange and gradcomp::mpi::coded_sparse_exchange
+//! (pipeline/mpi_exchange.hpp).
+template <class T>
+concept multi_part_transport =
+    requires(T& t, const T& ct, std::span<const sparse_message> parts, std::span<float> out) {
+  { ct.parts_per_rank() } -> std::convertible_to<std::size_t>;
+  t.start(parts, out);
+  { t.test() } -> std::same_as<bool>;
+  t.wait();
+};
+
+//! @brief What gradcomp::pipeline accepts: a transport (one message per rank) or a
+//! multi_part_transport (several; preferred when a type models both).
+template <class T>
+concept pipeline_transport = transport<T> || multi_part_transport<T>;
+
 //! @brief A transport that reports the bytes this rank sent and received in its last operation.
 template <class T>
-concept byte_counting_transport = transport<T> && requires(const T& t) {
+concept byte_counting_transport = pipeline_transport<T> && requires(const T& t) {
   { t.bytes_sent() } -> std::convertible_to<std::size_t>;
   { t.bytes_received() } -> std::convertible_to<std::size_t>;
 };
