@@ -124,8 +124,8 @@ struct transport_settings {
   std::string coded_variant = "full";        //!< coded: full (S3) or reduce_scatter.
 };
 
-//! The coded_allreduce options of transport coded (gradcomp::mpi::coded_allreduce is not a
-//! pipeline transport: it takes one gradient per part, so gradcomp-train calls it directly).
+//! The coded exchange options of transport coded (make_exchange builds a multi-part pipeline
+//! over mpi::coded_dense_exchange or mpi::coded_sparse_exchange with them).
 //! @throws std::invalid_argument on an unknown coding, schedule or variant name.
 inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_settings& s) {
   gradcomp::mpi::coded_allreduce_options o;
@@ -163,39 +163,48 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
     return any_transport::make<gradcomp::loopback_exchange>();
   }
   if (s.name == "coded") {
-    throw std::invalid_argument("transport 'coded' is not a pipeline transport (it exchanges one "
-                                "gradient per part: see coded_options)");
+    throw std::invalid_argument("transport 'coded' takes several parts per rank: make_exchange "
+                                "builds it (coded_options), not make_transport");
   }
   throw std::invalid_argument("unknown transport '" + s.name + "'");
 }
 
-//! What the training loop needs of a pipeline, whatever its compressor.
+//! What the training loop needs of a pipeline, whatever its compressor and transport.
 class gradient_exchange {
 public:
   virtual ~gradient_exchange() = default;
-  virtual void gradient_ready(std::size_t layer, std::span<const float> grad) = 0;
+  //! Messages per rank (transport coded: the rank's parts; else 1).
+  [[nodiscard]] virtual std::size_t parts() const = 0;
+  virtual void begin_backward() = 0;
+  virtual void gradient_ready(std::size_t part, std::size_t layer, std::span<const float> grad) = 0;
   virtual void finish() = 0;
   [[nodiscard]] virtual std::span<const float> averaged(std::size_t layer) const = 0;
   [[nodiscard]] virtual const gradcomp::pipeline_iteration_stats& last_stats() const = 0;
 };
 
-template <gradcomp::compressor C>
+//! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
+//! place from `transport_args`).
+template <gradcomp::compressor C, class T = any_transport>
 class pipeline_exchange final : public gradient_exchange {
 public:
+  template <class... TransportArgs>
   pipeline_exchange(std::vector<std::size_t> numel,
                     const gradcomp::schedule::grouping& groups,
                     C prototype,
-                    any_transport transport,
                     gradcomp::momentum_correction mc,
-                    gradcomp::compression_scope scope)
-      : transport_(std::move(transport)), pipe_(std::move(numel),
-                                                gradcomp::pipeline_policy::fixed_grouping{groups},
-                                                std::move(prototype),
-                                                transport_,
-                                                mc,
-                                                scope) {}
-  void gradient_ready(std::size_t layer, std::span<const float> grad) override {
-    pipe_.gradient_ready(layer, grad);
+                    gradcomp::compression_scope scope,
+                    TransportArgs&&... transport_args)
+      : transport_(std::forward<TransportArgs>(transport_args)...),
+        pipe_(std::move(numel),
+              gradcomp::pipeline_policy::fixed_grouping{groups},
+              std::move(prototype),
+              transport_,
+              mc,
+              scope) {}
+  [[nodiscard]] std::size_t parts() const override { return pipe_.parts(); }
+  void begin_backward() override { pipe_.begin_backward(); }
+  void gradient_ready(std::size_t part, std::size_t layer, std::span<const float> grad) override {
+    pipe_.gradient_ready(part, layer, grad);
   }
   void finish() override { pipe_.finish(); }
   [[nodiscard]] std::span<const float> averaged(std::size_t layer) const override {
@@ -206,8 +215,8 @@ public:
   }
 
 private:
-  any_transport transport_; // before pipe_: the pipeline holds a reference to it
-  gradcomp::pipeline<C, any_transport> pipe_;
+  T transport_; // before pipe_: the pipeline holds a reference to it
+  gradcomp::pipeline<C, T> pipe_;
 };
 
 //! Compressor settings from the command line.
@@ -271,18 +280,33 @@ inline bool is_sparse_method(const std::string& name) {
 }
 
 //! The pipeline for the method and transport, with momentum correction `mc` in every layer's
-//! (or group's, method.scope "group") error feedback (momentum 0: off).
+//! (or group's, method.scope "group") error feedback (momentum 0: off). Transport coded: a
+//! multi-part pipeline (one error feedback per part and layer) over mpi::coded_sparse_exchange
+//! for the sparse methods (top-k parts on the agreed index union) or mpi::coded_dense_exchange
+//! for dense and fp16.
 inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::communicator& comm,
                                                         const method_settings& method,
                                                         const transport_settings& transport,
                                                         std::vector<std::size_t> numel,
                                                         const gradcomp::schedule::grouping& groups,
                                                         gradcomp::momentum_correction mc) {
+  namespace gm = gradcomp::mpi;
   return with_method(method, [&](auto prototype) -> std::unique_ptr<gradient_exchange> {
+    using C = decltype(prototype);
     const auto scope = method.scope == "group" ? gradcomp::compression_scope::per_group
                                                : gradcomp::compression_scope::per_layer;
-    return std::make_unique<pipeline_exchange<decltype(prototype)>>(
-        std::move(numel), groups, std::move(prototype), make_transport(comm, transport), mc, scope);
+    if (transport.name == "coded") {
+      if (is_sparse_method(method.name)) {
+        return std::make_unique<pipeline_exchange<C, gm::coded_sparse_exchange>>(
+            std::move(numel), groups, std::move(prototype), mc, scope, comm,
+            coded_options(transport));
+      }
+      return std::make_unique<pipeline_exchange<C, gm::coded_dense_exchange>>(
+          std::move(numel), groups, std::move(prototype), mc, scope, comm,
+          coded_options(transport));
+    }
+    return std::make_unique<pipeline_exchange<C>>(std::move(numel), groups, std::move(prototype),
+                                                  mc, scope, make_transport(comm, transport));
   });
 }
 

@@ -4,10 +4,13 @@
 // train.md). Every rank trains on its own shard; per-parameter tensor hooks hand each gradient
 // to the pipeline as backward produces it (WFBP), which compresses it (per-layer error feedback)
 // and exchanges merged groups on a communication thread; the averaged gradient then drives
-// SGD with momentum. --transport coded instead runs CSSGD (docs/coded.md; no pipeline): every
-// part of the global batch is computed by R ranks and mpi::coded_allreduce sums all parts.
+// SGD with momentum. --transport coded runs CSSGD (docs/coded.md): every part of the global
+// batch is computed by R ranks, one backward per part, through a multi-part pipeline whose
+// coded exchange (mpi::coded_dense_exchange, or mpi::coded_sparse_exchange for top-k methods)
+// averages all parts.
 // Prints a table on stdout (rank 0), writes the same as JSON (--report), and fails unless every
 // rank ends with bit-identical parameters.
+#include <gradcomp/coded.hpp>
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
@@ -31,8 +34,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <span>
 #include <sstream>
@@ -284,9 +289,25 @@ struct layer_info {
 // Seconds to exchange one group message of `bytes` on the transport, from the calibrated
 // network: the library's model of that transport (gradcomp::cost::message_cost in
 // cost/transport.hpp) under gradcomp-train's transport names and options.
-gradcomp::cost::message_cost transport_cost(const gt::transport_settings& transport,
-                                            int ranks,
-                                            const gradcomp::cost::network& net) {
+// The merge planner's cost of one message of `bytes` on the chosen transport. Transport coded:
+// the coded exchange (point-to-point, full-duplex links) of bytes / 4 elements per part, the
+// dense message's size (a sparse part's union is not known before the exchange).
+std::function<double(std::uint64_t)> transport_cost(const gt::transport_settings& transport,
+                                                    int ranks,
+                                                    const gradcomp::cost::network& net) {
+  if (transport.name == "coded") {
+    const gradcomp::mpi::coded_allreduce_options o = gt::coded_options(transport);
+    return [o, ranks, net](std::uint64_t bytes) {
+      namespace gc = gradcomp::coded;
+      const auto d = static_cast<std::size_t>((bytes + 3) / 4);
+      const gc::exchange_load load =
+          o.variant == gradcomp::mpi::coded_variant::full_recovery
+              ? gc::coded_exchange_load(ranks, o.redundancy, d, 4, gc::delivery::point_to_point)
+              : gc::coded_reduce_scatter_load(ranks, o.redundancy, d, 4,
+                                              gc::delivery::point_to_point);
+      return gc::exchange_seconds(load, net, gc::link_model::full_duplex);
+    };
+  }
   using kind = gradcomp::cost::transport_kind;
   static const std::pair<const char*, kind> kinds[] = {
       {"allreduce", kind::native_allreduce},          {"ring", kind::ring_allreduce},
@@ -356,25 +377,21 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     problem = format("%d ranks but only %lld training samples: every rank needs at least one",
                      ranks, static_cast<long long>(train_set.size()));
   }
-  // transport coded: dense gradients only, 1 <= R < P; the exchange object (local to build)
-  // also checks the placement's limits
+  // transport coded: 1 <= R < P; building a coded exchange (local) also checks the options
+  // and the placement's limits. `coded` is the placement: which parts this rank computes.
   const bool coded_transport = o.transport.name == "coded";
-  const std::string merge_name = coded_transport ? std::string("none") : o.merge;
-  std::unique_ptr<gradcomp::mpi::coded_allreduce> coded;
+  const std::string& merge_name = o.merge;
+  std::optional<gradcomp::coded::placement> coded;
   if (problem.empty() && coded_transport) {
     const int r = o.transport.redundancy;
-    if (o.method.name != "dense") {
-      problem = "--transport coded needs --method dense (it exchanges the dense gradient of "
-                "every part), not --method " +
-                o.method.name;
-    } else if (r < 1 || r >= ranks) {
+    if (r < 1 || r >= ranks) {
       problem = format(
           "--redundancy %d is outside [1, P) = [1, %d): --transport coded needs 1 <= R < P%s", r,
           ranks, ranks == 1 ? " (one rank has nothing to exchange: run 2 or more ranks)" : "");
     } else {
       try {
-        coded =
-            std::make_unique<gradcomp::mpi::coded_allreduce>(comm, gt::coded_options(o.transport));
+        const gradcomp::mpi::coded_allreduce check(comm, gt::coded_options(o.transport));
+        coded.emplace(check.placement());
       } catch (const std::exception& e) {
         problem = e.what();
       }
@@ -446,7 +463,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
              static_cast<long long>(iterations_per_epoch), o.batch_size, o.method.name.c_str(),
              o.transport.name.c_str(), merge_name.c_str(), o.threads, blas.c_str()));
   if (coded) {
-    const gradcomp::coded::placement& pl = coded->placement();
+    const gradcomp::coded::placement& pl = *coded;
     say(format("coded: redundancy R = %d, coding %s, schedule %s, variant %s: each global "
                "batch of up to "
                "%lld samples is split into C(%d, %d) = %zu parts; every rank computes %zu of "
@@ -475,13 +492,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const auto training_start = clock_type::now();
   double train_seconds = 0; // training only: evaluation excluded
 
-  // --- the merge plan (not for transport coded: it exchanges all parts' gradients at once,
-  // after every backward, with no pipeline)
+  // --- the merge plan (transport coded too: its pipeline exchanges a group once every part's
+  // layers of it are ready; the profile is the plain batch's backward, and the planner's cost
+  // is the coded exchange of transport_cost)
   const auto t_plan = clock_type::now();
   const std::optional<strategy> merge = gradcomp::schedule::strategy_from_name(o.merge);
   gradcomp::schedule::grouping proposal;
   nlohmann::json plan_info = nlohmann::json::object();
-  if (!coded_transport) {
+  {
     // profile: forward/backward of the first batches with a scratch compressor per layer in
     // the hooks (no exchange, no step), as in training
     std::vector<double> backward_median(params.size(), 0.0);
@@ -501,8 +519,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           scratch[i].compress(grad_span(g, keep), m);
         };
         const std::vector<std::int64_t> first = shard(train_set.size(), ranks, rank, o.seed, 0);
+        // transport coded profiles one part's backward: B P / C(P, R) samples
+        const std::int64_t profile_batch =
+            coded ? std::max<std::int64_t>(1, static_cast<std::int64_t>(o.batch_size) * ranks /
+                                                  static_cast<std::int64_t>(coded->part_count()))
+                  : o.batch_size;
         for (int it = 0; it < o.profile_iterations; ++it) {
-          const auto [x, y] = batch(first, (it * o.batch_size) % per_rank);
+          const auto [full_x, full_y] = batch(first, (it * o.batch_size) % per_rank);
+          const std::int64_t rows = std::min<std::int64_t>(profile_batch, full_x.size(0));
+          const torch::Tensor x = full_x.narrow(0, 0, rows);
+          const torch::Tensor y = full_y.narrow(0, 0, rows);
           clear_gradients();
           const auto t0 = clock_type::now();
           const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
@@ -552,6 +578,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     }
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;
+    if (coded) {
+      // every part but the last runs its forward and backward before the last part's backward,
+      // which alone overlaps the exchange: they add to the forward time before it
+      const auto earlier = static_cast<double>(coded->parts_per_rank() - 1);
+      planner.forward_seconds +=
+          earlier *
+          (forward_median + std::accumulate(backward_median.begin(), backward_median.end(), 0.0));
+    }
     planner.options.bucket_bytes = static_cast<std::uint64_t>(o.bucket_mib * 1024 * 1024);
     gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&comm,
                                                                                        planner};
@@ -585,14 +619,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   plan_info["groups"] = groups_json;
   const double plan_seconds = seconds_since(t_plan);
   train_seconds += plan_seconds;
-  if (coded_transport) {
-    plan_text = "coded: no merge plan";
-    plan_info = {{"strategy", "none"}, {"note", plan_text}, {"groups", groups_json}};
-    say(plan_text);
-  } else {
-    say(format("merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
-               o.merge.c_str(), proposal.size(), plan_seconds, plan_text.c_str()));
-  }
+  say(format("merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
+             o.merge.c_str(), proposal.size(), plan_seconds, plan_text.c_str()));
 
   // --- the pipeline
   // --transport none: every rank trains alone on its own gradients, no pipeline at all (the
@@ -600,12 +628,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const bool alone = o.transport.name == "none";
   std::unique_ptr<gt::gradient_exchange> exchange;
   torch::Tensor keep;
-  if (alone || coded_transport) {
+  std::size_t current_part = 0; // transport coded: the part whose backward runs
+  if (alone) {
     on_gradient = [](std::size_t, const torch::Tensor&) {};
   } else {
     exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
     on_gradient = [&](std::size_t i, const torch::Tensor& g) {
-      exchange->gradient_ready(i, grad_span(g, keep));
+      exchange->gradient_ready(current_part, i, grad_span(g, keep));
     };
   }
   const gradcomp::pipeline_iteration_stats no_stats{};
@@ -613,47 +642,43 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --- transport coded (CSSGD, docs/coded.md "Training with coded exchange"): per iteration,
   // one forward + backward per part this rank owns, in placement().parts_of(rank) order, over
   // that part's samples of the global batch (the same batch_size x P samples as the other
-  // transports); each part's gradient, every parameter flattened in named_parameters() order,
-  // goes into its buffer; one coded_allreduce sums all C(P, R) parts; .grad views the sum; the
-  // optimizer steps with its own momentum (dense: no momentum correction). Each part's loss is
-  // its samples' summed loss divided by the global batch's size, so the sum over the parts is
-  // the gradient of the global batch's mean loss exactly, whatever the parts' sizes.
-  std::vector<std::size_t> offsets(params.size() + 1, 0);
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    offsets[i + 1] = offsets[i] + numel[i];
-  }
-  std::vector<std::vector<float>> part_gradients;
-  std::vector<std::span<const float>> part_spans;
-  std::vector<float> part_sum;
-  if (coded) {
-    part_gradients.assign(coded->placement().parts_per_rank(), std::vector<float>(total_numel));
-    part_spans.assign(part_gradients.begin(), part_gradients.end());
-    part_sum.assign(total_numel, 0.0f);
-  }
-  struct coded_times {
-    double iteration = 0, forward = 0, backward = 0, apply = 0, exchange = 0, step = 0;
-    double loss = 0;          // summed over this rank's samples
+  // transports); the hooks hand each part's gradients to the multi-part pipeline, which
+  // compresses them with that part's error feedback and sends a group once every part's
+  // layers of it arrived (so the last part's backward overlaps the exchange). The pipeline's
+  // average is the mean over the C(P, R) parts; each part's loss is its samples' summed loss
+  // times C(P, R) / (global batch), so that mean is the gradient of the global batch's mean
+  // loss exactly, whatever the parts' sizes. A part with no samples (a short last batch)
+  // reports zero gradients.
+  const std::vector<float> zeros(numel.empty() ? 0 : *std::max_element(numel.begin(), numel.end()),
+                                 0.0f);
+  struct backward_times {
+    double forward = 0, backward = 0;
+    double loss = 0;          // mean over this rank's samples
     std::int64_t samples = 0; // this rank's samples (over its parts)
   };
-  // One training iteration with transport coded over the epoch's permutation `order`.
-  const auto coded_iteration = [&](const std::vector<std::int64_t>& order, std::int64_t it) {
+  // Forward and backward of this rank's parts of iteration `it` of the epoch's permutation.
+  const auto coded_backward = [&](const std::vector<std::int64_t>& order, std::int64_t it) {
     using seconds = std::chrono::duration<double>;
-    coded_times c;
-    const auto t0 = clock_type::now();
+    backward_times c;
     const std::int64_t begin = it * o.batch_size;
     const std::vector<std::int64_t> global =
         global_batch(order, ranks, begin, std::min<std::int64_t>(o.batch_size, per_rank - begin));
-    const gradcomp::coded::placement& pl = coded->placement();
+    const gradcomp::coded::placement& pl = *coded;
     const std::span<const std::size_t> owned = pl.parts_of(rank);
     const auto cross_entropy_sum =
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
+    const double loss_scale =
+        static_cast<double>(pl.part_count()) / static_cast<double>(global.size());
+    double loss_total = 0;
     for (std::size_t k = 0; k < owned.size(); ++k) {
+      current_part = k;
       const gradcomp::coded::index_range r = pl.part_samples(owned[k], global.size());
-      std::vector<float>& g = part_gradients[k];
       const auto tf = clock_type::now();
-      if (r.size() == 0) { // a short last batch: fewer samples than parts
-        std::fill(g.begin(), g.end(), 0.0f);
-        c.apply += seconds_since(tf);
+      if (r.size() == 0) {
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          exchange->gradient_ready(k, i, std::span<const float>(zeros.data(), numel[i]));
+        }
+        c.backward += seconds_since(tf);
         continue;
       }
       const torch::Tensor index = torch::tensor(
@@ -666,34 +691,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           train_set.labels.index_select(0, index), cross_entropy_sum);
       const auto tb = clock_type::now();
       backward_start = tb;
-      (loss / static_cast<double>(global.size())).backward();
-      const auto tc = clock_type::now();
-      for (std::size_t i = 0; i < params.size(); ++i) {
-        const torch::Tensor grad = params[i].grad().contiguous();
-        std::memcpy(g.data() + offsets[i], grad.data_ptr<float>(), numel[i] * sizeof(float));
-      }
+      exchange->begin_backward();
+      (loss * loss_scale).backward();
       c.forward += seconds(tb - tf).count();
-      c.backward += seconds(tc - tb).count();
-      c.apply += seconds_since(tc);
-      c.loss += loss.item<double>();
+      c.backward += seconds_since(tb);
+      loss_total += loss.item<double>();
       c.samples += static_cast<std::int64_t>(r.size());
     }
-    const auto te = clock_type::now();
-    (*coded)(part_spans, std::span<float>(part_sum));
-    const auto tg = clock_type::now();
-    // .grad becomes a view of the sum (valid until the next exchange; clear_gradients() drops
-    // the views before the next backward)
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      params[i].mutable_grad() = torch::from_blob(part_sum.data() + offsets[i], params[i].sizes(),
-                                                  torch::TensorOptions().dtype(torch::kFloat32));
-    }
-    const auto th = clock_type::now();
-    optimizer.step();
-    const auto ti = clock_type::now();
-    c.exchange = seconds(tg - te).count();
-    c.apply += seconds(th - tg).count();
-    c.step = seconds(ti - th).count();
-    c.iteration = seconds(ti - t0).count();
+    c.loss = c.samples > 0 ? loss_total / static_cast<double>(c.samples) : 0.0;
     return c;
   };
 
@@ -716,72 +721,61 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         coded ? epoch_order(train_set.size(), o.seed, epoch) : std::vector<std::int64_t>{};
     int next_eval = 1;
     for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
+      const auto t0 = clock_type::now();
+      backward_times c;
       if (coded) {
-        const coded_times c = coded_iteration(order, it);
-        s.iteration += c.iteration;
-        s.forward += c.forward;
-        s.backward += c.backward;
-        s.finish_wait += c.exchange; // the exchange is not overlapped with anything
-        s.apply += c.apply;
-        s.communicate += c.exchange;
-        s.step += c.step;
-        s.bytes_sent += static_cast<double>(coded->bytes_sent());
-        s.bytes_received += static_cast<double>(coded->bytes_received());
-        s.selected += static_cast<double>(total_numel);
-        s.numel += static_cast<double>(total_numel);
-        ++s.iterations;
-        ++global_iteration;
-        train_seconds += c.iteration;
-        if (c.samples > 0) {
-          loss_sum += c.loss / static_cast<double>(c.samples);
-          ++loss_count;
-        }
+        c = coded_backward(order, it);
       } else {
-        const auto t0 = clock_type::now();
         const auto [x, y] = batch(mine, it * o.batch_size);
         clear_gradients();
         const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
         const auto t1 = clock_type::now();
         backward_start = t1;
         loss.backward();
-        const auto t2 = clock_type::now();
-        if (!alone) {
-          exchange->finish();
-          // .grad becomes a view of the pipeline's average (valid until the next finish(); the
-          // optimizer only reads it, and clear_gradients() drops the view before the next
-          // backward)
-          for (std::size_t i = 0; i < params.size(); ++i) {
-            const std::span<const float> avg = exchange->averaged(i);
-            params[i].mutable_grad() =
-                torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
-                                 torch::TensorOptions().dtype(torch::kFloat32));
-          }
+        c.forward = std::chrono::duration<double>(t1 - t0).count();
+        c.backward = seconds_since(t1);
+        c.loss = loss.item<double>();
+        c.samples = x.size(0);
+      }
+      const auto t2 = clock_type::now();
+      if (!alone) {
+        exchange->finish();
+        // .grad becomes a view of the pipeline's average (valid until the next finish(); the
+        // optimizer only reads it, and clear_gradients() drops the view before the next
+        // backward)
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          const std::span<const float> avg = exchange->averaged(i);
+          params[i].mutable_grad() =
+              torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
+                               torch::TensorOptions().dtype(torch::kFloat32));
         }
-        const auto t3 = clock_type::now();
-        optimizer.step();
-        const auto t4 = clock_type::now();
-        const auto& st = alone ? no_stats : exchange->last_stats();
-        const double iteration = std::chrono::duration<double>(t4 - t0).count();
-        s.iteration += iteration;
-        s.forward += std::chrono::duration<double>(t1 - t0).count();
-        s.backward += std::chrono::duration<double>(t2 - t1).count() - st.compress_seconds;
-        s.compress += st.compress_seconds;
-        s.finish_wait += st.finish_wait_seconds;
-        s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
-        s.communicate += st.communicate_seconds;
-        s.step += std::chrono::duration<double>(t4 - t3).count();
-        s.bytes_sent += static_cast<double>(st.bytes_sent);
-        s.bytes_received += static_cast<double>(st.bytes_received);
-        s.selected += static_cast<double>(st.selected);
-        s.numel += static_cast<double>(st.numel);
-        for (const auto& l : st.layers) {
-          s.fallbacks += l.fallback ? 1 : 0;
-          ++s.compress_calls;
-        }
-        ++s.iterations;
-        ++global_iteration;
-        train_seconds += iteration;
-        loss_sum += loss.item<double>();
+      }
+      const auto t3 = clock_type::now();
+      optimizer.step();
+      const auto t4 = clock_type::now();
+      const auto& st = alone ? no_stats : exchange->last_stats();
+      const double iteration = std::chrono::duration<double>(t4 - t0).count();
+      s.iteration += iteration;
+      s.forward += c.forward;
+      s.backward += c.backward - st.compress_seconds;
+      s.compress += st.compress_seconds;
+      s.finish_wait += st.finish_wait_seconds;
+      s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
+      s.communicate += st.communicate_seconds;
+      s.step += std::chrono::duration<double>(t4 - t3).count();
+      s.bytes_sent += static_cast<double>(st.bytes_sent);
+      s.bytes_received += static_cast<double>(st.bytes_received);
+      s.selected += static_cast<double>(st.selected);
+      s.numel += static_cast<double>(st.numel);
+      for (const auto& l : st.layers) {
+        s.fallbacks += l.fallback ? 1 : 0;
+        ++s.compress_calls;
+      }
+      ++s.iterations;
+      ++global_iteration;
+      train_seconds += iteration;
+      if (c.samples > 0) {
+        loss_sum += c.loss;
         ++loss_count;
       }
 
@@ -892,7 +886,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
             : std::string();
   std::string label = o.label;
   if (label.empty()) {
-    label = coded ? o.method.name + " / coded (" + coded_text + ")"
+    label = coded ? o.method.name + " / coded (" + coded_text + ") / " + o.merge
                   : o.method.name + " / " + o.transport.name + " / " + o.merge;
   }
   nlohmann::json report = {{"label", label},
@@ -932,7 +926,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                            {"replica_hashes", hash_list},
                            {"replicas_identical", identical}};
   if (coded) {
-    const gradcomp::coded::placement& pl = coded->placement();
+    const gradcomp::coded::placement& pl = *coded;
     nlohmann::json& config = report["config"];
     config["redundancy"] = pl.redundancy();
     config["coding"] = o.transport.coding;
@@ -955,29 +949,22 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
   table += "\n| per iteration (mean over ranks) | value |\n|---|---|\n";
   table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
-  if (coded) {
-    table += format("| compute (forward + backward over this rank's %zu parts) | %.1f ms |\n",
-                    coded->placement().parts_per_rank(), 1000 * (mean_values[1] + mean_values[2]));
-    table += format("| communication (coded_allreduce, not overlapped) | %.2f ms |\n",
-                    1000 * mean_values[6]);
-    table += format("| part gradients into buffers, sum into .grad | %.2f ms |\n",
-                    1000 * mean_values[5]);
-  } else {
-    table += format("| compute (forward + backward, compression excluded) | %.1f ms |\n",
-                    1000 * (mean_values[1] + mean_values[2]));
-    table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
-    table += format("| communication not overlapped (waiting in finish) | %.2f ms |\n",
-                    1000 * mean_values[4]);
-    table += format("| averages into .grad (copy, momentum masking) | %.2f ms |\n",
-                    1000 * mean_values[5]);
-    table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
-  }
+  const std::string over_parts =
+      coded ? format(" over this rank's %zu parts", coded->parts_per_rank()) : std::string();
+  table += format("| compute (forward + backward%s, compression excluded) | %.1f ms |\n",
+                  over_parts.c_str(), 1000 * (mean_values[1] + mean_values[2]));
+  table += format("| compression (in the backward hooks) | %.2f ms |\n", 1000 * mean_values[3]);
+  table += format("| communication not overlapped (waiting in finish) | %.2f ms |\n",
+                  1000 * mean_values[4]);
+  table +=
+      format("| averages into .grad (copy, momentum masking) | %.2f ms |\n", 1000 * mean_values[5]);
+  table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
   table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[7]);
   table +=
       format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8], mean_values[9]);
   table += format("| achieved density | %.5f |\n", density);
   if (coded) {
-    const gradcomp::coded::placement& pl = coded->placement();
+    const gradcomp::coded::placement& pl = *coded;
     table += format("| redundancy R (parts, parts per rank) | %d (%zu, %zu) |\n", pl.redundancy(),
                     pl.part_count(), pl.parts_per_rank());
     table += format("| coding (schedule, variant) | %s (%s, %s) |\n", o.transport.coding.c_str(),
@@ -1064,7 +1051,8 @@ int main(int argc, char** argv) {
                  "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
                  "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
                  "the no-communication floor; --method is then ignored), coded (CSSGD's coded "
-                 "multicast, --redundancy, --coding, --coded-schedule; --method dense only)")
+                 "multicast through a multi-part pipeline, --redundancy, --coding, "
+                 "--coded-schedule, --coded-variant)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::transport_names));
   std::vector<std::string> merges;
