@@ -47,6 +47,11 @@ inline bool identical_on_all_ranks(std::span<const float> values) {
   return true;
 }
 
+//! Number of MPI_Request_free calls on this rank so far on a request that had not completed,
+//! counted by the test executable's own MPI_Request_free (native_allreduce_test.cpp). gradcomp
+//! makes none: a dropped operation completes its requests instead (detail::abandon).
+int active_request_frees();
+
 //! Rank `rank`'s gradient for a test: n seeded normal values.
 inline std::vector<float> rank_values(std::size_t n, int rank, std::uint64_t salt) {
   std::mt19937_64 rng(salt * 1000003 + static_cast<std::uint64_t>(rank));

@@ -1,10 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // gradcomp::mpi::native_allreduce against a blocking MPI_Allreduce on the same data, in pieces
-// and whole; mismatched lengths throw on every rank.
+// and whole; mismatched lengths throw on every rank; an operation dropped mid-way completes its
+// collectives instead of freeing them (checked through a PMPI override of MPI_Request_free).
 #include <gradcomp/mpi.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "mpi_test_util.hpp"
@@ -53,4 +57,56 @@ TEST_CASE("native_allreduce rejects a piece below one float", "[native_allreduce
   mpi::native_allreduce_options o;
   o.piece_bytes = 3;
   REQUIRE_THROWS_WITH(mpi::native_allreduce(comm, o), Catch::Contains("piece_bytes 3"));
+}
+
+// Fault detection through MPI's profiling interface: this executable's MPI_Request_free
+// replaces the library's for every caller and forwards to PMPI_Request_free, counting the calls
+// on a request that has not completed (MPI_Request_get_status, which does not free it). Freeing
+// a pending nonblocking collective is erroneous (MPICH aborts the job), and a freed pending
+// receive still writes into its buffer when its message arrives: a dropped gradcomp operation
+// completes those instead (detail::abandon).
+namespace {
+std::atomic<int> active_frees{0};
+} // namespace
+
+extern "C" int MPI_Request_free(MPI_Request* request) {
+  int done = 1;
+  if (request != nullptr && *request != MPI_REQUEST_NULL) {
+    PMPI_Request_get_status(*request, &done, MPI_STATUS_IGNORE);
+  }
+  if (done == 0) {
+    ++active_frees;
+  }
+  return PMPI_Request_free(request);
+}
+
+int gradcomp::test::active_request_frees() {
+  return active_frees.load();
+}
+
+TEST_CASE("native_allreduce dropped mid-way completes its collective instead of freeing it",
+          "[native_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const auto p = static_cast<float>(comm.size());
+  for (const bool check_lengths : {false, true}) {
+    CAPTURE(check_lengths);
+    const int before = test::active_request_frees();
+    std::vector<float> data(std::size_t{1} << 16, 1.0f);
+    {
+      mpi::native_allreduce op(comm, {.check_lengths = check_lengths});
+      if (comm.rank() != 0) { // rank 0 drops its operation before the others have posted theirs
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      }
+      op.start(std::span<float>(data));
+    } // destroyed mid-way on every rank: the pending collective is waited for, not freed
+    CHECK(test::active_request_frees() == before);
+    // what was pending has completed: the sum itself, or only the length agreement
+    CHECK(data.front() == (check_lengths ? 1.0f : p));
+    CHECK(data.back() == (check_lengths ? 1.0f : p));
+    // and the communicator stays usable
+    mpi::native_allreduce op(comm);
+    std::vector<float> ones(8, 1.0f);
+    op(std::span<float>(ones));
+    CHECK(ones == std::vector<float>(8, p));
+  }
 }

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Ring allreduce against MPI_Allreduce (tolerance for reassociation), bit-identical results on
 // every rank, any size and segment size, nonblocking progress, and a length mismatch that
-// every rank reports instead of hanging. Collective: every rank runs every test.
+// every rank reports instead of hanging, and an operation dropped during its length check.
+// Collective: every rank runs every test.
 #include <gradcomp/mpi.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <chrono>
 #include <cmath>
+#include <thread>
 
 #include "mpi_test_util.hpp"
 
@@ -110,4 +113,25 @@ TEST_CASE("ring allreduce options are validated", "[mpi][ring_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.segment_bytes = 2}), std::invalid_argument);
   CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.tag_base = -1}), std::invalid_argument);
+}
+
+TEST_CASE("ring allreduce dropped during its length check completes the check instead of "
+          "freeing it",
+          "[mpi][ring_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int before = test::active_request_frees();
+  std::vector<float> data(1000, 1.0f);
+  {
+    mpi::ring_allreduce ring(comm);
+    if (comm.rank() != 0) { // rank 0 drops its operation before the others have begun theirs
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ring.start(data);
+  } // destroyed mid-way on every rank: the length agreement (a collective) is waited for
+  CHECK(test::active_request_frees() == before);
+  CHECK(data[0] == 1.0f); // the ring itself never started
+  // the communicator stays usable
+  mpi::ring_allreduce ring(comm);
+  ring(data);
+  CHECK(data[999] == static_cast<float>(comm.size()));
 }

@@ -54,7 +54,7 @@ public:
   ring_allgather() = default;
   ring_allgather(const ring_allgather&) = delete;
   ring_allgather& operator=(const ring_allgather&) = delete;
-  ~ring_allgather() { cancel(); }
+  ~ring_allgather() { abandon(); }
 
   //! @brief Starts the allgather: block j occupies elements blocks[j] of `buffer` (elements of
   //! `element_bytes` bytes, MPI type `type`); this rank's block must be in place. `operation`
@@ -97,14 +97,15 @@ public:
     return true;
   }
 
-  //! Cancels and frees what is pending (after an exception). Idempotent.
-  void cancel() noexcept {
-    for (MPI_Request& request : requests_) {
-      if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
-      }
-    }
+  //! Completes what is pending (the allgather is being dropped: an exception, or destruction;
+  //! detail::abandon): the step's send first, waited for (MPICH cannot cancel a send; a
+  //! rendezvous-sized block waits until the right neighbour takes it, which it does while it
+  //! runs the allgather, every earlier step of this rank having completed), then its receive,
+  //! cancelled and completed, so that MPI touches no buffer after this returns. Idempotent;
+  //! never throws.
+  void abandon() noexcept {
+    detail::abandon(requests_[1], request_kind::point_to_point); // the send
+    detail::abandon(requests_[0], request_kind::point_to_point); // the receive
   }
 
   //! Payload bytes sent by the completed steps.
@@ -925,24 +926,32 @@ private:
     }
   }
 
-  // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
-  // make the object ready for a new start().
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
+  // makes the object ready for a new start() (detail::abandon). Per phase: agreeing, the two
+  // allreduces, collectives, which MPI does not allow to be freed or cancelled: waited for
+  // (every rank posts both in start(); if the second fails to post on this rank, start() calls
+  // this with only the first pending, which every rank has posted); exchanging, the packets in
+  // flight, point to point: the sends first, each waited for (MPICH cannot cancel a send; a
+  // rendezvous-sized packet waits until its receiver takes it) while this rank's receives stay
+  // posted, so that the peers' sends to this rank complete and their windows move on to the
+  // steps whose receives match these sends; then the receives, each cancelled and completed;
+  // gathering, the ring allgather's step (ring_allgather::abandon). The errors thrown on every
+  // rank (the agreement's) are thrown after it completed, with nothing pending; what this
+  // completes is left by a failure on this rank alone (an MPI failure, a packet of the wrong
+  // length) or by destruction mid-way.
   void reset() noexcept {
     phase_ = phase::idle;
-    for (pending& p : in_flight_) {
-      if (p.request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&p.request);
-        MPI_Request_free(&p.request);
+    for (const bool sends : {true, false}) {
+      for (pending& p : in_flight_) {
+        if (transfers_[p.transfer].send == sends) {
+          detail::abandon(p.request, detail::request_kind::point_to_point);
+        }
       }
     }
     in_flight_.clear();
-    gather_.cancel();
-    if (length_request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&length_request_);
-    }
-    if (agreed_request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&agreed_request_);
-    }
+    gather_.abandon();
+    detail::abandon(length_request_, detail::request_kind::collective);
+    detail::abandon(agreed_request_, detail::request_kind::collective);
   }
 
   const communicator* comm_;

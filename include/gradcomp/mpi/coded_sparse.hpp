@@ -417,18 +417,21 @@ private:
     sum_->values.assign(values_.begin(), values_.end());
   }
 
-  // An operation dropped mid-way (an exception, or destruction): cancel what is pending. An
-  // interrupted coded_allreduce is destroyed (which cancels its requests) and rebuilt by the
-  // next start().
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending
+  // (detail::abandon). Per phase: agreeing, the header MPI_Iallgather, a collective, which MPI
+  // does not allow to be freed or cancelled: waited for (every rank posts it in start());
+  // gathering, the union's ring allgather step (ring_allgather::abandon: its send waited for,
+  // then its receive cancelled and completed); exchanging, an interrupted coded_allreduce is
+  // destroyed (its reset completes its requests) and rebuilt by the next start(). The errors
+  // thrown on every rank are thrown after the header round or the allgather completed, or by the
+  // coded_allreduce (which resets itself), with nothing pending here.
   void reset() noexcept {
     if (phase_ == phase::exchanging) {
       exchange_.reset();
     }
     phase_ = phase::idle;
-    gather_.cancel();
-    if (header_request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&header_request_);
-    }
+    gather_.abandon();
+    detail::abandon(header_request_, detail::request_kind::collective);
   }
 
   const communicator* comm_;

@@ -297,14 +297,18 @@ private:
     phase_ = phase::intra_spread;
   }
 
-  // An operation dropped mid-way (an exception, or destruction): release what is pending and
-  // make the object ready for a new start().
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
+  // makes the object ready for a new start(). Both requests are collectives: the length
+  // agreement (on the communicator) and the current intra-group stage (MPI_Ireduce,
+  // MPI_Ireduce_scatter, MPI_Ibcast or MPI_Iallgatherv on the group communicator), which MPI
+  // does not allow to be freed or cancelled: each is waited for (detail::abandon), and completes
+  // once every rank of its communicator has posted it, as each does while it runs the
+  // operation. The inter-group ring resets itself when its test() throws, and its destructor
+  // completes what it has pending when this object is destroyed mid-way.
   void reset() noexcept {
     phase_ = phase::idle;
-    lengths_.cancel();
-    if (request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&request_);
-    }
+    lengths_.abandon();
+    detail::abandon(request_, detail::request_kind::collective);
   }
 
   const communicator* comm_;

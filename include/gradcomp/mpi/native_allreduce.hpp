@@ -106,12 +106,16 @@ public:
 private:
   enum class phase { idle, checking, sum, done };
 
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
+  // makes the object ready for a new start(). Both requests are collectives (the length
+  // agreement, or the current piece's MPI_Iallreduce), which MPI does not allow to be freed or
+  // cancelled: each is waited for (detail::abandon), and completes once every rank has posted
+  // it, as each rank does while it runs the operation (a rank posts piece i + 1 right after
+  // piece i completed). Only one of the two is ever pending.
   void reset() noexcept {
     phase_ = phase::idle;
-    lengths_.cancel();
-    if (request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&request_);
-    }
+    lengths_.abandon();
+    detail::abandon(request_, detail::request_kind::collective);
   }
 
   [[nodiscard]] std::size_t piece_length() const noexcept {

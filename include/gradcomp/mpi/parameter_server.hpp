@@ -68,15 +68,16 @@ namespace detail {
 //! the rank count (MPICH aborts when too many requests are outstanding). The earliest
 //! unfinished transfer is always posted, which keeps two such queues whose orders agree (the
 //! sender's order of its receivers, the receiver's order of its senders) free of deadlock.
-//! Not collective; the buffers must stay valid until the transfers complete or cancel().
+//! Not collective; the buffers must stay valid until the transfers complete or abandon()
+//! returns.
 class transfer_queue {
 public:
   explicit transfer_queue(std::size_t window) : window_(window) {}
   transfer_queue(const transfer_queue&) = delete;
   transfer_queue& operator=(const transfer_queue&) = delete;
-  ~transfer_queue() { cancel(); }
+  ~transfer_queue() { abandon(); }
 
-  //! Empties the queue; nothing may be in flight (call cancel() first otherwise).
+  //! Empties the queue; nothing may be in flight (call abandon() first otherwise).
   void clear() noexcept {
     items_.clear();
     requests_.clear();
@@ -135,12 +136,17 @@ public:
     }
   }
 
-  //! Cancels and frees whatever is in flight, then empties the queue.
-  void cancel() noexcept {
-    for (std::size_t i = 0; i < posted_; ++i) {
-      if (requests_[i] != MPI_REQUEST_NULL) {
-        MPI_Cancel(&requests_[i]);
-        MPI_Request_free(&requests_[i]);
+  //! Completes whatever is in flight (the round is being dropped: an exception, or
+  //! destruction; detail::abandon), then empties the queue: the sends first, each waited for
+  //! (MPICH cannot cancel a send; a rendezvous-sized one waits until its receiver takes it),
+  //! then the receives, each cancelled and completed, so that MPI touches no buffer after this
+  //! returns. O(transfers posted) MPI calls; never throws.
+  void abandon() noexcept {
+    for (const bool sends : {true, false}) {
+      for (std::size_t i = 0; i < posted_; ++i) {
+        if (items_[i].send == sends) {
+          detail::abandon(requests_[i], request_kind::point_to_point);
+        }
       }
     }
     clear();
@@ -649,17 +655,23 @@ private:
     }
   }
 
-  // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
-  // make the object ready for a new start().
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
+  // makes the object ready for a new start() (detail::abandon). request_ is a collective
+  // (the header MPI_Ialltoall or the size verdict's MPI_Iallreduce), which MPI does not allow
+  // to be freed or cancelled: it is waited for, and completes once every rank has posted it, as
+  // each does while it runs the round (the verdict right after the alltoall). The queues hold
+  // point-to-point transfers (only in the exchange phase, when request_ is complete): sends
+  // waited for, until their receivers take them, then receives cancelled and completed
+  // (transfer_queue::abandon). The errors thrown on every rank are thrown after a collective or
+  // the whole exchange has completed, with nothing pending; what this completes is left by a
+  // failure on this rank alone or by destruction mid-way.
   void reset() noexcept {
     phase_ = phase::idle;
-    if (request_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&request_);
-    }
-    push_sends_.cancel();
-    push_receives_.cancel();
-    pull_sends_.cancel();
-    pull_receives_.cancel();
+    detail::abandon(request_, detail::request_kind::collective);
+    push_sends_.abandon();
+    push_receives_.abandon();
+    pull_sends_.abandon();
+    pull_receives_.abandon();
   }
 
   const communicator* comm_;

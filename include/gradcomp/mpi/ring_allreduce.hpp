@@ -213,17 +213,18 @@ private:
     return true;
   }
 
-  // An operation dropped mid-way (an exception, or destruction): cancel what is pending and
-  // make the object ready for a new start().
+  // An operation dropped mid-way (an exception, or destruction): completes what is pending, so
+  // that MPI touches no buffer after it is released, and makes the object ready for a new
+  // start() (detail::abandon). requests_ holds the current step's point-to-point requests, the
+  // sends first: each send is waited for (MPICH cannot cancel it; a rendezvous-sized segment
+  // waits until the right neighbour takes it, which it does while it runs the operation: every
+  // earlier step of this rank has completed, so the neighbour reaches this one), then each
+  // receive is cancelled and completed. The length agreement is a collective: waited for, it
+  // completes because every rank begins it in start(). Only one of the two is ever pending.
   void reset() noexcept {
     phase_ = phase::idle;
-    for (MPI_Request& request : requests_) {
-      if (request != MPI_REQUEST_NULL) {
-        MPI_Cancel(&request);
-        MPI_Request_free(&request);
-      }
-    }
-    lengths_.cancel();
+    detail::abandon(requests_, detail::request_kind::point_to_point); // sends first
+    lengths_.abandon();
   }
 
   const communicator* comm_;

@@ -215,24 +215,27 @@ private:
   }
 
   // An operation dropped mid-way (an exception on this rank, or destruction): completes what is
-  // pending so that no buffer is written after it is released and the object is ready for a new
-  // start(). Point-to-point requests are cancelled first (MPI_Wait then returns whatever the
-  // peers do); the collectives (header round, MPI_Iallgatherv) cannot be cancelled and complete
-  // because every rank posts them.
+  // pending so that no buffer is touched after it is released and the object is ready for a
+  // new start() (detail::abandon). The collectives (the header round; MPI_Iallgatherv) cannot
+  // be cancelled or freed: waited for, they complete because every rank posts them. The
+  // pairwise algorithm's point-to-point requests (the receives from rank - 1, rank - 2, ...,
+  // then the sends): the sends first, each waited for (MPICH cannot cancel a send; a
+  // rendezvous-sized message waits until its receiver takes it, and every rank still running
+  // the operation has posted its receives from every peer at once), while this rank's receives
+  // stay posted; then the receives, each cancelled and completed. The dense ring resets itself
+  // when its test() throws, and its destructor completes what it has pending when this object
+  // is destroyed mid-way.
   void reset() noexcept {
     phase_ = phase::idle;
-    if (header_request_ != MPI_REQUEST_NULL) {
-      MPI_Wait(&header_request_, MPI_STATUS_IGNORE);
+    detail::abandon(header_request_, detail::request_kind::collective);
+    if (options_.algorithm == algorithm::mpi_allgatherv) {
+      detail::abandon(requests_, detail::request_kind::collective);
+      return;
     }
-    const bool collective = options_.algorithm == algorithm::mpi_allgatherv;
-    for (MPI_Request& request : requests_) {
-      if (request != MPI_REQUEST_NULL) {
-        if (!collective) {
-          MPI_Cancel(&request);
-        }
-        MPI_Wait(&request, MPI_STATUS_IGNORE);
-      }
-    }
+    const std::span<MPI_Request> requests(requests_);
+    const std::size_t receives = requests.size() / 2;
+    detail::abandon(requests.subspan(receives), detail::request_kind::point_to_point); // sends
+    detail::abandon(requests.first(receives), detail::request_kind::point_to_point);
   }
 
   void after_headers() {

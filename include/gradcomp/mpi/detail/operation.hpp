@@ -15,6 +15,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <utility>
 
 namespace gradcomp::mpi::detail {
@@ -25,6 +26,73 @@ namespace gradcomp::mpi::detail {
   int done = 0;
   check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
   return done != 0;
+}
+
+//! @brief What a pending request belongs to, which decides how abandon() completes it.
+enum class request_kind {
+  //! A point-to-point send or receive (MPI_Isend, MPI_Irecv): cancelled, then completed.
+  point_to_point,
+  //! A nonblocking collective (MPI_Iallreduce, MPI_Ialltoall, MPI_Iallgather(v), MPI_Ireduce,
+  //! MPI_Ibcast, ...): it cannot be cancelled, only completed.
+  collective,
+};
+
+//! @brief Completes a still-pending request of an operation that is being dropped mid-way (an
+//! exception on this rank, or destruction), so that MPI touches none of its buffers afterwards
+//! and the caller may release them; `request` is MPI_REQUEST_NULL afterwards. No-op for
+//! MPI_REQUEST_NULL (a request that completed, or was never posted).
+//!
+//! - request_kind::point_to_point: MPI_Cancel, then MPI_Wait. A receive that no message has
+//!   matched yet is cancelled and completes at once; a matched one completes once its message
+//!   has arrived. A send is in effect only waited for: MPI 4.0 deprecates cancelling sends and
+//!   MPICH (4.0.2, ch4:ucx, as installed here) never cancels one (measured). A send below the
+//!   eager limit (about 16 KB here) is already complete; a larger (rendezvous) one completes
+//!   once its receiver takes the message, which a receiver still running the operation does
+//!   when it gets to it, and one that dropped the operation without having matched it never
+//!   does. Abandon a set's sends before its receives: while this rank waits for its sends, its
+//!   receives stay posted, so the peers' sends to it can still complete.
+//! - request_kind::collective: MPI_Wait. A collective completes once every rank of the
+//!   communicator has posted it, which every rank does while it runs the operation: the
+//!   condition the operation was started under (every rank calls start() and runs it). The
+//!   wait lasts until the slowest peer has posted it, and forever if a peer dropped the
+//!   operation before reaching that collective.
+//!
+//! So an operation dropped on one rank while the others run on completes here (each transport's
+//! reset() says why; the others then wait for this rank, as they would have anyway); dropped on
+//! every rank at the same point, it completes too; dropped on several ranks at different points
+//! it can wait forever (measured: every rank destroying a ring_allreduce of 256 KB segments
+//! right after start() hung within a few tries). MPI offers no way out of that last case:
+//! MPI_Request_free of a collective is erroneous (MPICH aborts the job), and freeing a pending
+//! send instead of waiting lets MPI read its buffer after it was released (measured: a peer
+//! still running the operation died in UCX, reading the freed memory).
+//!
+//! Why not MPI_Request_free: the MPI standard makes MPI_Request_free (and MPI_Cancel) of a
+//! nonblocking collective's request erroneous, a pending receive that is freed stays posted, so
+//! a message that arrives later is written into a buffer that the caller may have released by
+//! then, and a freed send goes on reading its buffer.
+//!
+//! Complexity: two MPI calls; a wait lasts as long as the peers take (see above), with
+//! MPI_Wait's busy polling rather than the wait policy (this runs on fault paths only). Never
+//! throws: the return codes are ignored (it runs in noexcept resets and destructors); should
+//! MPI_Wait fail, the handle is dropped (set to MPI_REQUEST_NULL) without further calls.
+inline void abandon(MPI_Request& request, request_kind kind) noexcept {
+  if (request == MPI_REQUEST_NULL) {
+    return;
+  }
+  if (kind == request_kind::point_to_point) {
+    MPI_Cancel(&request);
+  }
+  if (MPI_Wait(&request, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+    request = MPI_REQUEST_NULL;
+  }
+}
+
+//! @brief abandon() of every request of `requests`, one after another in their order (list the
+//! sends before the receives: see abandon()). O(requests.size()) MPI calls; never throws.
+inline void abandon(std::span<MPI_Request> requests, request_kind kind) noexcept {
+  for (MPI_Request& request : requests) {
+    abandon(request, kind);
+  }
 }
 
 //! The communicator's MPI_TAG_UB (the largest tag; MPI guarantees at least 32767).
@@ -74,7 +142,7 @@ private:
 
 //! Every rank's vector length, agreed with one nonblocking allreduce of (n, -n) under MPI_MIN:
 //! afterwards every rank knows the smallest and the largest length, so all of them detect a
-//! mismatch together. Two ways to use it: begin() / settled() / cancel() with the request kept
+//! mismatch together. Two ways to use it: begin() / settled() / abandon() with the request kept
 //! here (a transport's first phase), or start(request) / verify() when the caller completes the
 //! request together with others.
 class length_agreement {
@@ -82,7 +150,7 @@ public:
   length_agreement() = default;
   length_agreement(const length_agreement&) = delete;
   length_agreement& operator=(const length_agreement&) = delete;
-  ~length_agreement() { cancel(); }
+  ~length_agreement() { abandon(); }
 
   //! Starts the agreement on `n` with the request kept here, if `enabled` and the communicator
   //! has more than one rank; returns whether it started (false: nothing to wait for).
@@ -109,12 +177,10 @@ public:
     return true;
   }
 
-  //! Releases an agreement begin() started and that is still pending (after an exception).
-  void cancel() noexcept {
-    if (own_ != MPI_REQUEST_NULL) {
-      MPI_Request_free(&own_);
-    }
-  }
+  //! Completes an agreement begin() started and that is still pending (the operation is being
+  //! dropped: an exception, or destruction): the allreduce is a collective, so it is waited for,
+  //! not freed (detail::abandon); it completes because every rank began it. No-op otherwise.
+  void abandon() noexcept { detail::abandon(own_, request_kind::collective); }
 
   //! Starts the agreement on `n`; the caller completes `request`. Collective.
   void start(const communicator& comm, std::size_t n, MPI_Request& request) {
