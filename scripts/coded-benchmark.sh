@@ -3,26 +3,32 @@
 # CSSGD's coded exchange in training (issue 7, docs/coded.md "Training with coded exchange"):
 # runs gradcomp-train on the emulated cluster (scripts/emulated-cluster.sh; n hosts x 1 rank,
 # 1 Gbit/s links; needs root: without it, n plain local ranks, and it says so) for every n and,
-# per n, --transport coded with every redundancy r = 1..n-1, plus the dense baselines
-# --transport ring and --transport allreduce, all with --method dense on the same short
-# configuration; writes each run's JSON report (and its markdown table) to the output folder and
-# prints a table of per-iteration time, compute, communication and bytes per rank
+# per n, --transport coded with every redundancy r = 1..n-1, plus the uncoded baselines, all
+# with the same --method on the same short configuration: --transport ring and --transport
+# allreduce for a dense method, --transport allgather (the sparse allgather) and --transport
+# ring for a top-k method. Writes each run's JSON report (and its markdown table) to the output
+# folder and prints a table of per-iteration time, compute, communication and bytes per rank
 # (table.md there).
 #
 #   scripts/coded-benchmark.sh [--ranks "3 4 5"] [--redundancy "R..."] [--no-baselines]
+#                              [--method M] [--density D] [--merge S]
 #                              [--train-limit N] [--epochs E] [--coding fixed_point|xor]
 #                              [--coded-schedule concurrent|serialized] [--local] [--no-build]
 #                              [--out DIR] [-- EXTRA gradcomp-train OPTIONS for every run]
 #
 # Defaults: --ranks "3 4 5", every r = 1..n-1 (--redundancy restricts it to the listed values
-# below n), --train-limit 6000, --epochs 1, one evaluation per epoch, fixed_point, concurrent,
-# out results/coded-benchmark. --no-build skips building gradcomp-train (build/ must hold it).
+# below n), --method dense, --density 0.01 (top-k methods), --merge size_threshold,
+# --train-limit 6000, --epochs 1, one evaluation per epoch, fixed_point, concurrent, out
+# results/coded-benchmark. --no-build skips building gradcomp-train (build/ must hold it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 ranks_list="3 4 5"
 redundancy_list=""
+method=dense
+density=0.01
+merge=size_threshold
 baselines=1
 train_limit=6000
 epochs=1
@@ -37,6 +43,9 @@ while [[ $# -gt 0 ]]; do
     --ranks) ranks_list=${2:?}; shift 2 ;;
     --redundancy) redundancy_list=${2:?}; shift 2 ;;
     --no-baselines) baselines=0; shift ;;
+    --method) method=${2:?}; shift 2 ;;
+    --density) density=${2:?}; shift 2 ;;
+    --merge) merge=${2:?}; shift 2 ;;
     --train-limit) train_limit=${2:?}; shift 2 ;;
     --epochs) epochs=${2:?}; shift 2 ;;
     --coding) coding=${2:?}; shift 2 ;;
@@ -45,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h | --help) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coded-benchmark: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -92,8 +101,9 @@ reports=()
 run() { # run RANKS NAME LABEL ARGS...
   local n=$1 name=$2 label=$3
   shift 3
-  local args=(--method dense --epochs "$epochs" --train-limit "$train_limit" --evals-per-epoch 1
-    --seed 1 --label "$label" --report "$out/$name.json" "$@" "${extra[@]}")
+  local args=(--method "$method" --density "$density" --merge "$merge" --epochs "$epochs"
+    --train-limit "$train_limit" --evals-per-epoch 1 --seed 1 --label "$label"
+    --report "$out/$name.json" "$@" "${extra[@]}")
   echo "coded-benchmark: n = $n: $label" >&2
   if [[ $local_only == 1 ]]; then
     OMP_NUM_THREADS=1 mpiexec -n "$n" "$bin" "${args[@]}" >"$out/$name.md"
@@ -106,8 +116,13 @@ run() { # run RANKS NAME LABEL ARGS...
 
 for n in $ranks_list; do
   if [[ $baselines == 1 ]]; then
-    run "$n" "n$n-ring" "ring allreduce" --transport ring
-    run "$n" "n$n-allreduce" "MPI allreduce" --transport allreduce
+    if [[ $method == dense || $method == fp16 ]]; then
+      run "$n" "n$n-ring" "ring allreduce" --transport ring
+      run "$n" "n$n-allreduce" "MPI allreduce" --transport allreduce
+    else
+      run "$n" "n$n-allgather" "sparse allgather" --transport allgather
+      run "$n" "n$n-ring" "ring allreduce" --transport ring
+    fi
   fi
   for ((r = 1; r < n; ++r)); do
     if [[ -n $redundancy_list && " $redundancy_list " != *" $r "* ]]; then
@@ -155,12 +170,14 @@ header = ("| n | transport | r | coding | iteration (ms) | compute (ms) | commun
           "| not overlapped (ms) | bytes sent / rank | bytes received / rank | test accuracy "
           "| replicas identical |\n" + "|---" * 12 + "|\n")
 text = (f"### coded exchange in training: {mode}\n\n"
-        f"gradcomp-train --method dense, model {first['model']}, batch {first['batch_size_per_rank']}"
+        f"gradcomp-train --method {first['method']}"
+        + (f" (density {first['density']})" if first['method'] not in ('dense', 'fp16') else "")
+        + f", --merge {first['merge']}, model {first['model']}, batch {first['batch_size_per_rank']}"
         f" per rank, {first['train_samples']} training samples, {first['epochs']} epoch(s), "
         f"{first['parameters']} parameters; per-iteration means over ranks. compute = forward + "
-        "backward (coded: over the rank's C(n-1, r-1) parts); communication = the coded_allreduce "
-        "(coded, never overlapped) or the pipeline's communication thread busy (ring, allreduce; "
-        "not overlapped = the part backward did not hide).\n\n")
+        "backward (coded: over the rank's C(n-1, r-1) parts); communication = the pipeline's "
+        "communication thread busy; not overlapped = the part backward did not hide (coded: the "
+        "last part's backward overlaps the exchange).\n\n")
 text += header + "".join("| " + " | ".join(str(v) for v in row) + " |\n" for row in rows)
 with open(table_path, "w") as f:
     f.write(text)
