@@ -11,7 +11,7 @@
 # (table.md there).
 #
 #   scripts/coded-benchmark.sh [--ranks "3 4 5"] [--redundancy "R..."] [--no-baselines]
-#                              [--method M] [--density D] [--merge S]
+#                              [--method M] [--density D] [--merge S] [--with-uncoded]
 #                              [--train-limit N] [--epochs E] [--coding fixed_point|xor]
 #                              [--coded-schedule concurrent|serialized] [--local] [--no-build]
 #                              [--out DIR] [-- EXTRA gradcomp-train OPTIONS for every run]
@@ -19,7 +19,8 @@
 # Defaults: --ranks "3 4 5", every r = 1..n-1 (--redundancy restricts it to the listed values
 # below n), --method dense, --density 0.01 (top-k methods), --merge size_threshold,
 # --train-limit 6000, --epochs 1, one evaluation per epoch, fixed_point, concurrent, out
-# results/coded-benchmark. --no-build skips building gradcomp-train (build/ must hold it).
+# results/coded-benchmark. --with-uncoded adds, for every r, the uncoded baseline of the same
+# placement (--uncoded). --no-build skips building gradcomp-train (build/ must hold it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -29,6 +30,7 @@ redundancy_list=""
 method=dense
 density=0.01
 merge=size_threshold
+with_uncoded=0
 baselines=1
 train_limit=6000
 epochs=1
@@ -54,7 +56,8 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --with-uncoded) with_uncoded=1; shift ;;
+    -h | --help) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "coded-benchmark: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -130,6 +133,10 @@ for n in $ranks_list; do
     fi
     run "$n" "n$n-coded-r$r" "coded r = $r" --transport coded --redundancy "$r" \
       --coding "$coding" --coded-schedule "$schedule"
+    if [[ $with_uncoded == 1 ]]; then
+      run "$n" "n$n-uncoded-r$r" "uncoded r = $r" --transport coded --redundancy "$r" \
+        --coding "$coding" --coded-schedule "$schedule" --uncoded
+    fi
   done
 done
 ((${#reports[@]} > 0)) || { echo "coded-benchmark: no run selected" >&2; exit 2; }
@@ -153,7 +160,7 @@ for path in paths:
     coded = c["transport"] == "coded"
     rows.append((
         c["ranks"],
-        c["transport"],
+        ("uncoded" if c.get("uncoded") else "coded") if coded else c["transport"],
         str(c["redundancy"]) if coded else "-",
         c.get("coding", "-") if coded else "-",
         f'{mean("iteration_ms"):.1f}',

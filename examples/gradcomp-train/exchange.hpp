@@ -122,6 +122,7 @@ struct transport_settings {
   std::string coding = "fixed_point";        //!< coded: fixed_point or xor.
   std::string coded_schedule = "concurrent"; //!< coded: concurrent or serialized.
   std::string coded_variant = "full";        //!< coded: full (S3) or reduce_scatter.
+  bool uncoded = false; //!< coded: the uncoded baseline of the same placement (no coding).
 };
 
 //! The coded exchange options of transport coded (make_exchange builds a multi-part pipeline
@@ -133,6 +134,7 @@ inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_sett
   o.coding = value_of(codings, s.coding, "coding");
   o.schedule = value_of(coded_schedules, s.coded_schedule, "coded schedule");
   o.variant = value_of(coded_variants, s.coded_variant, "coded variant");
+  o.uncoded = s.uncoded;
   return o;
 }
 

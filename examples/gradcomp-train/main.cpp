@@ -881,8 +881,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
   const double density = counts[1] > 0 ? counts[0] / counts[1] : 1.0;
   const std::string coded_text =
-      coded ? format("R = %d, %s, %s, %s", o.transport.redundancy, o.transport.coding.c_str(),
-                     o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str())
+      coded ? format("R = %d, %s, %s, %s%s", o.transport.redundancy, o.transport.coding.c_str(),
+                     o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str(),
+                     o.transport.uncoded ? ", uncoded" : "")
             : std::string();
   std::string label = o.label;
   if (label.empty()) {
@@ -932,6 +933,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     config["coding"] = o.transport.coding;
     config["coded_schedule"] = o.transport.coded_schedule;
     config["coded_variant"] = o.transport.coded_variant;
+    config["uncoded"] = o.transport.uncoded;
     config["parts"] = pl.part_count();
     config["parts_per_rank"] = pl.parts_per_rank();
     config["global_batch"] = static_cast<std::int64_t>(o.batch_size) * ranks;
@@ -967,8 +969,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     const gradcomp::coded::placement& pl = *coded;
     table += format("| redundancy R (parts, parts per rank) | %d (%zu, %zu) |\n", pl.redundancy(),
                     pl.part_count(), pl.parts_per_rank());
-    table += format("| coding (schedule, variant) | %s (%s, %s) |\n", o.transport.coding.c_str(),
-                    o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str());
+    table += format("| coding (schedule, variant) | %s (%s, %s)%s |\n", o.transport.coding.c_str(),
+                    o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str(),
+                    o.transport.uncoded ? ", uncoded baseline: slices unicast, no coding" : "");
   }
   table += format("| merge plan (%s) | %s |\n", merge_name.c_str(), plan_text.c_str());
   if (plan_info.contains("predicted_iteration_seconds")) {
@@ -1121,6 +1124,9 @@ int main(int argc, char** argv) {
                  "coded: packet coding, fixed_point (int32, agreed scale) or xor (float bits)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::coding_names));
+  app.add_flag("--uncoded", o.transport.uncoded,
+               "coded: the uncoded baseline of the same placement (each slice unicast to the "
+               "rank that lacks it; no coding)");
   app.add_option("--coded-schedule", o.transport.coded_schedule,
                  "coded: concurrent (all groups at once) or serialized (one sender at a time)")
       ->capture_default_str()

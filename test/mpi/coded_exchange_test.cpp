@@ -54,21 +54,33 @@ TEST_CASE("coded_allreduce sums every part bit for bit for every r, coding and s
         for (const auto schedule :
              {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
           for (const std::size_t window : std::initializer_list<std::size_t>{2, 3, 32}) {
-            CAPTURE(p, r, d, name(coding), name(schedule), window);
-            mpi::coded_allreduce op(
-                comm,
-                {.redundancy = r, .coding = coding, .schedule = schedule, .max_requests = window});
-            REQUIRE(op.placement().parts_of(comm.rank()).size() == mine.size());
-            std::vector<float> sum(d, -1.0f);
-            op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
-            CHECK(same_bits(sum, coding == mpi::packet_coding::fixed_point ? fixed_expected
-                                                                           : float_expected));
-            CHECK(identical_on_all_ranks(sum));
-            CHECK(static_cast<double>(op.bytes_sent()) == load.sent_bytes);
-            CHECK(static_cast<double>(op.bytes_received()) == load.received_bytes);
-            CHECK(op.messages_sent() == load.sent_messages);
-            CHECK(op.messages_received() == load.received_messages);
-            CHECK((op.scale() > 0.0) == (coding == mpi::packet_coding::fixed_point));
+            for (const bool uncoded : {false, true}) {
+              CAPTURE(p, r, d, name(coding), name(schedule), window, uncoded);
+              mpi::coded_allreduce op(comm, {.redundancy = r,
+                                             .coding = coding,
+                                             .schedule = schedule,
+                                             .uncoded = uncoded,
+                                             .max_requests = window});
+              REQUIRE(op.placement().parts_of(comm.rank()).size() == mine.size());
+              std::vector<float> sum(d, -1.0f);
+              op(std::span<const std::span<const float>>(mine), std::span<float>(sum));
+              CHECK(same_bits(sum, coding == mpi::packet_coding::fixed_point ? fixed_expected
+                                                                             : float_expected));
+              CHECK(identical_on_all_ranks(sum));
+              CHECK(static_cast<double>(op.bytes_sent()) == load.sent_bytes);
+              CHECK(static_cast<double>(op.bytes_received()) == load.received_bytes);
+              CHECK(op.messages_sent() == load.sent_messages);
+              CHECK(op.messages_received() == load.received_messages);
+              CHECK((op.scale() > 0.0) == (coding == mpi::packet_coding::fixed_point));
+              if (uncoded) { // the uncoded baseline's model: slices padded to ceil(d / r)
+                const coded::exchange_load plain = coded::uncoded_exchange_load(p, r, d, 4);
+                CHECK(static_cast<double>(op.bytes_sent()) == plain.sent_bytes);
+                CHECK(op.messages_sent() == plain.sent_messages);
+                if (d % static_cast<std::size_t>(r) == 0) {
+                  CHECK(static_cast<double>(op.bytes_received()) == plain.received_bytes);
+                }
+              }
+            }
           }
         }
       }
@@ -287,6 +299,14 @@ TEST_CASE("coded_allreduce rejects different options on every rank", "[mpi][code
     same(std::span<const std::span<const float>>(mine), std::span<float>(sum));
     CHECK(same_bits(sum, fixed_point_reference(g, d)));
   }
+  SECTION("uncoded") {
+    if (comm.rank() == 0) {
+      o.uncoded = true;
+    }
+    mpi::coded_allreduce op(comm, o);
+    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
+                        Catch::Contains("different options: uncoded from 0 to 1"));
+  }
   SECTION("tag_base") {
     if (comm.rank() == 0) {
       o.tag_base = 100;
@@ -377,8 +397,11 @@ TEST_CASE("coded_allreduce reduce_scatter equals full_recovery bit for bit, with
              {mpi::coded_schedule::concurrent, mpi::coded_schedule::serialized}) {
           for (const std::size_t window : std::initializer_list<std::size_t>{3, 32}) {
             CAPTURE(p, r, d, name(coding), name(schedule), window);
-            const mpi::coded_allreduce_options o{
-                .redundancy = r, .coding = coding, .schedule = schedule, .max_requests = window};
+            const mpi::coded_allreduce_options o{.redundancy = r,
+                                                 .coding = coding,
+                                                 .schedule = schedule,
+                                                 .uncoded = window == 3,
+                                                 .max_requests = window};
             mpi::coded_allreduce full(comm, o);
             mpi::coded_allreduce_options rs_options = o;
             rs_options.variant = mpi::coded_variant::reduce_scatter;

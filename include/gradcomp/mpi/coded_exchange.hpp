@@ -232,6 +232,13 @@ struct coded_allreduce_options {
   //! exchange, the default) or reduce_scatter (one block of d / P coordinates per rank and
   //! packets of ceil(ceil(d / P) / r) elements, then a ring allgather of the blocks).
   coded_variant variant = coded_variant::full_recovery;
+  //! The uncoded baseline of the same placement (S3's comparison; collectives.md section 1,
+  //! "uncoded"): instead of one coded packet per group sent to each of its r receivers, each
+  //! sender unicasts to each receiver j only the slice j needs (the term of j in the packet),
+  //! straight from its codes, and receivers cancel nothing. Same messages, bytes, schedules,
+  //! variants, codings and result (bit for bit) as the coded exchange over point-to-point
+  //! delivery (coded::uncoded_exchange_load); no packet is built or decoded. False: coded.
+  bool uncoded = false;
   //! First message tag. A packet of multicast group g (placement index) carries tag
   //! tag_base + g % tag_range, so the operation uses the tags tag_base ..
   //! tag_base + min(tag_range, C(P, r + 1)) - 1; operations in flight at the same time on one
@@ -306,7 +313,7 @@ struct coded_allreduce_options {
 //! coded::delivery::point_to_point), which bytes_sent() and bytes_received() report): sent and
 //! received, r C(P - 1, r) messages of 4 ceil(d / r) bytes each, so about 4 d C(P - 1, r) bytes
 //! each way (empty messages are still sent when d < r); plus the agreement, one 16-byte and one
-//! 128-byte allreduce, not counted. Reduce-scatter form (exactly
+//! 144-byte allreduce, not counted. Reduce-scatter form (exactly
 //! coded::coded_reduce_scatter_load(P, r, d, 4, point_to_point, rank)): r C(P - 1, r) packets of
 //! 4 ceil(ceil(d / P) / r) bytes each way, plus P - 1 allgather messages each way carrying
 //! 4 (d - |block rank + 1|) bytes sent and 4 (d - |block rank|) received; about
@@ -423,7 +430,8 @@ public:
         static_cast<double>(static_cast<int>(options_.variant)),
         static_cast<double>(options_.tag_base),
         static_cast<double>(options_.tag_range),
-        static_cast<double>(options_.max_requests)};
+        static_cast<double>(options_.max_requests),
+        options_.uncoded ? 1.0 : 0.0};
     for (std::size_t k = 0; k < setting_pairs; ++k) {
       agreed_[2 + 2 * k] = mine[k];
       agreed_[3 + 2 * k] = -mine[k];
@@ -519,7 +527,7 @@ private:
   enum class phase { idle, agreeing, exchanging, gathering, done };
 
   // agreed_: [max |value|, malformed flag, then (x, -x) for each option], all under MPI_MAX
-  static constexpr std::size_t setting_pairs = 7;
+  static constexpr std::size_t setting_pairs = 8;
 
   // One point-to-point message of this rank: a packet to or from `peer` in the group
   // groups_of(rank)[group_slot].
@@ -667,7 +675,8 @@ private:
     }
     lengths_.verify("coded_allreduce");
     static constexpr std::array<const char*, setting_pairs> names = {
-        "redundancy", "coding", "schedule", "variant", "tag_base", "tag_range", "max_requests"};
+        "redundancy", "coding",    "schedule",     "variant",
+        "tag_base",   "tag_range", "max_requests", "uncoded"};
     for (std::size_t k = 0; k < setting_pairs; ++k) {
       const double largest = agreed_[2 + 2 * k];
       const double smallest = -agreed_[3 + 2 * k];
@@ -724,7 +733,7 @@ private:
       }
     }
     const std::size_t groups = placement_.groups_per_rank();
-    packets_.assign(groups * packet_, 0u);
+    packets_.assign(options_.uncoded ? 0 : groups * packet_, 0u);
     packet_ready_.assign(groups, 0);
     in_flight_.clear();
     in_flight_.reserve(options_.max_requests);
@@ -778,9 +787,19 @@ private:
     pending p;
     p.transfer = t;
     if (x.send) {
-      build_packet(x.group_slot);
-      detail::check(MPI_Isend(packets_.data() + x.group_slot * packet_, static_cast<int>(packet_),
-                              MPI_UINT32_T, x.peer, tag_of(group), comm_->native(), &p.request),
+      std::uint32_t* data = nullptr;
+      if (options_.uncoded) { // the one term of the packet that x.peer needs, unicast as is
+        for (const coded::coding_term& term : placement_.coding_terms(group, comm_->rank())) {
+          if (term.receiver == x.peer) {
+            data = slice(term.part, block_of(term.receiver), term.slice).data();
+          }
+        }
+      } else {
+        build_packet(x.group_slot);
+        data = packets_.data() + x.group_slot * packet_;
+      }
+      detail::check(MPI_Isend(data, static_cast<int>(packet_), MPI_UINT32_T, x.peer, tag_of(group),
+                              comm_->native(), &p.request),
                     "MPI_Isend");
     } else {
       const std::size_t part = placement_.missing_part(group, comm_->rank());
@@ -863,8 +882,12 @@ private:
     return moved;
   }
 
-  // S3: "Receiver j subtracts the terms it already knows and is left with one slice".
+  // S3: "Receiver j subtracts the terms it already knows and is left with one slice". Uncoded:
+  // the slice arrived as is.
   void decode(const transfer& x) {
+    if (options_.uncoded) {
+      return;
+    }
     const int me = comm_->rank();
     const std::size_t group = placement_.groups_of(me)[x.group_slot];
     const std::vector<coded::coding_term> terms = placement_.coding_terms(group, x.peer);
