@@ -216,8 +216,9 @@ private:
 //!   exchanged on the agreed union U of their indices; completion scatters the sum into the
 //!   average (O(n + |U|)). For sparse (top-k) messages; the owners of a part must pass
 //!   identical messages, which holds when they report bit-identical gradients to the pipeline
-//!   (its error feedback per part is then identical on every owner); a part whose owners differ
-//!   makes every rank throw.
+//!   (its error feedback per part is then identical on every owner). Owners that differ are
+//!   detected when an owner's selected index falls outside the union (every rank throws); other
+//!   differences (values at the same indices) are not: the ranks' averages then differ.
 //!
 //! Fixed-point coding (the default) quantises each part to within 0.5 / scale() and the sum to
 //! within C(P, r) 0.5 / scale() per element before the division (coded_allreduce); the
