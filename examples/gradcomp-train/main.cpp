@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -288,10 +287,10 @@ struct layer_info {
 
 // Seconds to exchange one group message of `bytes` on the transport, from the calibrated
 // network: the library's model of that transport (gradcomp::cost::message_cost in
-// cost/transport.hpp) under gradcomp-train's transport names and options.
-// The merge planner's cost of one message of `bytes` on the chosen transport. Transport coded:
-// the coded exchange (point-to-point, full-duplex links) of bytes / 4 elements per part, the
-// dense message's size (a sparse part's union is not known before the exchange).
+// cost/transport.hpp) under gradcomp-train's transport names and options. Transport coded: the
+// coded exchange of its variant (coded::coded_exchange_load, point to point, full-duplex links)
+// of bytes / 4 elements per part, the dense message's size (a sparse part's union is not known
+// before the exchange).
 std::function<double(std::uint64_t)> transport_cost(const gt::transport_settings& transport,
                                                     int ranks,
                                                     const gradcomp::cost::network& net) {
@@ -300,12 +299,9 @@ std::function<double(std::uint64_t)> transport_cost(const gt::transport_settings
     return [o, ranks, net](std::uint64_t bytes) {
       namespace gc = gradcomp::coded;
       const auto d = static_cast<std::size_t>((bytes + 3) / 4);
-      const gc::exchange_load load =
-          o.variant == gradcomp::mpi::coded_variant::full_recovery
-              ? gc::coded_exchange_load(ranks, o.redundancy, d, 4, gc::delivery::point_to_point)
-              : gc::coded_reduce_scatter_load(ranks, o.redundancy, d, 4,
-                                              gc::delivery::point_to_point);
-      return gc::exchange_seconds(load, net, gc::link_model::full_duplex);
+      return gc::exchange_seconds(gc::coded_exchange_load(ranks, o.redundancy, d, 4,
+                                                          gc::delivery::point_to_point, o.variant),
+                                  net, gc::link_model::full_duplex);
     };
   }
   using kind = gradcomp::cost::transport_kind;
@@ -380,7 +376,6 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // transport coded: 1 <= R < P; building a coded exchange (local) also checks the options
   // and the placement's limits. `coded` is the placement: which parts this rank computes.
   const bool coded_transport = o.transport.name == "coded";
-  const std::string& merge_name = o.merge;
   std::optional<gradcomp::coded::placement> coded;
   if (problem.empty() && coded_transport) {
     const int r = o.transport.redundancy;
@@ -461,7 +456,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
              ranks, o.model.c_str(), total_numel, layers.size(),
              static_cast<long long>(train_set.size()), static_cast<long long>(per_rank),
              static_cast<long long>(iterations_per_epoch), o.batch_size, o.method.name.c_str(),
-             o.transport.name.c_str(), merge_name.c_str(), o.threads, blas.c_str()));
+             o.transport.name.c_str(), o.merge.c_str(), o.threads, blas.c_str()));
   if (coded) {
     const gradcomp::coded::placement& pl = *coded;
     say(format("coded: redundancy R = %d, coding %s, schedule %s, variant %s: each global "
@@ -898,7 +893,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                              {"interval", o.method.interval},
                              {"dense_below_elements", o.method.dense_below},
                              {"transport", o.transport.name},
-                             {"merge", merge_name},
+                             {"merge", o.merge},
                              {"model", o.model},
                              {"epochs", o.epochs},
                              {"batch_size_per_rank", o.batch_size},
@@ -973,7 +968,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                     o.transport.coded_schedule.c_str(), o.transport.coded_variant.c_str(),
                     o.transport.uncoded ? ", uncoded baseline: slices unicast, no coding" : "");
   }
-  table += format("| merge plan (%s) | %s |\n", merge_name.c_str(), plan_text.c_str());
+  table += format("| merge plan (%s) | %s |\n", o.merge.c_str(), plan_text.c_str());
   if (plan_info.contains("predicted_iteration_seconds")) {
     table += format("| iteration predicted by the merge model (rank 0's profile) | %.1f ms |\n",
                     1000 * plan_info["predicted_iteration_seconds"].get<double>());

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief What the pipeline tests share: the order in which a test's backward hooks report the
-//! layers, and a steady clock the test advances by hand (for exact measured times).
+//! layers, a steady clock the test advances by hand (for exact measured times), and the text of
+//! a misuse error.
 #pragma once
 
 #include <algorithm>
@@ -11,6 +12,8 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace gradcomp::test {
@@ -42,5 +45,16 @@ struct manual_clock {
   static void advance(duration d) noexcept { ticks.fetch_add(d.count()); }
   static inline std::atomic<rep> ticks{0};
 };
+
+//! The message of the std::invalid_argument `f()` throws, or "no exception".
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "no exception";
+}
 
 } // namespace gradcomp::test

@@ -18,8 +18,10 @@
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
 
+using gradcomp::test::error_of;
 using gradcomp::test::same_bits;
 
 using namespace gradcomp;
@@ -177,16 +179,6 @@ void check_parts(const Compressor& prototype,
     CHECK(stats.layers.size() == parts * sizes.size());
     CHECK(stats.groups.size() == (per_layer ? 0 : parts * groups.size()));
   }
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no exception";
 }
 
 } // namespace

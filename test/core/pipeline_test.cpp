@@ -18,6 +18,7 @@
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
 
+using gradcomp::test::error_of;
 using gradcomp::test::same_bits;
 
 using namespace gradcomp;
@@ -83,16 +84,6 @@ void check_against_error_feedback(const Compressor& prototype,
     CHECK(stats.communicate_seconds >= 0.0);
     CHECK(stats.finish_wait_seconds >= 0.0);
   }
-}
-
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
-  return "no exception";
 }
 
 // Throws from start() while `fail` is set.
