@@ -2,36 +2,49 @@
 # SPDX-License-Identifier: Apache-2.0
 # The project's main job (docs/results.md): installs what is missing, builds gradcomp-train,
 # creates the emulated 4-host cluster at 1 Gbit/s (scripts/emulated-cluster.sh; needs root: without
-# it, 4 plain local ranks, and it says so) and trains ddp-baseline.md's CNN on Fashion-MNIST
-# three times with the same seed and epochs:
-#   dense:      --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets, as DDP)
-#   compressed: --method reused_threshold --density 0.01 --transport allgather --merge optimal
-#   floor:      --transport none (every rank trains alone: no communication at all)
-# then prints them side by side with PyTorch DDP's figures (speedup, accuracy difference, time to
-# DDP's accuracy) and writes results/main-job/{comparison.md,accuracy-vs-time.svg,*.json}.
+# it, 4 plain local ranks, and it says so) and trains ddp-baseline.md's CNN on Fashion-MNIST with
+# the same seed, data order and epochs, one run after the other in this invocation:
+#   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
+#   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
+#   gradcomp, compressed:  --method reused_threshold --density 0.01 --transport allgather
+#                          --merge optimal
+#   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
+#   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
+#   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
+#   and its own no-communication floor
+# then prints them side by side (scripts/compare-runs.py: speedups against every dense run, time
+# to DDP dense's final accuracy, all between runs of this invocation) and writes
+# results/main-job/{comparison.md,accuracy-vs-time.svg,*.json,*.md}.
 #
-#   scripts/main-job.sh [--epochs E] [--ranks P] [--local] [--no-floor] [--out DIR]
-#                       [-- EXTRA gradcomp-train OPTIONS for every run]
-# Takes about 8 minutes on a 2-core machine with the default 3 epochs (build excluded).
+#   scripts/main-job.sh [--epochs E] [--ranks P] [--train-limit N] [--local] [--no-floor]
+#                       [--no-ddp] [--out DIR] [-- EXTRA gradcomp-train OPTIONS for every
+#                       gradcomp run]
+# (--train-limit N: the first N training samples only, in every run: a quick check.)
+# Takes about 20 minutes on a 2-core machine with the default 2 epochs (build and apt
+# excluded); --no-ddp leaves the four PyTorch runs out (about 9 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-epochs=3
+epochs=2
 ranks=4
+train_limit=0
 local_only=0
 floor=1
+ddp=1
 out=results/main-job
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --epochs) epochs=${2:?}; shift 2 ;;
     --ranks) ranks=${2:?}; shift 2 ;;
+    --train-limit) train_limit=${2:?}; shift 2 ;;
     --local) local_only=1; shift ;;
     --no-floor) floor=0; shift ;;
+    --no-ddp) ddp=0; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h | --help) sed -n '3,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "main-job: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -39,46 +52,31 @@ done
 scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
-bin=$repo/build/examples/gradcomp-train
-mkdir -p "$out"
-out=$(cd "$out" && pwd)
+source scripts/lib/training-runs.sh
+runs_bin=$repo/build/examples/gradcomp-train
+runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit")
+training_runs_setup "$ranks" "$local_only" "$out"
+echo "main-job: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
 
-# The emulated cluster needs root and network namespaces; try to create (and remove) one.
-mode="emulated cluster: $ranks hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
-if [[ $local_only == 0 ]]; then
-  if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gcmjp \
-    --subnet 10.78.0 >/dev/null 2>&1; then
-    local_only=1
-    mode="$ranks plain local ranks: NO emulated cluster (needs root and network namespaces)"
-    echo "main-job: cannot create network namespaces here; falling back to $ranks plain local" \
-      "ranks (no 1 Gbit/s links: communication is cheaper than on the emulated cluster)" >&2
-  fi
-  scripts/emulated-cluster.sh down --prefix gcmjp >/dev/null 2>&1 || true
-else
-  mode="$ranks plain local ranks (--local)"
-fi
-echo "main-job: $mode; $epochs epochs per run; results in $out" >&2
-
-run() { # run NAME LABEL ARGS...
-  local name=$1 label=$2
-  shift 2
-  local args=(--epochs "$epochs" --seed 1 --label "$label" --report "$out/$name.json" "$@"
-    "${extra[@]}")
-  echo "main-job: $label" >&2
-  if [[ $local_only == 1 ]]; then
-    OMP_NUM_THREADS=1 mpiexec -n "$ranks" "$bin" "${args[@]}" >"$out/$name.md"
-  else
-    OMP_NUM_THREADS=1 scripts/emulated-cluster.sh run --hosts "$ranks" --rate 1gbit \
-      --prefix gcmj --subnet 10.78.0 --timeout 1800 -- "$bin" "${args[@]}" >"$out/$name.md"
-  fi
-}
-
-run dense "dense, MPI allreduce" --method dense --transport allreduce --merge size_threshold
-run compressed "reused_threshold 1%, allgather, optimal merge" --method reused_threshold \
-  --density 0.01 --transport allgather --merge optimal
-reports=("$out/dense.json" "$out/compressed.json")
+run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --transport ring \
+  --merge optimal "${extra[@]}"
+run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
+  --merge size_threshold "${extra[@]}"
+run_gradcomp compressed "gradcomp reused_threshold 1%, allgather, optimal merge" \
+  --method reused_threshold --density 0.01 --transport allgather --merge optimal "${extra[@]}"
 if [[ $floor == 1 ]]; then
-  run floor "no communication (floor)" --method dense --transport none --merge single
-  reports+=("$out/floor.json")
+  run_gradcomp floor "gradcomp, no communication (floor)" --method dense --transport none \
+    --merge single "${extra[@]}"
 fi
-python3 scripts/compare-runs.py --out "$out" --title "### gradcomp main job: $mode" "${reports[@]}"
+if [[ $ddp == 1 ]]; then
+  run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
+  run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
+  run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
+  if [[ $floor == 1 ]]; then
+    run_ddp ddp-floor "PyTorch, no communication (floor)" --exchange none
+  fi
+fi
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run" \
+  "${runs_reports[@]}"

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "../common/fashion_mnist.hpp"
+#include "../common/sample_order.hpp"
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
 
@@ -202,32 +203,10 @@ std::string blas_in_use() {
 
 // ---- data sharding ------------------------------------------------------------------------------
 
-// The epoch's permutation of all N samples from (seed, epoch), the same on every rank.
-std::vector<std::int64_t> epoch_order(std::int64_t n, std::uint64_t seed, int epoch) {
-  std::vector<std::int64_t> order(static_cast<std::size_t>(n));
-  std::iota(order.begin(), order.end(), std::int64_t{0});
-  std::mt19937_64 rng(seed * 1000003u + static_cast<std::uint64_t>(epoch));
-  std::shuffle(order.begin(), order.end(), rng);
-  return order;
-}
-
-// PyTorch's DistributedSampler: every epoch a permutation of all N samples from (seed, epoch),
-// padded by wrapping to a multiple of P; rank r takes positions r, r + P, ... Iteration i of
-// every rank together therefore covers the positions [i B P, (i B + len) P) of the padded
-// permutation (B the batch per rank, len the batch of that iteration): the global batch that
-// transport coded splits into parts (global_batch).
-std::vector<std::int64_t>
-shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
-  const std::vector<std::int64_t> order = epoch_order(n, seed, epoch);
-  const std::int64_t per_rank = (n + ranks - 1) / ranks;
-  std::vector<std::int64_t> mine;
-  mine.reserve(static_cast<std::size_t>(per_rank));
-  for (std::int64_t j = 0; j < per_rank; ++j) {
-    const std::int64_t position = (j * ranks + rank) % n;
-    mine.push_back(order[static_cast<std::size_t>(position)]);
-  }
-  return mine;
-}
+// The epoch's order of the samples and this rank's shard of it (DistributedSampler's layout)
+// live in examples/common/sample_order.hpp, which scripts/ddp_train.py reproduces exactly.
+using gx::epoch_order;
+using gx::shard;
 
 // Transport coded: the samples of iteration i of all ranks together (each rank's batch of `len`
 // samples from shard position `begin` = i B), in position order: positions [begin P,

@@ -1,0 +1,465 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""PyTorch DDP over gloo on the main job's model and data: the peer that gradcomp-train is
+measured against in the same invocation (scripts/main-job.sh, scripts/reproduce.sh).
+
+Trains exactly what gradcomp-train trains with the same options: the same networks (built in
+the same order after torch.manual_seed(seed), so the initial weights are identical), the same
+normalised Fashion-MNIST tensors, the same sample order and shards (examples/common/
+sample_order.hpp, reproduced below), batch, learning rate, momentum, epochs and evaluation
+points; and writes a report in gradcomp-train's JSON layout, so scripts/compare-runs.py puts the
+runs side by side. Gradient exchange (--exchange):
+
+  dense     DDP's default allreduce hook (buckets of --bucket-mib MiB, DDP's first bucket 1 MiB)
+  fp16      DDP's fp16_compress_hook (default_hooks)
+  powersgd  DDP's PowerSGD hook (Vogels et al., NeurIPS 2019) of rank --powersgd-rank, error
+            feedback and warm start on, dense for the first --powersgd-start-iter iterations;
+            one bucket (with DDP's two default buckets its gloo collectives were started in
+            different orders on different ranks and crashed, ../shared/reference/ddp-baseline.md)
+  none      no DDP, no gradient exchange: every rank trains alone on its shard (the floor)
+
+Launch one process per rank with mpiexec as a plain process launcher (the script reads hydra's
+PMI_RANK / PMI_SIZE, or torchrun's RANK / WORLD_SIZE; MPI itself is not used):
+
+  OMP_NUM_THREADS=1 GLOO_SOCKET_IFNAME=lo mpiexec -n 4 /usr/bin/python3 scripts/ddp_train.py \\
+      --master-addr 127.0.0.1 --exchange dense --epochs 1 --report ddp.json
+
+On the emulated cluster: scripts/emulated-cluster.sh run --hosts 4 -- /usr/bin/python3
+scripts/ddp_train.py --master-addr <host 1's address> --iface eth0 ... (scripts/main-job.sh).
+Bytes sent are measured on the network interface (--iface, its tx_bytes over the training
+iterations: wire bytes, headers included) when each rank has its own interface; with plain
+local ranks sharing `lo` they cannot be told apart and are reported as null.
+
+Needs Debian's python3-torch (PyTorch 1.13): run it with /usr/bin/python3.
+"""
+import argparse
+import gzip
+import hashlib
+import json
+import os
+import sys
+import time
+
+MASK64 = (1 << 64) - 1
+
+
+# ---- the sample order of examples/common/sample_order.hpp ---------------------------------
+class SplitMix64:
+    """splitmix64 (Steele, Lea and Flood, OOPSLA 2014), as in sample_order.hpp."""
+
+    def __init__(self, state):
+        self.state = state & MASK64
+
+    def next(self):
+        self.state = (self.state + 0x9E3779B97F4A7C15) & MASK64
+        z = self.state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK64
+        return z ^ (z >> 31)
+
+    def below(self, bound):
+        """Uniform integer in [0, bound): Lemire's multiply-and-reject (ACM TOMACS 2019)."""
+        product = self.next() * bound
+        low = product & MASK64
+        if low < bound:
+            threshold = ((1 << 64) - bound) % bound
+            while low < threshold:
+                product = self.next() * bound
+                low = product & MASK64
+        return product >> 64
+
+
+def epoch_order(n, seed, epoch):
+    """The epoch's permutation of 0 .. n-1 (Fisher-Yates driven by splitmix64(seed * 1000003 +
+    epoch)), identical to gradcomp_examples::epoch_order."""
+    order = list(range(n))
+    rng = SplitMix64(seed * 1000003 + epoch)
+    for i in range(n, 1, -1):
+        j = rng.below(i)
+        order[i - 1], order[j] = order[j], order[i - 1]
+    return order
+
+
+def shard(n, ranks, rank, seed, epoch):
+    """DistributedSampler's shard of rank `rank`: positions rank, rank + P, ... of the epoch's
+    permutation padded by wrapping (gradcomp_examples::shard)."""
+    order = epoch_order(n, seed, epoch)
+    per_rank = (n + ranks - 1) // ranks
+    return [order[(j * ranks + rank) % n] for j in range(per_rank)]
+
+
+# ---- data and networks (examples/common/fashion_mnist.hpp) -----------------------------------
+def read_idx(path, dims):
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        b = f.read()
+    if len(b) < 4 or b[0] != 0 or b[1] != 0 or b[2] != 8 or b[3] != dims:
+        raise ValueError(f"{path}: not an IDX file of unsigned bytes with {dims} dimensions")
+    shape = [int.from_bytes(b[4 + 4 * d:8 + 4 * d], "big") for d in range(dims)]
+    header = 4 + 4 * dims
+    count = 1
+    for s in shape:
+        count *= s
+    if len(b) - header != count:
+        raise ValueError(f"{path}: {len(b) - header} data bytes for {count} elements")
+    return shape, b[header:]
+
+
+def find_idx(folder, name):
+    for p in (os.path.join(folder, name), os.path.join(folder, name + ".gz")):
+        if os.path.isfile(p):
+            return p
+    raise FileNotFoundError(f"Fashion-MNIST file {name} missing in {folder}")
+
+
+def load_fashion_mnist(torch, folder, train, limit=0):
+    """Images (N x 1 x 28 x 28 float32, normalised as gradcomp-train does, operation by
+    operation, so the tensors are bit-identical) and labels (int64)."""
+    prefix = "train" if train else "t10k"
+    ishape, ibytes = read_idx(find_idx(folder, prefix + "-images-idx3-ubyte"), 3)
+    _, lbytes = read_idx(find_idx(folder, prefix + "-labels-idx1-ubyte"), 1)
+    n = ishape[0] if limit <= 0 else min(ishape[0], limit)
+    x = torch.frombuffer(bytearray(ibytes[:n * ishape[1] * ishape[2]]), dtype=torch.uint8)
+    x = x.reshape(n, 1, ishape[1], ishape[2]).to(torch.float32).div_(255.0).sub_(0.2860).div_(0.3530)
+    y = torch.frombuffer(bytearray(lbytes[:n]), dtype=torch.uint8).to(torch.int64)
+    return x.contiguous(), y.contiguous()
+
+
+def make_network(torch, name):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class CNN(nn.Module):  # gradcomp_examples::cnn: the same layers, created in the same order
+        def __init__(self):
+            super().__init__()
+            self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
+            self.conv2 = nn.Conv2d(32, 64, 5, padding=2)
+            self.fc1 = nn.Linear(7 * 7 * 64, 512)
+            self.fc2 = nn.Linear(512, 10)
+
+        def forward(self, x):
+            x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+            x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+            x = F.relu(self.fc1(x.flatten(1)))
+            return self.fc2(x)
+
+    class VGG(nn.Module):  # gradcomp_examples::vgg
+        def __init__(self):
+            super().__init__()
+            channels = [1, 32, 64, 128]
+            self.names = []
+            for block in range(3):
+                for j in range(2):
+                    cin = channels[block] if j == 0 else channels[block + 1]
+                    name = f"conv{block + 1}_{j + 1}"
+                    setattr(self, name, nn.Conv2d(cin, channels[block + 1], 3, padding=1))
+                    self.names.append(name)
+            self.fc1 = nn.Linear(128 * 3 * 3, 256)
+            self.fc2 = nn.Linear(256, 256)
+            self.fc3 = nn.Linear(256, 10)
+
+        def forward(self, x):
+            for i, name in enumerate(self.names):
+                x = F.relu(getattr(self, name)(x))
+                if i % 2 == 1:
+                    x = F.max_pool2d(x, 2)
+            x = F.relu(self.fc1(x.flatten(1)))
+            x = F.relu(self.fc2(x))
+            return self.fc3(x)
+
+    if name == "cnn":
+        return CNN()
+    if name == "vgg":
+        return VGG()
+    raise ValueError(f"unknown --model '{name}' (cnn, vgg)")
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def interface_bytes(iface, direction):
+    try:
+        with open(f"/sys/class/net/{iface}/statistics/{direction}_bytes") as f:
+            return int(f.read())
+    except OSError:
+        return None
+
+
+def blas_in_use():
+    """The BLAS library this process mapped (OpenBLAS or Debian's slow reference BLAS)."""
+    found = ""
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                slash = line.find("/")
+                if slash >= 0 and "blas" in line and ".so" in line:
+                    found = os.path.realpath(line[slash:].strip())
+                    if "openblas" in found:
+                        break
+    except OSError:
+        pass
+    if not found:
+        return "unknown (no BLAS library mapped)"
+    return found + (" (OpenBLAS)" if "openblas" in found else " (reference BLAS: slow)")
+
+
+def parse_args(argv):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--exchange", choices=["dense", "fp16", "powersgd", "none"], default="dense")
+    ap.add_argument("--model", choices=["cnn", "vgg"], default="cnn")
+    ap.add_argument("--epochs", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=32, help="per rank")
+    ap.add_argument("--train-limit", type=int, default=0, help="first N training samples (0: all)")
+    ap.add_argument("--lr", type=float, default=0.04)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--evals-per-epoch", type=int, default=4)
+    ap.add_argument("--bucket-mib", type=float, default=25.0, help="DDP's bucket_cap_mb")
+    ap.add_argument("--powersgd-rank", type=int, default=2)
+    ap.add_argument("--powersgd-start-iter", type=int, default=10)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
+    ap.add_argument("--master-port", type=int, default=int(os.environ.get("MASTER_PORT", "29533")))
+    ap.add_argument("--iface", default=os.environ.get("GLOO_SOCKET_IFNAME", ""),
+                    help="network interface whose tx_bytes count the bytes sent (each rank must "
+                         "have its own, as on the emulated cluster; empty or lo: not measured)")
+    ap.add_argument("--label", default="")
+    ap.add_argument("--report", default="", help="JSON report (gradcomp-train's layout)")
+    ap.add_argument("--require-accuracy", type=float, default=0.0,
+                    help="exit 4 when the final test accuracy is below this")
+    a = ap.parse_args(argv)
+    for name in ("epochs", "batch_size", "evals_per_epoch", "threads", "powersgd_rank"):
+        if getattr(a, name) < 1:
+            ap.error(f"--{name.replace('_', '-')} {getattr(a, name)} is below 1")
+    if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
+        ap.error(f"--powersgd-start-iter {a.powersgd_start_iter} is below 2 (PyTorch's minimum "
+                 "with error feedback and warm start)")
+    return a
+
+
+def launch_rank():
+    for r, s in (("PMI_RANK", "PMI_SIZE"), ("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK",
+                                                                      "OMPI_COMM_WORLD_SIZE")):
+        if r in os.environ and s in os.environ:
+            return int(os.environ[r]), int(os.environ[s])
+    return 0, 1
+
+
+# ---- training ------------------------------------------------------------------------------
+def main(argv=None):
+    a = parse_args(sys.argv[1:] if argv is None else argv)
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    rank, ranks = launch_rank()
+    if a.iface:  # gloo's sockets on that interface (the emulated host's shaped link)
+        os.environ["GLOO_SOCKET_IFNAME"] = a.iface
+    torch.set_num_threads(a.threads)
+    dist.init_process_group("gloo", init_method=f"tcp://{a.master_addr}:{a.master_port}",
+                            rank=rank, world_size=ranks)
+    root = rank == 0
+
+    def say(text):
+        if root:
+            print(f"ddp_train: {text}", file=sys.stderr, flush=True)
+
+    train_x, train_y = load_fashion_mnist(torch, a.data, True, a.train_limit)
+    test_x, test_y = load_fashion_mnist(torch, a.data, False)
+    torch.manual_seed(a.seed)
+    net = make_network(torch, a.model)
+    params = list(net.parameters())
+    numel = sum(p.numel() for p in params)
+    for p in params:  # rank 0's parameters everywhere (DDP does it too; the floor needs it)
+        dist.broadcast(p.data, 0)
+
+    model = net
+    merge = "-"
+    if a.exchange != "none":
+        one_bucket = a.exchange == "powersgd"
+        cap_bytes = int(a.bucket_mib * 1024 * 1024)
+        if one_bucket:
+            # DDP's first bucket is capped at dist._DEFAULT_FIRST_BUCKET_BYTES (1 MiB) whatever
+            # bucket_cap_mb says; raising it to the cap gives one bucket for this model
+            dist._DEFAULT_FIRST_BUCKET_BYTES = cap_bytes
+        model = DDP(net, bucket_cap_mb=a.bucket_mib)
+        merge = "one bucket" if one_bucket else f"{a.bucket_mib:g} MiB buckets (first 1 MiB)"
+        if a.exchange == "fp16":
+            from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+            model.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        elif a.exchange == "powersgd":
+            from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+            state = powerSGD_hook.PowerSGDState(
+                process_group=None, matrix_approximation_rank=a.powersgd_rank,
+                start_powerSGD_iter=a.powersgd_start_iter, use_error_feedback=True,
+                warm_start=True, random_seed=a.seed)
+            model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    optimizer = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum)
+    F = torch.nn.functional
+
+    n = train_x.shape[0]
+    per_rank = (n + ranks - 1) // ranks
+    iterations_per_epoch = (per_rank + a.batch_size - 1) // a.batch_size
+    iface = a.iface if a.iface and a.iface != "lo" else ""
+    measured_bytes = bool(iface) and interface_bytes(iface, "tx") is not None
+    blas = blas_in_use()
+    say(f"{ranks} ranks, model {a.model} ({numel} parameters), exchange {a.exchange}, "
+        f"{n} training samples ({iterations_per_epoch} iterations of batch {a.batch_size} per "
+        f"epoch), bytes {'measured on ' + iface if measured_bytes else 'not measured'}, BLAS: {blas}")
+
+    def evaluate():
+        net.eval()
+        with torch.no_grad():
+            begin, end = len(test_x) * rank // ranks, len(test_x) * (rank + 1) // ranks
+            sums = torch.zeros(3, dtype=torch.float64)
+            sums[2] = end - begin
+            for b in range(begin, end, 1000):
+                logits = net(test_x[b:min(b + 1000, end)])
+                labels = test_y[b:min(b + 1000, end)]
+                sums[0] += float((logits.argmax(1) == labels).sum())
+                sums[1] += float(F.cross_entropy(logits, labels, reduction="sum"))
+        net.train()
+        dist.all_reduce(sums)
+        return float(sums[0] / sums[2]), float(sums[1] / sums[2])
+
+    acc, loss = evaluate()
+    curve = [{"epoch": 0, "epochs_done": 0.0, "iteration": 0, "train_seconds": 0.0,
+              "train_loss": 0.0, "test_accuracy": acc, "test_loss": loss}]
+    say(f"initial test accuracy {100 * acc:.2f} %")
+    s = {"iteration": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0, "tx": 0.0, "rx": 0.0}
+    iterations = 0
+    train_seconds = 0.0
+    loss_sum, loss_count, global_iteration = 0.0, 0, 0
+    dist.barrier()
+    start = time.perf_counter()
+    for epoch in range(a.epochs):
+        mine = shard(n, ranks, rank, a.seed, epoch)
+        next_eval = 1
+        for it in range(iterations_per_epoch):
+            begin = it * a.batch_size
+            index = torch.tensor(mine[begin:min(begin + a.batch_size, per_rank)], dtype=torch.int64)
+            x, y = train_x.index_select(0, index), train_y.index_select(0, index)
+            tx0 = interface_bytes(iface, "tx") if measured_bytes else 0
+            rx0 = interface_bytes(iface, "rx") if measured_bytes else 0
+            t0 = time.perf_counter()
+            optimizer.zero_grad(set_to_none=True)
+            out = model(x)
+            step_loss = F.cross_entropy(out, y)
+            t1 = time.perf_counter()
+            step_loss.backward()  # DDP: returns once every bucket's exchange is done
+            t2 = time.perf_counter()
+            optimizer.step()
+            t3 = time.perf_counter()
+            if measured_bytes:
+                s["tx"] += interface_bytes(iface, "tx") - tx0
+                s["rx"] += interface_bytes(iface, "rx") - rx0
+            s["iteration"] += t3 - t0
+            s["forward"] += t1 - t0
+            s["backward"] += t2 - t1
+            s["step"] += t3 - t2
+            iterations += 1
+            global_iteration += 1
+            train_seconds += t3 - t0
+            loss_sum += float(step_loss.detach())
+            loss_count += 1
+            if (it + 1) * a.evals_per_epoch >= next_eval * iterations_per_epoch:
+                next_eval += 1
+                l = torch.tensor([loss_sum, float(loss_count)], dtype=torch.float64)
+                dist.all_reduce(l)
+                acc, loss = evaluate()
+                curve.append({"epoch": epoch + 1, "epochs_done": epoch + (it + 1) / iterations_per_epoch,
+                              "iteration": global_iteration, "train_seconds": train_seconds,
+                              "train_loss": float(l[0] / max(1.0, float(l[1]))),
+                              "test_accuracy": acc, "test_loss": loss})
+                loss_sum, loss_count = 0.0, 0
+                say(f"epoch {curve[-1]['epochs_done']:.2f}: test accuracy {100 * acc:.2f} %, "
+                    f"{train_seconds:.1f} s training, {1000 * s['iteration'] / iterations:.1f} ms/iteration")
+                dist.barrier()
+    wall_seconds = time.perf_counter() - start
+
+    h = hashlib.sha256()
+    for p in params:
+        h.update(p.detach().contiguous().numpy().tobytes())
+    hashes = [None] * ranks
+    dist.all_gather_object(hashes, h.hexdigest()[:16])
+    identical = all(x == hashes[0] for x in hashes)
+    keys = ["iteration", "forward", "backward", "step", "tx", "rx"]
+    mine_values = torch.tensor([s[k] / max(1, iterations) for k in keys], dtype=torch.float64)
+    means, maxes = mine_values.clone(), mine_values.clone()
+    dist.all_reduce(means)
+    means /= ranks
+    dist.all_reduce(maxes, op=dist.ReduceOp.MAX)
+    final_accuracy = curve[-1]["test_accuracy"]
+    status = 0
+    if a.exchange != "none" and not identical:
+        status = 3
+    elif final_accuracy < a.require_accuracy:
+        status = 4
+    dist.barrier()
+    dist.destroy_process_group()
+    if not root:
+        return status
+
+    def stat(i, scale=1000.0):
+        return {"mean_over_ranks": float(means[i]) * scale, "max_over_ranks": float(maxes[i]) * scale}
+
+    per_iteration = {"iteration_ms": stat(0), "forward_ms": stat(1),
+                     "backward_ms": stat(2), "optimizer_step_ms": stat(3)}
+    if measured_bytes:
+        per_iteration["bytes_sent"] = stat(4, 1.0)
+        per_iteration["bytes_received"] = stat(5, 1.0)
+    label = a.label or ("PyTorch DDP, " + {"dense": "dense allreduce", "fp16": "fp16 hook",
+                                          "powersgd": f"PowerSGD rank {a.powersgd_rank}",
+                                          "none": "no communication"}[a.exchange])
+    report = {
+        "label": label,
+        "peer": "pytorch-ddp",
+        "config": {"ranks": ranks, "method": a.exchange, "transport": "none" if a.exchange == "none"
+                   else "ddp-gloo", "merge": merge, "model": a.model, "epochs": a.epochs,
+                   "batch_size_per_rank": a.batch_size, "train_samples": n,
+                   "test_samples": len(test_x), "iterations_per_epoch": iterations_per_epoch,
+                   "lr": a.lr, "momentum": a.momentum, "seed": a.seed,
+                   "torch_threads_per_rank": a.threads, "parameters": numel,
+                   "parameter_tensors": len(params), "blas": blas, "data": a.data,
+                   "torch_version": torch.__version__,
+                   "bucket_mib": a.bucket_mib,
+                   "powersgd_rank": a.powersgd_rank if a.exchange == "powersgd" else None,
+                   "powersgd_start_iter": a.powersgd_start_iter if a.exchange == "powersgd" else None,
+                   "bytes_measured_on": iface if measured_bytes else None},
+        "curve": curve,
+        "final_test_accuracy": final_accuracy,
+        "final_test_loss": curve[-1]["test_loss"],
+        "train_seconds": train_seconds,
+        "wall_seconds": wall_seconds,
+        "per_iteration": per_iteration,
+        "replica_hashes": hashes,
+        "replicas_identical": identical,
+        "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    print(f"## {label}, {ranks} ranks\n")
+    print("| epoch | test accuracy | training seconds |\n|---|---|---|")
+    for p in curve:
+        if p["epoch"] == 0 or p["epochs_done"] == p["epoch"]:
+            print(f"| {p['epoch']} | {100 * p['test_accuracy']:.2f} % | {p['train_seconds']:.1f} |")
+    print(f"\n| iteration | {1000 * float(means[0]):.1f} ms |\n|---|---|")
+    print(f"| forward / backward (with DDP's exchange) / step | {1000 * float(means[1]):.1f} / "
+          f"{1000 * float(means[2]):.1f} / {1000 * float(means[3]):.1f} ms |")
+    if measured_bytes:
+        print(f"| bytes sent per rank per iteration ({iface}) | {float(means[4]):.0f} |")
+    same = "independent (no exchange)" if a.exchange == "none" else "yes" if identical else "NO"
+    print(f"| replicas identical | {same} ({hashes}) |")
+    print(f"| BLAS | {blas} |", flush=True)
+    if a.report:
+        with open(a.report, "w") as f:
+            json.dump(report, f, indent=2)
+            f.write("\n")
+    if status == 3:
+        print(f"ddp_train: error: the replicas differ across ranks: {hashes}", file=sys.stderr)
+    elif status == 4:
+        print(f"ddp_train: error: final test accuracy {final_accuracy:.4f} is below "
+              f"--require-accuracy {a.require_accuracy:.4f}", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,73 @@
+# SPDX-License-Identifier: Apache-2.0
+# Shared by scripts/main-job.sh and scripts/reproduce.sh (source it; bash): one training run after
+# the other on the emulated cluster (scripts/emulated-cluster.sh, 1 Gbit/s links; needs root and
+# network namespaces) or, where that is impossible or --local was asked for, on plain local ranks.
+#
+#   training_runs_setup RANKS LOCAL OUT   probe the cluster; sets runs_mode, runs_local, runs_out,
+#                                         runs_started (seconds since the epoch), runs_reports=()
+#   run_gradcomp NAME LABEL ARGS...       gradcomp-train ARGS on every rank -> OUT/NAME.{json,md}
+#   run_ddp NAME LABEL ARGS...            scripts/ddp_train.py ARGS (PyTorch DDP) -> the same
+# Both append the report to runs_reports. Set runs_bin (gradcomp-train) and runs_common (options
+# for every run of either program, e.g. --epochs 2 --seed 1) before calling them.
+
+runs_subnet=10.78.0
+runs_python=/usr/bin/python3 # Debian's PyTorch is installed for Debian's interpreter only
+
+training_runs_setup() {
+  local ranks=$1 local_only=$2
+  runs_ranks=$ranks
+  runs_out=$3
+  mkdir -p "$runs_out"
+  runs_out=$(cd "$runs_out" && pwd)
+  runs_started=$(date +%s)
+  runs_reports=()
+  runs_local=$local_only
+  runs_mode="emulated cluster: $ranks hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
+  if [[ $runs_local == 0 ]]; then
+    if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gcrunp \
+      --subnet "$runs_subnet" >/dev/null 2>&1; then
+      runs_local=1
+      runs_mode="$ranks plain local ranks: NO emulated cluster (needs root and network namespaces)"
+      echo "runs: cannot create network namespaces here; falling back to $ranks plain local" \
+        "ranks (no 1 Gbit/s links: communication is cheaper than on the emulated cluster)" >&2
+    fi
+    scripts/emulated-cluster.sh down --prefix gcrunp >/dev/null 2>&1 || true
+  else
+    runs_mode="$ranks plain local ranks (--local)"
+  fi
+}
+
+# runs_launch OUTPUT PROGRAM ARGS...: one process per rank (mpiexec: hydra starts the processes
+# and sets PMI_RANK / PMI_SIZE, which ddp_train.py reads; it does not use MPI itself)
+runs_launch() {
+  local output=$1
+  shift
+  if [[ $runs_local == 1 ]]; then
+    OMP_NUM_THREADS=1 mpiexec -n "$runs_ranks" "$@" >"$output"
+  else
+    OMP_NUM_THREADS=1 scripts/emulated-cluster.sh run --hosts "$runs_ranks" --rate 1gbit \
+      --prefix gcrun --subnet "$runs_subnet" --timeout 3600 -- "$@" >"$output"
+  fi
+}
+
+run_gradcomp() {
+  local name=$1 label=$2
+  shift 2
+  echo "runs: $label" >&2
+  runs_launch "$runs_out/$name.md" "$runs_bin" "${runs_common[@]}" --label "$label" \
+    --report "$runs_out/$name.json" "$@"
+  runs_reports+=("$runs_out/$name.json")
+}
+
+run_ddp() {
+  local name=$1 label=$2
+  shift 2
+  echo "runs: $label" >&2
+  local where=(--master-addr 127.0.0.1 --iface lo)
+  if [[ $runs_local == 0 ]]; then
+    where=(--master-addr "$runs_subnet.1" --iface eth0) # rank 0 runs on host 1
+  fi
+  runs_launch "$runs_out/$name.md" "$runs_python" scripts/ddp_train.py "${runs_common[@]}" \
+    --label "$label" --report "$runs_out/$name.json" "${where[@]}" "$@"
+  runs_reports+=("$runs_out/$name.json")
+}

@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: Apache-2.0
+"""scripts/ddp_train.py (the PyTorch DDP peer of the main job) and scripts/compare-runs.py.
+
+The sample order must be gradcomp-train's exactly (golden values shared with
+test/torch/sample_order_test.cpp), the shards DistributedSampler's layout, and the network's
+initial weights gradcomp-train's: a no-communication run of each on the same data starts from the
+same test loss. Runs use 2 local ranks on a few hundred samples (mpiexec as the launcher).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+from torch.utils.data import DistributedSampler
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import ddp_train  # noqa: E402
+
+DATA = "/usr/share/datasets/fashion-mnist"
+MPIEXEC = os.environ.get("GRADCOMP_MPIEXEC", "mpiexec")
+GRADCOMP_TRAIN = os.environ.get("GRADCOMP_TRAIN", "")
+
+
+def test_splitmix64_reference_sequence():
+    rng = ddp_train.SplitMix64(0)
+    assert [rng.next() for _ in range(3)] == [0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4,
+                                              0x06C45D188009454F]
+
+
+def test_golden_values_shared_with_cpp():
+    assert ddp_train.epoch_order(60000, 1, 0)[:8] == [56858, 2289, 14309, 49649, 57449, 40485,
+                                                       56020, 951]
+    assert ddp_train.epoch_order(60000, 1, 2)[:8] == [9975, 15793, 37417, 28440, 5216, 59255,
+                                                       46925, 42996]
+    s = ddp_train.shard(1001, 4, 3, 7, 1)
+    assert len(s) == 251 and s[:6] == [23, 208, 412, 772, 65, 787] and s[-1] == 745
+
+
+def test_below_is_uniform_and_in_range():
+    rng = ddp_train.SplitMix64(42)
+    counts = [0] * 7
+    for _ in range(70000):
+        counts[rng.below(7)] += 1
+    assert all(abs(c - 10000) < 560 for c in counts)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000])
+def test_epoch_order_is_a_permutation(n):
+    assert sorted(ddp_train.epoch_order(n, 3, 1)) == list(range(n))
+
+
+@pytest.mark.parametrize("ranks,n", [(1, 10), (3, 10), (4, 10), (4, 1001)])
+def test_shards_follow_distributed_sampler(ranks, n):
+    order = ddp_train.epoch_order(n, 5, 0)
+    for r in range(ranks):
+        positions = list(DistributedSampler(range(n), num_replicas=ranks, rank=r, shuffle=False))
+        assert ddp_train.shard(n, ranks, r, 5, 0) == [order[p] for p in positions]
+
+
+def test_bad_arguments_exit_2():
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"), "--epochs",
+                        "0"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--epochs 0 is below 1" in p.stderr
+
+
+def run_ddp(tmp_path, name, *args, port):
+    report = tmp_path / f"{name}.json"
+    cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
+           "--train-limit", "512", "--epochs", "1", "--evals-per-epoch", "1", "--iface", "lo",
+           "--master-port", str(port), "--report", str(report), "--label", name, *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(report) as f:
+        return report, json.load(f)
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="dataset-fashion-mnist is not installed")
+@pytest.mark.parametrize("exchange,port", [("dense", 29611), ("powersgd", 29612)])
+def test_ddp_run_learns_with_identical_replicas(tmp_path, exchange, port):
+    _, r = run_ddp(tmp_path, exchange, "--exchange", exchange, "--require-accuracy", "0.3",
+                   port=port)
+    assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
+    assert r["config"]["iterations_per_epoch"] == 8 and len(r["curve"]) == 2
+    assert r["per_iteration"]["iteration_ms"]["mean_over_ranks"] > 0
+    assert r["config"]["merge"] == ("one bucket" if exchange == "powersgd" else
+                                    "25 MiB buckets (first 1 MiB)")
+    assert "bytes_sent" not in r["per_iteration"]  # ranks share lo: not measurable
+
+
+@pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
+                    reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
+def test_same_initial_model_and_data_as_gradcomp_train(tmp_path):
+    """No-communication runs of both programs: identical weights and test data give the same
+    test loss before training; the same batches and update rule keep them close after."""
+    _, ours_py = run_ddp(tmp_path, "py", "--exchange", "none", port=29613)
+    report = tmp_path / "cpp.json"
+    p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
+                        "single", "--train-limit", "512", "--epochs", "1", "--evals-per-epoch",
+                        "1", "--report", str(report)], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    with open(report) as f:
+        cpp = json.load(f)
+    assert cpp["curve"][0]["test_loss"] == pytest.approx(ours_py["curve"][0]["test_loss"], rel=1e-6)
+    assert cpp["curve"][0]["test_accuracy"] == ours_py["curve"][0]["test_accuracy"]
+    # the same batches, optimizer and kernels: measured bit-identical after training too
+    assert cpp["curve"][1]["test_loss"] == pytest.approx(ours_py["curve"][1]["test_loss"], rel=1e-6)
+
+
+@pytest.mark.skipif(not os.path.isdir(DATA), reason="dataset-fashion-mnist is not installed")
+def test_compare_runs_uses_only_this_invocation(tmp_path):
+    since = time.time() - 1
+    dense, _ = run_ddp(tmp_path, "dense", "--exchange", "dense", port=29614)
+    floor, _ = run_ddp(tmp_path, "floor", "--exchange", "none", port=29615)
+    fp16, _ = run_ddp(tmp_path, "fp16", "--exchange", "fp16", port=29616)
+    script = os.path.join(ROOT, "scripts", "compare-runs.py")
+    p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp"), "--since",
+                        str(since), str(dense), str(fp16), str(floor)], capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+    text = (tmp_path / "cmp" / "comparison.md").read_text()
+    assert "| | dense | fp16 | floor |" in text
+    assert "x as fast as **dense**" in text and "x of floor" in text
+    assert (tmp_path / "cmp" / "accuracy-vs-time.svg").read_text().startswith("<svg")
+    os.utime(dense, (since - 100, since - 100))  # a report from before the invocation
+    p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp2"), "--since",
+                        str(since), str(dense), str(fp16)], capture_output=True, text=True)
+    assert p.returncode == 2 and "before this invocation" in p.stderr
