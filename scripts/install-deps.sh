@@ -19,7 +19,7 @@ full_packages=(
   mpich libmpich-dev
   libtorch-dev libopenblas0-pthread
   dataset-fashion-mnist iproute2
-  python3-numpy python3-torch python3-pytest
+  python3-numpy python3-torch python3-pytest python3-matplotlib
 )
 
 packages=("${core_packages[@]}")
