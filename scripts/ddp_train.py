@@ -167,11 +167,25 @@ def make_network(torch, name):
             x = F.relu(self.fc2(x))
             return self.fc3(x)
 
+    class MLP(nn.Module):  # gradcomp_examples::mlp
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(28 * 28, 512)
+            self.fc2 = nn.Linear(512, 512)
+            self.fc3 = nn.Linear(512, 10)
+
+        def forward(self, x):
+            x = F.relu(self.fc1(x.flatten(1)))
+            x = F.relu(self.fc2(x))
+            return self.fc3(x)
+
     if name == "cnn":
         return CNN()
+    if name == "mlp":
+        return MLP()
     if name == "vgg":
         return VGG()
-    raise ValueError(f"unknown --model '{name}' (cnn, vgg)")
+    raise ValueError(f"unknown --model '{name}' (cnn, vgg, mlp)")
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -205,7 +219,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--exchange", choices=["dense", "fp16", "powersgd", "none"], default="dense")
-    ap.add_argument("--model", choices=["cnn", "vgg"], default="cnn")
+    ap.add_argument("--model", choices=["cnn", "vgg", "mlp"], default="cnn")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
     ap.add_argument("--train-limit", type=int, default=0, help="first N training samples (0: all)")

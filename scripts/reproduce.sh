@@ -11,12 +11,19 @@
 #          setting: one server) and the sparse allgather; accuracy after equal epochs, time per
 #          iteration split into compute / sparsification / non-overlapped communication,
 #          speedup over dense (scripts/s1-table.py)
+#   s3     S3 (CSSGD) against its baselines on S3's MLP and on the CNN: synchronous SGD with
+#          every worker's gradient unicast to every other (S3's "SSGD unicast": the coded exchange
+#          at redundancy 1), gradcomp's dense ring (the best synchronous baseline) and the coded
+#          exchange at r = 2 and 3 (dense gradients, exact fixed point); time and bytes to the
+#          highest accuracy every run reaches (scripts/compare-runs.py --target-common). (S3's
+#          third baseline, asynchronous SGD with a parameter server, is not in gradcomp-train
+#          yet.)
 #   all    every experiment above
 #
-#   scripts/reproduce.sh [peers|s1|all] [--quick] [--local] [--out DIR]
+#   scripts/reproduce.sh [peers|s1|s3|all] [--quick] [--local] [--out DIR]
 #
-# --quick: 12,000 training samples and 1 epoch per run (s1: about 9 minutes on 2 cores, peers
-# about 6). Without it: all 60,000 samples, 2 epochs (s1: about 45 minutes, peers about 20).
+# --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
+# about 5). Without it: all 60,000 samples, 2 epochs (s1: about 70 minutes, peers about 20).
 # Writes DIR/<experiment>/ (default results/reproduce): every run's JSON and Markdown report and
 # the experiment's table and plot.
 set -euo pipefail
@@ -29,19 +36,21 @@ local_only=0
 out=results/reproduce
 while [[ $# -gt 0 ]]; do
   case $1 in
-    peers | s1 | all) what=$1; shift ;;
+    peers | s1 | s3 | all) what=$1; shift ;;
     --quick) quick=1; shift ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
-    -h | --help) sed -n '3,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "reproduce: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 epochs=2
 limit=0
+evals=4
 if [[ $quick == 1 ]]; then
   epochs=1
   limit=12000
+  evals=1 # a test-set evaluation costs about 3 s of 2 cores: the quick runs evaluate at the end
 fi
 
 scripts/install-deps.sh
@@ -58,7 +67,7 @@ peers() {
 }
 
 s1() {
-  runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch 2)
+  runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals")
   training_runs_setup 4 "$local_only" "$out/s1"
   echo "reproduce s1: $runs_mode; $epochs epoch(s), train limit $limit; in $runs_out" >&2
   run_gradcomp dense-ps "dense / ps" --method dense --transport ps --servers 1 \
@@ -85,8 +94,31 @@ s1() {
     "${runs_reports[@]}"
 }
 
+s3() {
+  local model
+  for model in mlp cnn; do
+    runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
+      --model "$model" --method dense)
+    training_runs_setup 4 "$local_only" "$out/s3-$model"
+    echo "reproduce s3 ($model): $runs_mode; $epochs epoch(s), train limit $limit" >&2
+    run_gradcomp ring "SSGD, dense ring ($model)" --transport ring --merge optimal
+    local r
+    for r in 1 2 3; do
+      local label="coded r = $r ($model)"
+      [[ $r == 1 ]] && label="SSGD unicast = coded r = 1 ($model)"
+      run_gradcomp "coded-r$r" "$label" --transport coded --redundancy "$r" --merge optimal
+    done
+    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+      --target-common \
+      --title "### S3 on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
+      "${runs_reports[@]}" >/dev/null
+    cat "$runs_out/comparison.md"
+  done
+}
+
 case $what in
   peers) peers ;;
   s1) s1 ;;
-  all) s1; peers ;;
+  s3) s3 ;;
+  all) s1; s3; peers ;;
 esac

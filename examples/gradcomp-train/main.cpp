@@ -143,6 +143,10 @@ network make_network(const std::string& name) {
     gx::vgg m;
     return {torch::nn::AnyModule(m), m.ptr()};
   }
+  if (name == "mlp") {
+    gx::mlp m;
+    return {torch::nn::AnyModule(m), m.ptr()};
+  }
   gx::cnn m;
   return {torch::nn::AnyModule(m), m.ptr()};
 }
@@ -1042,9 +1046,11 @@ int main(int argc, char** argv) {
   app.add_option("--bucket-mib", o.bucket_mib, "size_threshold's bucket cap, MiB")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  app.add_option("--model", o.model, "cnn (ddp-baseline's CNN) or vgg (deeper, 18 tensors)")
+  app.add_option("--model", o.model,
+                 "cnn (ddp-baseline's CNN), vgg (deeper, 18 tensors) or mlp (S3's 784-512-512-10 "
+                 "MLP)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"cnn", "vgg"}));
+      ->check(CLI::IsMember({"cnn", "vgg", "mlp"}));
   app.add_option("--epochs", o.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--batch-size", o.batch_size, "batch per rank")
       ->capture_default_str()

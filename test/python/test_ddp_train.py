@@ -94,18 +94,20 @@ def test_ddp_run_learns_with_identical_replicas(tmp_path, exchange, port):
 
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
                     reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
-def test_same_initial_model_and_data_as_gradcomp_train(tmp_path):
+@pytest.mark.parametrize("model,port", [("cnn", 29613), ("vgg", 29617), ("mlp", 29618)])
+def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     """No-communication runs of both programs: identical weights and test data give the same
-    test loss before training; the same batches and update rule keep them close after."""
-    _, ours_py = run_ddp(tmp_path, "py", "--exchange", "none", port=29613)
+    test loss before training, and the same batches and update rule the same after."""
+    _, ours_py = run_ddp(tmp_path, "py", "--exchange", "none", "--model", model, port=port)
     report = tmp_path / "cpp.json"
     p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
                         "single", "--train-limit", "512", "--epochs", "1", "--evals-per-epoch",
-                        "1", "--report", str(report)], capture_output=True, text=True,
-                       timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+                        "1", "--model", model, "--report", str(report)], capture_output=True,
+                       text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert p.returncode == 0, p.stdout + p.stderr
     with open(report) as f:
         cpp = json.load(f)
+    assert cpp["config"]["parameters"] == ours_py["config"]["parameters"]
     assert cpp["curve"][0]["test_loss"] == pytest.approx(ours_py["curve"][0]["test_loss"], rel=1e-6)
     assert cpp["curve"][0]["test_accuracy"] == ours_py["curve"][0]["test_accuracy"]
     # the same batches, optimizer and kernels: measured bit-identical after training too
@@ -127,6 +129,13 @@ def test_compare_runs_uses_only_this_invocation(tmp_path):
     assert "| | dense | fp16 | floor |" in text
     assert "x as fast as **dense**" in text and "x of floor" in text
     assert (tmp_path / "cmp" / "accuracy-vs-time.svg").read_text().startswith("<svg")
+    # a common target: the highest accuracy that both runs with communication reach
+    p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp3"), "--target-common",
+                        str(dense), str(fp16), str(floor)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    runs = [json.loads(open(f).read()) for f in (dense, fp16)]
+    common = min(max(q["test_accuracy"] for q in r["curve"]) for r in runs)
+    assert f"to reach {100 * common:.2f} % (the highest accuracy every run reaches)" in p.stdout
     os.utime(dense, (since - 100, since - 100))  # a report from before the invocation
     p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp2"), "--since",
                         str(since), str(dense), str(fp16)], capture_output=True, text=True)
