@@ -84,16 +84,15 @@ mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
 # The emulated cluster needs root and network namespaces; try to create (and remove) one.
+source scripts/lib/training-runs.sh
 mode="emulated cluster: n hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
 if [[ $local_only == 0 ]]; then
-  if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gccbp \
-    --subnet 10.79.0 >/dev/null 2>&1; then
+  if ! emulated_cluster_usable gccbp 10.79.0; then
     local_only=1
     mode="n plain local ranks: NO emulated cluster (needs root and network namespaces)"
     echo "coded-benchmark: cannot create network namespaces here; falling back to plain local" \
       "ranks (no 1 Gbit/s links: communication is cheaper than on the emulated cluster)" >&2
   fi
-  scripts/emulated-cluster.sh down --prefix gccbp >/dev/null 2>&1 || true
 else
   mode="n plain local ranks (--local)"
 fi

@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-# Shared by scripts/main-job.sh and scripts/reproduce.sh (source it; bash): one training run after
+# Shared by scripts/main-job.sh, scripts/reproduce.sh and scripts/coded-benchmark.sh (source it;
+# bash): one training run after
 # the other on the emulated cluster (scripts/emulated-cluster.sh, 1 Gbit/s links; needs root and
 # network namespaces) or, where that is impossible or --local was asked for, on plain local ranks.
 #
@@ -11,6 +12,18 @@
 # for every run of either program, e.g. --epochs 2 --seed 1) before calling them.
 
 runs_subnet=10.78.0
+
+# emulated_cluster_usable PREFIX SUBNET: whether an emulated cluster can be made here (root and
+# network namespaces): creates a one-host cluster and removes it again
+emulated_cluster_usable() {
+  local ok=0
+  if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix "$1" \
+    --subnet "$2" >/dev/null 2>&1; then
+    ok=1
+  fi
+  scripts/emulated-cluster.sh down --prefix "$1" >/dev/null 2>&1 || true
+  return $ok
+}
 runs_python=/usr/bin/python3 # Debian's PyTorch is installed for Debian's interpreter only
 
 training_runs_setup() {
@@ -24,14 +37,12 @@ training_runs_setup() {
   runs_local=$local_only
   runs_mode="emulated cluster: $ranks hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
   if [[ $runs_local == 0 ]]; then
-    if [[ $(id -u) != 0 ]] || ! scripts/emulated-cluster.sh up --hosts 1 --prefix gcrunp \
-      --subnet "$runs_subnet" >/dev/null 2>&1; then
+    if ! emulated_cluster_usable gcrunp "$runs_subnet"; then
       runs_local=1
       runs_mode="$ranks plain local ranks: NO emulated cluster (needs root and network namespaces)"
       echo "runs: cannot create network namespaces here; falling back to $ranks plain local" \
         "ranks (no 1 Gbit/s links: communication is cheaper than on the emulated cluster)" >&2
     fi
-    scripts/emulated-cluster.sh down --prefix gcrunp >/dev/null 2>&1 || true
   else
     runs_mode="$ranks plain local ranks (--local)"
   fi

@@ -2,14 +2,14 @@
 // The LibTorch examples' sample order (examples/common/sample_order.hpp): golden values that
 // scripts/ddp_train.py must reproduce too (test/python/test_ddp_train.py asserts the same), a
 // permutation, and DistributedSampler's layout of the shards.
-#include "../../examples/common/sample_order.hpp"
-
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
+
+#include "../../examples/common/sample_order.hpp"
 
 namespace gx = gradcomp_examples;
 
