@@ -340,7 +340,10 @@ TEST_CASE("async parameter server with a 10x slower worker", "[mpi][async_parame
       CHECK(stats.pushes_applied[0] == static_cast<std::uint64_t>(slow_steps));
       for (int w = 1; w < ps.workers(); ++w) {
         CAPTURE(w, stats.pushes_applied[static_cast<std::size_t>(w)]);
-        CHECK(stats.pushes_applied[static_cast<std::size_t>(w)] >= 5 * stats.pushes_applied[0]);
+        // with a barrier every worker would push as often as the slow one; the fast ones make
+        // 30-40 pushes in Release (10 ms steps until the deadline), and 2x leaves room for
+        // the sanitizers' slowdown on 2 cores shared by 5 ranks
+        CHECK(stats.pushes_applied[static_cast<std::size_t>(w)] >= 2 * stats.pushes_applied[0]);
       }
       CHECK(stats.pulls_deferred == 0);
     } else if (slow) {
