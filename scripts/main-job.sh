@@ -44,7 +44,7 @@ while [[ $# -gt 0 ]]; do
     --no-ddp) ddp=0; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
-    -h | --help) sed -n '3,23p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "main-job: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
