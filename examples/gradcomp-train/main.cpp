@@ -37,7 +37,6 @@
 #include <memory>
 #include <numeric>
 #include <optional>
-#include <random>
 #include <span>
 #include <sstream>
 #include <string>
