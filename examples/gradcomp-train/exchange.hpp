@@ -117,6 +117,7 @@ private:
 struct transport_settings {
   std::string name = "allreduce";
   int servers = 0;                           //!< ps: server count (0: every rank).
+  bool ps_dense_pull = false;                //!< ps: always pull the dense shard.
   int group_size = 2;                        //!< hierarchical: ranks per group.
   int redundancy = 1;                        //!< coded: R, the ranks that compute each part.
   std::string coding = "fixed_point";        //!< coded: fixed_point or xor.
@@ -154,6 +155,7 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
   if (s.name == "ps") {
     gm::parameter_server_options o;
     o.servers = s.servers > 0 ? s.servers : comm.size();
+    o.pull = s.ps_dense_pull ? gm::pull_format::dense : gm::pull_format::adaptive;
     return any_transport::make<gm::parameter_server_exchange>(comm, o);
   }
   if (s.name == "hierarchical") {

@@ -875,6 +875,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                              {"interval", o.method.interval},
                              {"dense_below_elements", o.method.dense_below},
                              {"transport", o.transport.name},
+                             {"ps_pull", o.transport.name != "ps"    ? "n/a"
+                                         : o.transport.ps_dense_pull ? "dense"
+                                                                     : "adaptive"},
                              {"merge", o.merge},
                              {"model", o.model},
                              {"epochs", o.epochs},
@@ -1093,6 +1096,8 @@ int main(int argc, char** argv) {
   app.add_option("--servers", o.transport.servers, "ps: server ranks (0 = every rank)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_flag("--ps-dense-pull", o.transport.ps_dense_pull,
+               "ps: pull the dense average (default: the pushes' union when that is smaller)");
   app.add_option("--group-size", o.transport.group_size, "hierarchical: ranks per group")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

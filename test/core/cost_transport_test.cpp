@@ -52,6 +52,28 @@ TEST_CASE("message_cost prices the parameter server with its placement", "[cost]
         Approx(4.4e-5 + 0.045 + 2e-4));
 }
 
+TEST_CASE("message_cost prices the parameter server's sparse pull as the pushes' union", "[cost]") {
+  const network bw{.beta_seconds_per_byte = 1e-9};
+  const message_cost ps(transport_kind::parameter_server, 4, bw, {.servers = 1});
+  // 4 workers push 1e4 bytes of a 1e6-byte group: 3 pushes of 1e4 in, 3 pulls of the union
+  // (at most 4 x 1e4) out: (3e4 + 1.2e5) x 1e-9
+  CHECK(ps(10'000, 1'000'000) == Approx(1.5e-4));
+  // 1e5-byte pushes: the union bound 4e5 is below the group: 3e5 in, 1.2e6 out
+  CHECK(ps(100'000, 1'000'000) == Approx(1.5e-3));
+  // a union bound above the dense group is pulled dense: 9e5 in, 3e6 out
+  CHECK(ps(300'000, 1'000'000) == Approx(3.9e-3));
+  // a dense push (b = d) and the one-argument form are the dense pull: 6e-3
+  CHECK(ps(1'000'000, 1'000'000) == Approx(6e-3));
+  CHECK(ps(1'000'000) == Approx(6e-3));
+  // the dense pull option: 3e4 in, 3e6 out
+  const message_cost dense_pull(transport_kind::parameter_server, 4, bw,
+                                {.servers = 1, .dense_pull = true});
+  CHECK(dense_pull(10'000, 1'000'000) == Approx(3.03e-3));
+  // other transports ignore the dense size
+  const message_cost ring(transport_kind::ring_allreduce, 4, bw);
+  CHECK(ring(10'000, 1'000'000) == ring(10'000));
+}
+
 TEST_CASE("message_cost prices the hierarchical allreduce by group and variant", "[cost]") {
   const network inter{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   const network intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-10};

@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
 // Parameter server: the average of the workers' pushes, bit-identical to a locally computed sum
 // in worker order divided by W, on every rank; co-located and dedicated servers, S = 1, 2, 3,
-// sparse (overlapping, disjoint, empty) and dense pushes, small messages, nonblocking progress,
-// byte counts; and faults (length mismatch, invalid push, NaN, bad options) that every rank
-// reports. Collective: every rank runs every test.
+// sparse (overlapping, disjoint, empty) and dense pushes, dense and adaptive (sparse) pulls,
+// small messages, nonblocking progress, byte counts against an independent encoding of the
+// pushes' union; and faults (length mismatch, invalid push, NaN, bad options) that every rank
+// reports, and a corrupted sparse pull that its receivers report. Collective: every rank runs
+// every test.
 #include <gradcomp/mpi.hpp>
 
 #include <catch2/catch.hpp>
@@ -14,8 +16,10 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
+#include "fault_injection.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace gradcomp;
@@ -86,16 +90,18 @@ TEST_CASE("parameter server averages the workers' pushes, identically on every r
                            overlap::empty_on_odd_ranks, overlap::dense}) {
         for (std::size_t n : {0, 1, 2, 5, 1000, 30000}) {
           for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
-            CAPTURE(static_cast<int>(placement), servers, static_cast<int>(kind), n, to_string(enc),
-                    comm.size());
-            mpi::parameter_server ps(comm,
-                                     {.servers = servers, .placement = placement, .indices = enc});
-            const sparse_message push =
-                ps.is_worker() ? push_of(comm.rank(), n, 0.05, kind) : sparse_message{};
-            std::vector<float> average(n, -1.0f);
-            ps(push, average);
-            CHECK(average == expected_average(ps, n, 0.05, kind));
-            CHECK(identical_on_all_ranks(average));
+            for (mpi::pull_format pull : {mpi::pull_format::dense, mpi::pull_format::adaptive}) {
+              CAPTURE(static_cast<int>(placement), servers, static_cast<int>(kind), n,
+                      to_string(enc), static_cast<int>(pull), comm.size());
+              mpi::parameter_server ps(
+                  comm, {.servers = servers, .placement = placement, .indices = enc, .pull = pull});
+              const sparse_message push =
+                  ps.is_worker() ? push_of(comm.rank(), n, 0.05, kind) : sparse_message{};
+              std::vector<float> average(n, -1.0f);
+              ps(push, average);
+              CHECK(average == expected_average(ps, n, 0.05, kind));
+              CHECK(identical_on_all_ranks(average));
+            }
           }
         }
       }
@@ -223,6 +229,117 @@ TEST_CASE("parameter server reports the payload bytes it moves", "[mpi][paramete
   }
 }
 
+namespace {
+
+// Independent reference of an adaptive pull's size: server s's shard of the workers' pushes,
+// the union of their indices with any values (the size does not depend on them), encoded; or
+// the dense shard's 4 n_s bytes when that is not larger or a push is dense.
+std::size_t expected_pull_bytes(const mpi::parameter_server& ps,
+                                std::size_t n,
+                                int s,
+                                double density,
+                                overlap kind,
+                                index_encoding enc) {
+  const std::size_t lo = ps.shard_begin(n, s);
+  const std::size_t hi = ps.shard_begin(n, s + 1);
+  const std::size_t dense_bytes = 4 * (hi - lo);
+  std::vector<std::uint32_t> all;
+  for (int w = 0; w < ps.workers(); ++w) {
+    const sparse_message push = push_of(mpi::parameter_server::worker_rank(w), n, density, kind);
+    if (push.dense) {
+      return dense_bytes;
+    }
+    for (const std::uint32_t i : push.indices) {
+      if (i >= lo && i < hi) {
+        all.push_back(static_cast<std::uint32_t>(i - lo));
+      }
+    }
+  }
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  sparse_message u;
+  u.clear(hi - lo);
+  u.indices = all;
+  u.values.assign(all.size(), 1.0f);
+  return std::min(dense_bytes, encode(u, enc).size());
+}
+
+} // namespace
+
+TEST_CASE("parameter server: the adaptive pull carries the pushes' union when smaller, with the "
+          "dense pull's result",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const std::size_t n = 30000;
+  for (mpi::server_placement placement :
+       {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
+    for (int servers = 1; servers <= std::min(3, max_servers(p, placement)); ++servers) {
+      // density 0.01: the union is far smaller than the shard; 0.6: it is not (dense pull);
+      // a dense push forces the dense pull whatever the others send
+      for (const double density : {0.01, 0.6}) {
+        for (overlap kind : {overlap::random, overlap::identical, overlap::dense}) {
+          for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
+            CAPTURE(static_cast<int>(placement), servers, density, static_cast<int>(kind),
+                    to_string(enc), p);
+            const auto run = [&](mpi::pull_format pull, std::vector<float>& average) {
+              mpi::parameter_server ps(
+                  comm, {.servers = servers, .placement = placement, .indices = enc, .pull = pull});
+              const sparse_message push =
+                  ps.is_worker() ? push_of(comm.rank(), n, density, kind) : sparse_message{};
+              ps(push, average);
+              return std::pair{ps.bytes_received(), ps.bytes_sent()};
+            };
+            std::vector<float> dense_average(n, -1.0f);
+            std::vector<float> sparse_average(n, 7.0f); // stale values must not survive
+            const auto [dense_received, dense_sent] = run(mpi::pull_format::dense, dense_average);
+            mpi::parameter_server ps(comm,
+                                     {.servers = servers, .placement = placement, .indices = enc});
+            const sparse_message push =
+                ps.is_worker() ? push_of(comm.rank(), n, density, kind) : sparse_message{};
+            ps(push, sparse_average);
+            CHECK(sparse_average == dense_average); // bit-identical, zeros outside the union
+            CHECK(identical_on_all_ranks(sparse_average));
+            // what this rank pulled: every other server's pull, by the independent reference
+            std::size_t pulled = 0, dense_pulled = 0, pulled_elsewhere = 0;
+            for (int s = 0; s < servers; ++s) {
+              const std::size_t expected = expected_pull_bytes(ps, n, s, density, kind, enc);
+              CHECK(ps.pull_was_sparse(s) ==
+                    (expected < 4 * (ps.shard_begin(n, s + 1) - ps.shard_begin(n, s))));
+              if (ps.server_rank(s) != comm.rank()) {
+                pulled += expected;
+                dense_pulled += 4 * (ps.shard_begin(n, s + 1) - ps.shard_begin(n, s));
+              } else {
+                pulled_elsewhere = expected * static_cast<std::size_t>(p - 1);
+              }
+            }
+            // pushes received are the same in both runs; the pulls differ as predicted
+            CHECK(ps.bytes_received() - pulled == dense_received - dense_pulled);
+            if (ps.is_server()) {
+              const int mine =
+                  ps.server_rank(0) <= comm.rank() ? comm.rank() - ps.server_rank(0) : -1;
+              REQUIRE(mine >= 0);
+              const std::size_t dense_shard =
+                  4 * (ps.shard_begin(n, mine + 1) - ps.shard_begin(n, mine));
+              CHECK(ps.bytes_sent() - pulled_elsewhere ==
+                    dense_sent - dense_shard * static_cast<std::size_t>(p - 1));
+            } else {
+              CHECK(ps.bytes_sent() == dense_sent);
+            }
+            if (density == 0.01 && kind != overlap::dense) {
+              for (int s = 0; s < servers; ++s) { // the union saves more than half the pull
+                const std::size_t shard = ps.shard_begin(n, s + 1) - ps.shard_begin(n, s);
+                CHECK(2 * expected_pull_bytes(ps, n, s, density, kind, enc) < 4 * shard);
+                CHECK(ps.pull_was_sparse(s));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST_CASE("parameter server: ranks passing different lengths all get an exception",
           "[mpi][parameter_server]") {
   mpi::communicator comm(MPI_COMM_WORLD);
@@ -283,7 +400,7 @@ TEST_CASE("parameter server: an invalid push makes every rank throw", "[mpi][par
 
 // Fault injection through MPI's profiling interface: this executable's MPI_Ialltoall replaces
 // the library's for every caller and forwards to PMPI_Ialltoall. While `corrupt_stated_size` is
-// set on a rank, the header that rank sends to rank 0 in the parameter server's alltoall (7
+// set on a rank, the header that rank sends to rank 0 in the parameter server's alltoall (8
 // int64 fields per destination, the push size last) states `corrupt_value` bytes instead.
 namespace {
 bool corrupt_stated_size = false;
@@ -299,7 +416,7 @@ extern "C" int MPI_Ialltoall(const void* sendbuf,
                              MPI_Datatype recvtype,
                              MPI_Comm comm,
                              MPI_Request* request) {
-  constexpr int header_fields = 7;
+  constexpr int header_fields = 8;
   if (corrupt_stated_size && sendtype == MPI_INT64_T && sendcount == header_fields) {
     int p = 0;
     PMPI_Comm_size(comm, &p);
@@ -392,4 +509,41 @@ TEST_CASE("parameter server: ranks passing different options all get an exceptio
   push.clear(10);
   std::vector<float> average(10);
   CHECK_THROWS_WITH(ps(push, average), Catch::Contains("different options"));
+  // the pull format too
+  mpi::parameter_server pulls(
+      comm, {.pull = comm.rank() == 0 ? mpi::pull_format::dense : mpi::pull_format::adaptive});
+  CHECK_THROWS_WITH(pulls(push, average), Catch::Contains("pull dense"));
+}
+
+TEST_CASE("parameter server: a sparse pull corrupted on the wire makes its receivers throw",
+          "[mpi][parameter_server]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  if (p < 2) {
+    return; // nothing is pulled over the wire
+  }
+  using gradcomp::test::corrupt_sparse_sends;
+  // the pull's payload goes with tag_base + 2: the injected fault's tag
+  mpi::parameter_server ps(comm, {.servers = 1, .tag_base = gradcomp::test::corrupting_tag - 2});
+  const sparse_message push = push_of(comm.rank(), 1000, 0.01, overlap::random);
+  std::vector<float> average(1000);
+  corrupt_sparse_sends = comm.rank() == 0; // the server
+  std::string what;
+  try {
+    ps(push, average);
+  } catch (const wire_error& e) {
+    what = e.what();
+  }
+  corrupt_sparse_sends = false;
+  REQUIRE(ps.pull_was_sparse(0));
+  if (comm.rank() == 0) {
+    CHECK(what.empty()); // the server keeps its own (uncorrupted) shard
+  } else {
+    CHECK_THAT(what, Catch::Contains("the pull of server rank 0 does not decode"));
+    CHECK_THAT(what, Catch::Contains("NaN"));
+  }
+  // nothing of the failed round is left over: the next round is exact on every rank
+  ps(push, average);
+  CHECK(average == expected_average(ps, 1000, 0.01, overlap::random));
+  gradcomp::test::forget_corrupted_messages();
 }

@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "fault_injection.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace gradcomp;
@@ -214,53 +215,10 @@ TEST_CASE("invalid arguments on one rank make every rank throw, that rank its ow
   }
 }
 
-// Fault injection through MPI's profiling interface: this executable's MPI_Isend and
-// MPI_Iallgatherv replace the library's for every caller and forward to PMPI. While
-// `corrupt_sparse_sends` is set on a rank, a byte message it sends with the test's tag
-// (pairwise) or gathers (MPI_Iallgatherv) leaves with its last fp32 value replaced by a NaN:
-// corrupted after the sender's own check, as a fault on the wire would be.
-namespace {
-bool corrupt_sparse_sends = false;
-constexpr int corrupting_tag = 31000;
-std::vector<std::vector<std::byte>> corrupted_messages; // kept until the test's end
-
-const void* corrupted(const void* buf, int count) {
-  const auto* bytes = static_cast<const std::byte*>(buf);
-  auto& copy = corrupted_messages.emplace_back(bytes, bytes + count);
-  const std::uint32_t nan = 0x7fc00000u;
-  std::memcpy(copy.data() + copy.size() - 4, &nan, 4);
-  return copy.data();
-}
-} // namespace
-
-extern "C" int MPI_Isend(const void* buf,
-                         int count,
-                         MPI_Datatype datatype,
-                         int dest,
-                         int tag,
-                         MPI_Comm comm,
-                         MPI_Request* request) {
-  if (corrupt_sparse_sends && datatype == MPI_BYTE && tag == corrupting_tag && count >= 36) {
-    buf = corrupted(buf, count);
-  }
-  return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-}
-
-extern "C" int MPI_Iallgatherv(const void* sendbuf,
-                               int sendcount,
-                               MPI_Datatype sendtype,
-                               void* recvbuf,
-                               const int recvcounts[],
-                               const int displs[],
-                               MPI_Datatype recvtype,
-                               MPI_Comm comm,
-                               MPI_Request* request) {
-  if (corrupt_sparse_sends && sendtype == MPI_BYTE && sendcount >= 36) {
-    sendbuf = corrupted(sendbuf, sendcount);
-  }
-  return PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype, comm,
-                          request);
-}
+// Fault injection: fault_injection.hpp (a byte message sent with corrupting_tag, or gathered,
+// while corrupt_sparse_sends is set, leaves with its last fp32 value replaced by a NaN).
+using gradcomp::test::corrupt_sparse_sends;
+using gradcomp::test::corrupting_tag;
 
 TEST_CASE("a message corrupted on the wire makes every receiver throw a wire_error naming the "
           "lowest bad sender, after the exchange",
@@ -304,7 +262,7 @@ TEST_CASE("a message corrupted on the wire makes every receiver throw a wire_err
       CHECK(sum[static_cast<std::size_t>(p - 1)] == 1.0f);
     }
   }
-  corrupted_messages.clear();
+  gradcomp::test::forget_corrupted_messages();
 }
 
 TEST_CASE("ranks with different options throw on every rank instead of waiting",

@@ -53,6 +53,9 @@ struct transport_options {
   int servers = 0;
   //! parameter_server: co-located (the pipeline's only choice) or dedicated servers.
   server_placement placement = server_placement::colocated;
+  //! parameter_server: the servers always pull the dense shard (gradcomp::mpi::pull_format::
+  //! dense) instead of the pushes' union when that is smaller (adaptive, the default).
+  bool dense_pull = false;
   //! hierarchical_allreduce: ranks per group g >= 1; values above P mean one group of P, as in
   //! the transport. 0 (the transport's "one group per node") is rejected: the node size is not
   //! known here, pass it.
@@ -78,9 +81,12 @@ struct transport_options {
 //!   (P-1) (alpha + beta b).
 //!   The transport's dense switch (a ring allreduce of the dense group when gathering would
 //!   receive more) needs the group's dense size and is not modelled;
-//! - parameter_server: parameter_server_seconds(b, b, W, S, net, placement), push = pull = b,
-//!   with W = P (co-located) or P - S (dedicated) and S = servers (0: P). The transport pulls the
-//!   dense average: with sparse pushes the pull is larger than b, which this does not see;
+//! - parameter_server: parameter_server_seconds(b, pull, W, S, net, placement), with W = P
+//!   (co-located) or P - S (dedicated) and S = servers (0: P). The pull is what the servers send
+//!   back: operator()(b) prices a dense push (pull = b); operator()(b, d) a push of b bytes from
+//!   a group of d dense bytes: pull = d when the pull is dense (dense_pull, or b >= d), else
+//!   min(d, W b), the union of the W pushes when no two share an index (an upper bound: pushes
+//!   that overlap pull less);
 //! - hierarchical_allreduce: hierarchical_allreduce_seconds(b, P, min(g, P), intra, net,
 //!   variant), S4's two-level schedule.
 //! The dense transports (ring, native, hierarchical) densify a sparse message before the
@@ -121,8 +127,18 @@ public:
   }
 
   //! @brief Seconds for one message of `message_bytes` bytes, by the formula of the kind (see
-  //! the class). Finite and >= 0. O(1).
+  //! the class); for the parameter_server, a dense push (the pull is as large). Finite and >= 0.
+  //! O(1).
   [[nodiscard]] double operator()(std::uint64_t message_bytes) const noexcept {
+    return (*this)(message_bytes, message_bytes);
+  }
+
+  //! @brief Seconds for one group whose message is `message_bytes` bytes on a rank, taken from
+  //! a dense group of `dense_bytes` bytes (4 n at fp32): the same as operator()(message_bytes)
+  //! except for the parameter_server, whose pull is priced as the class says. Finite and >= 0.
+  //! O(1).
+  [[nodiscard]] double operator()(std::uint64_t message_bytes,
+                                  std::uint64_t dense_bytes) const noexcept {
     if (kind_ == transport_kind::none || ranks_ == 1) {
       return 0.0;
     }
@@ -136,7 +152,9 @@ public:
     case transport_kind::parameter_server: {
       const bool colocated = options_.placement == server_placement::colocated;
       const int workers = colocated ? ranks_ : ranks_ - servers_;
-      return parameter_server_seconds(b, b, workers, servers_, net_, options_.placement);
+      const auto dense = static_cast<double>(dense_bytes);
+      const double pull = options_.dense_pull || b >= dense ? dense : std::min(dense, workers * b);
+      return parameter_server_seconds(b, pull, workers, servers_, net_, options_.placement);
     }
     case transport_kind::hierarchical_allreduce:
       return hierarchical_allreduce_seconds(b, ranks_, group_, options_.intra_group.value_or(net_),

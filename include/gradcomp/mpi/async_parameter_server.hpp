@@ -10,8 +10,9 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/async_server.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/shards.hpp>
+#include <gradcomp/mpi/detail/transfer_queue.hpp>
 #include <gradcomp/mpi/error.hpp>
-#include <gradcomp/mpi/parameter_server.hpp> // detail::block_begin, detail::transfer_queue
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>

@@ -2,12 +2,14 @@
 //! @file
 //! @brief gradcomp::mpi::parameter_server: synchronous push/pull through S server ranks (S1), with
 //! the keys (element indices) sharded by contiguous range, sparse or dense pushes in the wire
-//! format, and the averaged dense gradient pulled back by every rank.
+//! format, and the averaged gradient pulled back by every rank (sparse when that is smaller).
 #pragma once
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/shards.hpp>
+#include <gradcomp/mpi/detail/transfer_queue.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -17,10 +19,12 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace gradcomp::mpi {
@@ -31,6 +35,17 @@ enum class server_placement {
   colocated,
   //! Ranks P-S .. P-1 only serve; ranks 0 .. P-S-1 are the workers (W = P - S; S < P).
   dedicated,
+};
+
+//! @brief How a parameter_server's servers send the averaged shard back (the pull).
+enum class pull_format {
+  //! Always the dense shard: 4 n_s bytes of raw fp32 per server and rank.
+  dense,
+  //! The union of the pushes' indices with the averaged values, in the wire format (fp32
+  //! values, the options' index encoding), when that encoding is smaller than the dense shard's
+  //! 4 n_s bytes; the dense shard otherwise (and whenever a push part is dense). The result is
+  //! bit-identical to the dense pull's: elements outside the union are exactly 0 in both.
+  adaptive,
 };
 
 //! @brief Options of parameter_server. Every rank must pass the same options (checked: a
@@ -46,6 +61,8 @@ struct parameter_server_options {
   //! Largest point-to-point message, bytes (>= 4; capped at INT_MAX): longer pushes and pulls
   //! are sent as several messages, since MPI counts are int.
   std::size_t max_message_bytes = std::size_t{1} << 30;
+  //! How the averaged shards come back (see pull_format).
+  pull_format pull = pull_format::adaptive;
   //! How waits complete (see wait_policy.hpp).
   wait_policy wait{};
   //! First message tag: the operation uses tags tag_base .. tag_base + 2. Operations in flight at
@@ -53,141 +70,14 @@ struct parameter_server_options {
   int tag_base = 0;
 };
 
-namespace detail {
-
-//! First element of block `b` of `blocks` near-equal contiguous blocks of `n` elements:
-//! floor(n b / blocks), computed without overflow. Block b ends where block b + 1 begins.
-[[nodiscard]] inline std::size_t block_begin(std::size_t n, int b, int blocks) noexcept {
-  const auto ub = static_cast<std::size_t>(b);
-  const auto ublocks = static_cast<std::size_t>(blocks);
-  return n / ublocks * ub + n % ublocks * ub / ublocks;
-}
-
-//! @brief Point-to-point transfers (sends and receives) posted in the order they were added,
-//! with at most `window` requests in flight, so that the request count stays bounded whatever
-//! the rank count (MPICH aborts when too many requests are outstanding). The earliest
-//! unfinished transfer is always posted, which keeps two such queues whose orders agree (the
-//! sender's order of its receivers, the receiver's order of its senders) free of deadlock.
-//! Not collective; the buffers must stay valid until the transfers complete or abandon()
-//! returns.
-class transfer_queue {
-public:
-  explicit transfer_queue(std::size_t window) : window_(window) {}
-  transfer_queue(const transfer_queue&) = delete;
-  transfer_queue& operator=(const transfer_queue&) = delete;
-  ~transfer_queue() { abandon(); }
-
-  //! Empties the queue; nothing may be in flight (call abandon() first otherwise).
-  void clear() noexcept {
-    items_.clear();
-    requests_.clear();
-    posted_ = completed_ = in_flight_ = 0;
-  }
-
-  //! Adds a send (or receive) of `count` elements of `element_bytes` bytes each, as messages of
-  //! at most `chunk` elements, in order. Adds nothing when count is 0.
-  void add(bool send,
-           const void* data,
-           std::size_t count,
-           std::size_t element_bytes,
-           MPI_Datatype type,
-           std::size_t chunk,
-           int peer,
-           int tag) {
-    for (std::size_t offset = 0; offset < count; offset += chunk) {
-      items_.push_back({static_cast<const std::byte*>(data) + offset * element_bytes,
-                        static_cast<int>(std::min(chunk, count - offset)), type, peer, tag, send});
-      requests_.push_back(MPI_REQUEST_NULL);
-    }
-  }
-
-  //! Number of transfers added.
-  [[nodiscard]] std::size_t size() const noexcept { return items_.size(); }
-  //! Length of the completed prefix: transfers 0 .. completed() - 1 are done.
-  [[nodiscard]] std::size_t completed() const noexcept { return completed_; }
-
-  //! Posts and tests without blocking; true once every transfer is done.
-  //! @throws mpi_error if an MPI call fails.
-  bool progress(MPI_Comm comm) {
-    for (;;) {
-      while (in_flight_ < window_ && posted_ < items_.size()) {
-        post(comm, posted_++);
-        ++in_flight_;
-      }
-      bool any = false;
-      for (std::size_t i = completed_; i < posted_; ++i) {
-        if (requests_[i] == MPI_REQUEST_NULL) {
-          continue;
-        }
-        if (complete(requests_[i])) {
-          --in_flight_;
-          any = true;
-        }
-      }
-      while (completed_ < posted_ && requests_[completed_] == MPI_REQUEST_NULL) {
-        ++completed_;
-      }
-      if (completed_ == items_.size()) {
-        return true;
-      }
-      if (!any || posted_ == items_.size()) {
-        return false;
-      }
-    }
-  }
-
-  //! Completes whatever is in flight (the round is being dropped: an exception, or
-  //! destruction; detail::abandon), then empties the queue: the sends first, each waited for
-  //! (MPICH cannot cancel a send; a rendezvous-sized one waits until its receiver takes it),
-  //! then the receives, each cancelled and completed, so that MPI touches no buffer after this
-  //! returns. O(transfers posted) MPI calls; never throws.
-  void abandon() noexcept {
-    for (const bool sends : {true, false}) {
-      for (std::size_t i = 0; i < posted_; ++i) {
-        if (items_[i].send == sends) {
-          detail::abandon(requests_[i], request_kind::point_to_point);
-        }
-      }
-    }
-    clear();
-  }
-
-private:
-  struct transfer {
-    const std::byte* data;
-    int count;
-    MPI_Datatype type;
-    int peer;
-    int tag;
-    bool send;
-  };
-
-  void post(MPI_Comm comm, std::size_t i) {
-    const transfer& t = items_[i];
-    if (t.send) {
-      check(MPI_Isend(t.data, t.count, t.type, t.peer, t.tag, comm, &requests_[i]), "MPI_Isend");
-    } else {
-      // the buffer was handed in as writable by the owner of the receive
-      check(MPI_Irecv(const_cast<std::byte*>(t.data), t.count, t.type, t.peer, t.tag, comm,
-                      &requests_[i]),
-            "MPI_Irecv");
-    }
-  }
-
-  std::vector<transfer> items_;
-  std::vector<MPI_Request> requests_;
-  std::size_t posted_ = 0, completed_ = 0, in_flight_ = 0;
-  std::size_t window_;
-};
-
-} // namespace detail
-
 //! @brief Synchronous parameter-server round (S1, eq. 1's (1/W) sum_n C(g_n)): every worker
 //! pushes a compressed gradient, S servers each aggregate the contiguous shard of elements they
-//! own, and every rank pulls the averaged dense gradient.
+//! own, and every rank pulls the averaged gradient: the dense shard, or (pull_format::adaptive,
+//! the default) the union of the pushes with its averaged values when that is smaller, which is
+//! what sparse pushes save on the way back too (S1's setting is this parameter server).
 //!
 //! A round, per rank:
-//! 1. one MPI_Ialltoall of 56 bytes per rank pair: every rank's dense length, options and the
+//! 1. one MPI_Ialltoall of 64 bytes per rank pair: every rank's dense length, options and the
 //!    byte size of its push part for each destination; every rank checks that all agree (so a
 //!    mismatch makes every rank throw, before any payload moves); then one MPI_Iallreduce of 8
 //!    bytes carries every server's verdict on the push sizes stated to it (each must lie within
@@ -197,26 +87,33 @@ private:
 //!    the wire format (gradcomp::encode) and sends it to its server (MPI_Isend);
 //! 3. each server decodes (validating) its W parts and sums them into its shard in worker-rank
 //!    order, starting from zero, then divides by W; a co-located server's own part stays local;
-//! 4. each server sends an 8-byte status and its averaged shard (raw floats) to every other
-//!    rank, which receives it straight into its output.
+//! 4. each server sends a 16-byte status (its verdict on the pushes, and the pull's format and
+//!    size) and then its averaged shard to every other rank: raw floats, received straight into
+//!    the output, or the sparse union in the wire format, received once the status has come
+//!    and decoded (validating) into the output's shard, zeros outside the union.
 //! Every element is summed by exactly one server in a fixed order, so the averages are
-//! bit-identical on every rank, and equal to summing the workers' messages in worker-rank order
-//! with gradcomp::accumulate() into zeros and dividing by float(W) (deterministic, run to run).
+//! bit-identical on every rank, whatever the pull format, and equal to summing the workers'
+//! messages in worker-rank order with gradcomp::accumulate() into zeros and dividing by float(W)
+//! (deterministic, run to run).
 //!
 //! Roles: see server_placement. Dedicated servers pass a push that is ignored (any message,
 //! e.g. a default-constructed one) and an output of the same n floats as everyone: they receive
 //! the full average too (the other servers' shards), so every rank ends with the same vector.
 //!
-//! Bytes on the wire (payloads only: the alltoall's 56 bytes per peer and the 8-byte statuses
-//! are excluded), with n_s = the shard's length: a worker sends, to each server other than
-//! itself, its part (32 bytes + 4 n_s dense, or 32 + index bytes + 4 nnz_s sparse at fp32) and
-//! receives 4 n_s from each such server; a server receives the parts of the W workers other
-//! than itself and sends 4 n_s to each of the P - 1 other ranks. Messages: two latency rounds
+//! Bytes on the wire (payloads only: the alltoall's 64 bytes per peer and the 16-byte statuses
+//! are excluded), with n_s = the shard's length and u_s = the size of its pushes' index union:
+//! a worker sends, to each server other than itself, its part (32 bytes + 4 n_s dense, or 32 +
+//! index bytes + 4 nnz_s sparse at fp32) and receives the pull from each such server; a server
+//! receives the parts of the W workers other than itself and sends its pull to each of the
+//! P - 1 other ranks. A pull is min(4 n_s, 32 + index bytes of u_s + 4 u_s) bytes (adaptive;
+//! u_s <= min(n_s, sum of the parts' nnz_s)), or 4 n_s (dense). Messages: two latency rounds
 //! plus the alltoall and the 8-byte verdict allreduce; a server handles W pushes and P - 1 pulls
 //! (cost::parameter_server_seconds models its link). Work: O(nnz + S log nnz) per worker push,
-//! O(sum of the parts' nnz + n_s) per server. Memory: the encoded parts of the push and, on a
-//! server, the W received parts. At most 4 x 16 point-to-point requests are in flight per rank
-//! (each kind of transfer is posted through a window of 16).
+//! O(sum of the parts' nnz + n_s) per server, O(n_s + u_s) per pulled shard. Memory: the
+//! encoded parts of the push; on a server, the W received parts, an n_s-byte union mark and its
+//! encoded pull; on every rank, the encoded sparse pulls received. At most 6 x 16
+//! point-to-point requests are in flight per rank (each kind of transfer is posted through a
+//! window of 16).
 //!
 //! Collective: every rank of the communicator must call start() (or operator()) with an output
 //! of the same length n (and, on workers, a push of dense length n), with the same options, in
@@ -228,7 +125,10 @@ private:
 //! @throws mpi_error on an MPI failure, or, on every rank, when ranks pass different output
 //! lengths or options, or a worker's push is invalid (fails sparse_message::validate(), or its
 //! dense length differs from its output's); gradcomp::wire_error on every rank when a server
-//! rejects a stated push size or a received part (it does not decode, e.g. a push carries NaN).
+//! rejects a stated push size or a received part (it does not decode, e.g. a push carries NaN),
+//! and on a rank whose received sparse pull does not decode or states an impossible size (a
+//! fault on the wire: the other ranks complete the round; the rank throws only after its own
+//! part of the round has completed, so nobody is left waiting on it).
 class parameter_server : public detail::nonblocking_operation<parameter_server> {
   friend class detail::nonblocking_operation<parameter_server>;
 
@@ -240,7 +140,8 @@ public:
   //! (dedicated: no worker left), max_message_bytes < 4, tag_base outside [0, INT_MAX - 2], or
   //! indices is none.
   explicit parameter_server(const communicator& comm, options o = {})
-      : comm_(&comm), options_(o), push_sends_(window), push_receives_(window), pull_sends_(window),
+      : comm_(&comm), options_(o), push_sends_(window), push_receives_(window),
+        status_sends_(window), pull_sends_(window), status_receives_(window),
         pull_receives_(window) {
     const int p = comm.size();
     gradcomp::detail::require(o.servers >= 1, "parameter_server: servers ", o.servers,
@@ -268,7 +169,9 @@ public:
     parts_.resize(static_cast<std::size_t>(o.servers));
     received_parts_.resize(static_cast<std::size_t>(workers_));
     last_transfer_.resize(static_cast<std::size_t>(workers_));
-    statuses_.resize(static_cast<std::size_t>(o.servers));
+    statuses_.resize(static_cast<std::size_t>(o.servers) * status_fields);
+    status_items_.resize(static_cast<std::size_t>(o.servers));
+    pulled_.resize(static_cast<std::size_t>(o.servers));
   }
   parameter_server(const parameter_server&) = delete;
   parameter_server& operator=(const parameter_server&) = delete;
@@ -310,6 +213,7 @@ public:
       h[f_placement] = static_cast<std::int64_t>(options_.placement);
       h[f_tag] = options_.tag_base;
       h[f_max_bytes] = static_cast<std::int64_t>(options_.max_message_bytes);
+      h[f_pull] = static_cast<std::int64_t>(options_.pull);
       const int s = server_index(j);
       if (status == 0 && is_worker() && s >= 0 && j != comm_->rank()) {
         h[f_part_bytes] = static_cast<std::int64_t>(parts_[static_cast<std::size_t>(s)].size());
@@ -352,6 +256,7 @@ public:
         if (!progress_exchange()) {
           return false;
         }
+        finish_pulls();
         check_statuses();
         phase_ = phase::done;
         return true;
@@ -377,6 +282,14 @@ public:
   [[nodiscard]] std::size_t shard_begin(std::size_t n, int s) const noexcept {
     return detail::block_begin(n, s, options_.servers);
   }
+  //! Whether server s's pull in the last completed round was sparse (the union in the wire
+  //! format) rather than the dense shard. Always false for this rank's own shard (nothing is
+  //! sent to itself) unless it served the round with a sparse pull.
+  [[nodiscard]] bool pull_was_sparse(int s) const noexcept {
+    return s == my_server_
+               ? status_out_[status_pull_bytes] >= 0
+               : statuses_[static_cast<std::size_t>(s) * status_fields + status_pull_bytes] >= 0;
+  }
   //! Payload bytes this rank sent in the last round (push parts and pulled shards).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
   //! Payload bytes this rank received in the last round.
@@ -386,7 +299,10 @@ private:
   enum class phase { idle, headers, sizes, exchange, done };
   // Fields of the per-destination header of the alltoall (int64 each).
   static constexpr std::size_t f_length = 0, f_status = 1, f_servers = 2, f_placement = 3,
-                               f_tag = 4, f_max_bytes = 5, f_part_bytes = 6, fields = 7;
+                               f_tag = 4, f_max_bytes = 5, f_pull = 6, f_part_bytes = 7, fields = 8;
+  // Fields of a server's status to every rank (int64 each): the first worker rank whose push it
+  // rejected (-1: none), and the size of the sparse pull that follows, bytes (-1: dense).
+  static constexpr std::size_t status_rejected = 0, status_pull_bytes = 1, status_fields = 2;
   static constexpr std::size_t window = 16;
 
   // Server index of rank r, or -1.
@@ -405,23 +321,7 @@ private:
   void split_and_encode(const sparse_message& push) {
     const std::size_t n = push.dense_length_elements;
     for (int s = 0; s < options_.servers; ++s) {
-      const std::size_t lo = shard_begin(n, s);
-      const std::size_t hi = shard_begin(n, s + 1);
-      part_.clear(hi - lo);
-      part_.values_type = push.values_type;
-      if (push.dense) {
-        part_.dense = true;
-        part_.values.assign(push.values.begin() + static_cast<std::ptrdiff_t>(lo),
-                            push.values.begin() + static_cast<std::ptrdiff_t>(hi));
-      } else {
-        const auto below = [](std::uint32_t index, std::size_t bound) { return index < bound; };
-        const auto first = std::lower_bound(push.indices.begin(), push.indices.end(), lo, below);
-        const auto last = std::lower_bound(first, push.indices.end(), hi, below);
-        for (auto it = first; it != last; ++it) {
-          part_.indices.push_back(static_cast<std::uint32_t>(*it - lo));
-          part_.values.push_back(push.values[static_cast<std::size_t>(it - push.indices.begin())]);
-        }
-      }
+      detail::slice_message(push, shard_begin(n, s), shard_begin(n, s + 1), part_);
       encode(part_, options_.indices, parts_[static_cast<std::size_t>(s)]);
     }
   }
@@ -431,7 +331,8 @@ private:
         "servers ", h[f_servers],
         h[f_placement] == static_cast<std::int64_t>(server_placement::colocated) ? " co-located"
                                                                                  : " dedicated",
-        ", tag_base ", h[f_tag], ", max_message_bytes ", h[f_max_bytes]);
+        ", tag_base ", h[f_tag], ", max_message_bytes ", h[f_max_bytes], ", pull ",
+        h[f_pull] == static_cast<std::int64_t>(pull_format::dense) ? "dense" : "adaptive");
   }
 
   // Same checks, in the same order, on every rank's copy of every rank's header, so every rank
@@ -442,7 +343,8 @@ private:
     for (int j = 0; j < p; ++j) {
       const std::int64_t* h = &headers_in_[static_cast<std::size_t>(j) * fields];
       if (h[f_servers] != first[f_servers] || h[f_placement] != first[f_placement] ||
-          h[f_tag] != first[f_tag] || h[f_max_bytes] != first[f_max_bytes]) {
+          h[f_tag] != first[f_tag] || h[f_max_bytes] != first[f_max_bytes] ||
+          h[f_pull] != first[f_pull]) {
         throw mpi_error(gradcomp::detail::concat(
             "gradcomp mpi: parameter_server: ranks pass different options (rank 0: ",
             describe(first), "; rank ", j, ": ", describe(h), ")"));
@@ -521,7 +423,9 @@ private:
     const std::size_t n = average_.size();
     push_sends_.clear();
     push_receives_.clear();
+    status_sends_.clear();
     pull_sends_.clear();
+    status_receives_.clear();
     pull_receives_.clear();
     pulls_posted_ = false;
     if (is_worker()) {
@@ -537,11 +441,16 @@ private:
     next_worker_ = 0;
     rejected_worker_ = -1;
     rejection_.clear();
+    status_out_ = {-1, -1};
     if (is_server()) {
       const std::size_t lo = shard_begin(n, my_server_);
       const std::size_t hi = shard_begin(n, my_server_ + 1);
       std::fill(average_.begin() + static_cast<std::ptrdiff_t>(lo),
                 average_.begin() + static_cast<std::ptrdiff_t>(hi), 0.0f);
+      union_dense_ = options_.pull == pull_format::dense;
+      if (!union_dense_) {
+        in_union_.assign(hi - lo, 0);
+      }
       for (int w = 0; w < workers_; ++w) {
         const int source = worker_rank(w);
         std::vector<std::byte>& part = received_parts_[static_cast<std::size_t>(w)];
@@ -556,22 +465,24 @@ private:
         last_transfer_[static_cast<std::size_t>(w)] = push_receives_.size();
       }
     }
+    // The statuses first, in server order; each server's pull is posted once its status says
+    // its format and size (progress_pulls), also in server order, so that the receivers' order
+    // of servers and the servers' order of receivers agree (see transfer_queue).
     for (int s = 0; s < options_.servers; ++s) {
-      const int source = server_rank(s);
-      if (source == me) {
-        continue;
+      pulled_[static_cast<std::size_t>(s)].clear();
+      if (server_rank(s) != me) {
+        status_receives_.add(false, &statuses_[static_cast<std::size_t>(s) * status_fields],
+                             status_fields, sizeof(std::int64_t), MPI_INT64_T, status_fields,
+                             server_rank(s), tag + 1);
       }
-      const std::size_t lo = shard_begin(n, s);
-      const std::size_t length = shard_begin(n, s + 1) - lo;
-      pull_receives_.add(false, &statuses_[static_cast<std::size_t>(s)], 1, sizeof(std::int64_t),
-                         MPI_INT64_T, 1, source, tag + 1);
-      pull_receives_.add(false, average_.data() + lo, length, sizeof(float), MPI_FLOAT,
-                         float_chunk(), source, tag + 2);
-      bytes_received_ += length * sizeof(float);
+      status_items_[static_cast<std::size_t>(s)] = status_receives_.size();
     }
+    next_pull_ = 0;
+    pull_problem_.clear();
   }
 
-  // Decodes and sums the received parts in worker order, as far as they have arrived.
+  // Decodes and sums the received parts in worker order, as far as they have arrived, and
+  // marks the union of their indices (pull_format::adaptive).
   void accumulate_ready() {
     const std::size_t n = average_.size();
     const std::size_t lo = shard_begin(n, my_server_);
@@ -590,6 +501,12 @@ private:
           decode(bytes, received_);
           detail::check_length(received_, shard.size(), source);
           accumulate(received_, shard);
+          union_dense_ = union_dense_ || received_.dense;
+          if (!union_dense_) {
+            for (const std::uint32_t i : received_.indices) {
+              in_union_[i] = 1;
+            }
+          }
         } catch (const wire_error& e) {
           rejected_worker_ = source;
           rejection_ = e.what();
@@ -599,30 +516,130 @@ private:
     }
   }
 
+  // Encodes the shard's union (indices and averaged values) into pull_bytes_ when that is
+  // smaller than the dense shard; returns its size, or -1 for a dense pull.
+  [[nodiscard]] std::int64_t encode_sparse_pull(std::span<const float> shard) {
+    if (union_dense_) {
+      return -1;
+    }
+    pull_message_.clear(shard.size());
+    for (std::size_t i = 0; i < shard.size(); ++i) {
+      if (in_union_[i] != 0) {
+        pull_message_.indices.push_back(static_cast<std::uint32_t>(i));
+        pull_message_.values.push_back(shard[i]);
+      }
+    }
+    if (encoded_size_bytes(pull_message_, options_.indices) >= shard.size() * sizeof(float)) {
+      return -1;
+    }
+    encode(pull_message_, options_.indices, pull_bytes_);
+    return static_cast<std::int64_t>(pull_bytes_.size());
+  }
+
   void post_pulls() {
     const int p = comm_->size();
     const int me = comm_->rank();
     const std::size_t n = average_.size();
     const std::size_t lo = shard_begin(n, my_server_);
-    const std::size_t length = shard_begin(n, my_server_ + 1) - lo;
+    const std::span<float> shard = average_.subspan(lo, shard_begin(n, my_server_ + 1) - lo);
     if (rejected_worker_ < 0) {
       const auto w = static_cast<float>(workers_);
-      for (float& v : average_.subspan(lo, length)) {
+      for (float& v : shard) {
         v /= w;
       }
+      status_out_[status_pull_bytes] = encode_sparse_pull(shard);
     }
-    status_out_ = rejected_worker_;
+    status_out_[status_rejected] = rejected_worker_;
+    const bool sparse = status_out_[status_pull_bytes] >= 0;
     for (int r = 0; r < p; ++r) {
       if (r == me) {
         continue;
       }
-      pull_sends_.add(true, &status_out_, 1, sizeof(std::int64_t), MPI_INT64_T, 1, r,
-                      options_.tag_base + 1);
-      pull_sends_.add(true, average_.data() + lo, length, sizeof(float), MPI_FLOAT, float_chunk(),
-                      r, options_.tag_base + 2);
-      bytes_sent_ += length * sizeof(float);
+      status_sends_.add(true, status_out_.data(), status_fields, sizeof(std::int64_t), MPI_INT64_T,
+                        status_fields, r, options_.tag_base + 1);
+      if (sparse) {
+        pull_sends_.add(true, pull_bytes_.data(), pull_bytes_.size(), 1, MPI_BYTE, byte_chunk(), r,
+                        options_.tag_base + 2);
+        bytes_sent_ += pull_bytes_.size();
+      } else {
+        pull_sends_.add(true, shard.data(), shard.size(), sizeof(float), MPI_FLOAT, float_chunk(),
+                        r, options_.tag_base + 2);
+        bytes_sent_ += shard.size_bytes();
+      }
     }
     pulls_posted_ = true;
+  }
+
+  // Posts the pull receives whose status has come, in server order: a dense shard straight
+  // into the output, a sparse one into a buffer that finish_pulls() decodes.
+  void post_ready_pulls() {
+    const std::size_t n = average_.size();
+    while (next_pull_ < options_.servers) {
+      const auto s = static_cast<std::size_t>(next_pull_);
+      if (server_rank(next_pull_) == comm_->rank()) {
+        ++next_pull_;
+        continue;
+      }
+      if (status_receives_.completed() < status_items_[s]) {
+        return;
+      }
+      const std::size_t lo = shard_begin(n, next_pull_);
+      const std::size_t length = shard_begin(n, next_pull_ + 1) - lo;
+      const std::int64_t stated = statuses_[s * status_fields + status_pull_bytes];
+      const int tag = options_.tag_base + 2;
+      if (stated < 0) {
+        pull_receives_.add(false, average_.data() + lo, length, sizeof(float), MPI_FLOAT,
+                           float_chunk(), server_rank(next_pull_), tag);
+        bytes_received_ += length * sizeof(float);
+      } else {
+        // A sparse pull is sent only when smaller than the dense shard. A size outside that
+        // range is a fault: the receive is clamped (a longer message then fails as truncated,
+        // an mpi_error) and finish_pulls() reports it.
+        const std::size_t dense_bytes = length * sizeof(float);
+        const auto bytes = std::min(static_cast<std::size_t>(stated), dense_bytes);
+        if (static_cast<std::size_t>(stated) < wire_header_bytes ||
+            static_cast<std::size_t>(stated) >= dense_bytes) {
+          note_pull_problem(gradcomp::detail::concat(
+              "server rank ", server_rank(next_pull_), " states a sparse pull of ", stated,
+              " bytes for a shard of ", length, " elements, outside [", wire_header_bytes, ", ",
+              dense_bytes, ")"));
+        }
+        std::vector<std::byte>& buffer = pulled_[s];
+        buffer.resize(std::max<std::size_t>(bytes, 1)); // non-empty: marks a sparse pull
+        pull_receives_.add(false, buffer.data(), bytes, 1, MPI_BYTE, byte_chunk(),
+                           server_rank(next_pull_), tag);
+        bytes_received_ += bytes;
+      }
+      ++next_pull_;
+    }
+  }
+
+  void note_pull_problem(std::string what) {
+    if (pull_problem_.empty()) {
+      pull_problem_ = std::move(what);
+    }
+  }
+
+  // Decodes every sparse pull into the output's shard (zeros outside the union). Called once
+  // the whole exchange has completed on this rank.
+  void finish_pulls() {
+    const std::size_t n = average_.size();
+    for (int s = 0; s < options_.servers && pull_problem_.empty(); ++s) {
+      const std::vector<std::byte>& bytes = pulled_[static_cast<std::size_t>(s)];
+      if (bytes.empty()) {
+        continue;
+      }
+      const std::size_t lo = shard_begin(n, s);
+      const std::span<float> shard = average_.subspan(lo, shard_begin(n, s + 1) - lo);
+      try {
+        decode(bytes, received_);
+        detail::check_length(received_, shard.size(), server_rank(s));
+        decompress(received_, shard);
+      } catch (const wire_error& e) {
+        note_pull_problem(gradcomp::detail::concat("the pull of server rank ", server_rank(s),
+                                                   " does not decode: ", e.what()));
+      }
+    }
   }
 
   // One pass over every queue; true when this rank's part of the round is complete.
@@ -636,22 +653,35 @@ private:
         post_pulls();
       }
     }
-    const bool served = !is_server() || (pulls_posted_ && pull_sends_.progress(comm));
-    const bool pulled = pull_receives_.progress(comm);
-    return pushed && served && pulled;
+    bool served = !is_server() || pulls_posted_;
+    if (is_server() && pulls_posted_) {
+      const bool statuses_sent = status_sends_.progress(comm);
+      served = pull_sends_.progress(comm) && statuses_sent;
+    }
+    const bool statuses = status_receives_.progress(comm);
+    post_ready_pulls();
+    const bool pulled = pull_receives_.progress(comm) && next_pull_ == options_.servers;
+    return pushed && served && statuses && pulled;
   }
 
-  // Every rank received every server's status: the same verdict everywhere.
+  // Every rank received every server's status: the same verdict everywhere. Then this rank's
+  // own pulls.
   void check_statuses() const {
     for (int s = 0; s < options_.servers; ++s) {
       const bool mine = s == my_server_;
-      const std::int64_t status = mine ? status_out_ : statuses_[static_cast<std::size_t>(s)];
+      const std::int64_t status =
+          mine ? status_out_[status_rejected]
+               : statuses_[static_cast<std::size_t>(s) * status_fields + status_rejected];
       if (status >= 0) {
         throw wire_error(gradcomp::detail::concat(
             "gradcomp wire: parameter_server: server rank ", server_rank(s),
             " rejected the push of worker rank ", status,
             mine ? ": " + rejection_ : std::string(" (the server's exception says why)")));
       }
+    }
+    if (!pull_problem_.empty()) {
+      throw wire_error(gradcomp::detail::concat("gradcomp wire: parameter_server: rank ",
+                                                comm_->rank(), ": ", pull_problem_));
     }
   }
 
@@ -670,7 +700,9 @@ private:
     detail::abandon(request_, detail::request_kind::collective);
     push_sends_.abandon();
     push_receives_.abandon();
+    status_sends_.abandon();
     pull_sends_.abandon();
+    status_receives_.abandon();
     pull_receives_.abandon();
   }
 
@@ -681,18 +713,23 @@ private:
   phase phase_ = phase::idle;
   std::span<float> average_;
   std::string problem_, rejection_;
-  sparse_message part_, received_;
+  sparse_message part_, received_, pull_message_;
   std::vector<std::vector<std::byte>> parts_, received_parts_;
-  std::vector<std::size_t> last_transfer_;
+  std::vector<std::vector<std::byte>> pulled_; // per server: its sparse pull (empty: dense)
+  std::vector<std::byte> pull_bytes_;          // this server's encoded sparse pull
+  std::vector<std::uint8_t> in_union_;         // this server's shard: 1 where a push has a value
+  bool union_dense_ = true;                    // a dense pull: option dense, or a dense part
+  std::vector<std::size_t> last_transfer_, status_items_;
   std::vector<std::int64_t> headers_out_, headers_in_, statuses_;
   std::int64_t size_verdict_ = 0;
-  std::string size_problem_;
-  std::int64_t status_out_ = -1;
-  int next_worker_ = 0;
+  std::string size_problem_, pull_problem_;
+  std::array<std::int64_t, status_fields> status_out_{-1, -1};
+  int next_worker_ = 0, next_pull_ = 0;
   std::int64_t rejected_worker_ = -1;
   bool pulls_posted_ = false;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  detail::transfer_queue push_sends_, push_receives_, pull_sends_, pull_receives_;
+  detail::transfer_queue push_sends_, push_receives_, status_sends_, pull_sends_, status_receives_,
+      pull_receives_;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
 };
 

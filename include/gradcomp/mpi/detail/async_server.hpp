@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief The server side of gradcomp::mpi::async_parameter_server (its receive loop, pull
-//! answers, bounded staleness and failure draining), its message protocol, and the shard slice
-//! of a sparse message.
+//! answers, bounded staleness and failure draining) and its message protocol.
 #pragma once
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/shards.hpp>
+#include <gradcomp/mpi/detail/transfer_queue.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -54,29 +55,6 @@ enum class async_status : std::int64_t {
   rule_failed = 2,   //!< the update rule threw at a push of the culprit worker
   rejected_push = 3, //!< a push (or control message) of the culprit did not decode / validate
 };
-
-//! The elements [lo, hi) of `m` as a message of dense length hi - lo (indices rebased), of
-//! the same layout and value type, into `out` (capacity reused). O(log nnz + values copied).
-inline void
-slice_message(const sparse_message& m, std::size_t lo, std::size_t hi, sparse_message& out) {
-  out.clear(hi - lo);
-  out.values_type = m.values_type;
-  out.dense = m.dense;
-  if (m.dense) {
-    out.values.assign(m.values.begin() + static_cast<std::ptrdiff_t>(lo),
-                      m.values.begin() + static_cast<std::ptrdiff_t>(hi));
-    return;
-  }
-  const auto begin = std::partition_point(m.indices.begin(), m.indices.end(),
-                                          [lo](std::uint32_t i) { return i < lo; });
-  const auto end =
-      std::partition_point(begin, m.indices.end(), [hi](std::uint32_t i) { return i < hi; });
-  const auto offset = begin - m.indices.begin();
-  out.values.assign(m.values.begin() + offset, m.values.begin() + (end - m.indices.begin()));
-  out.indices.resize(static_cast<std::size_t>(end - begin));
-  std::transform(begin, end, out.indices.begin(),
-                 [lo](std::uint32_t i) { return static_cast<std::uint32_t>(i - lo); });
-}
 
 //! @brief The server loop of async_parameter_server on one dedicated server rank: receives
 //! pushes and control messages from any worker in arrival order (MPI_Improbe / MPI_Imrecv,

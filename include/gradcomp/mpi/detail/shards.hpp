@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief Contiguous shards of a gradient: where shard b of B begins (block_begin) and the
+//! part of a sparse message that one shard holds (slice_message), shared by the synchronous and
+//! the asynchronous parameter server.
+#pragma once
+
+#include <gradcomp/sparse/sparse_message.hpp>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+
+namespace gradcomp::mpi::detail {
+
+//! First element of block `b` of `blocks` near-equal contiguous blocks of `n` elements:
+//! floor(n b / blocks), computed without overflow. Block b ends where block b + 1 begins.
+[[nodiscard]] inline std::size_t block_begin(std::size_t n, int b, int blocks) noexcept {
+  const auto ub = static_cast<std::size_t>(b);
+  const auto ublocks = static_cast<std::size_t>(blocks);
+  return n / ublocks * ub + n % ublocks * ub / ublocks;
+}
+
+//! The elements [lo, hi) of `m` as a message of dense length hi - lo (indices rebased), of
+//! the same layout and value type, into `out` (capacity reused). Preconditions: m is valid
+//! (sparse_message::validate()), lo <= hi <= m.dense_length_elements. O(log nnz + values
+//! copied); allocates only when `out`'s capacity is too small.
+inline void
+slice_message(const sparse_message& m, std::size_t lo, std::size_t hi, sparse_message& out) {
+  out.clear(hi - lo);
+  out.values_type = m.values_type;
+  out.dense = m.dense;
+  if (m.dense) {
+    out.values.assign(m.values.begin() + static_cast<std::ptrdiff_t>(lo),
+                      m.values.begin() + static_cast<std::ptrdiff_t>(hi));
+    return;
+  }
+  const auto begin = std::partition_point(m.indices.begin(), m.indices.end(),
+                                          [lo](std::uint32_t i) { return i < lo; });
+  const auto end =
+      std::partition_point(begin, m.indices.end(), [hi](std::uint32_t i) { return i < hi; });
+  const auto offset = begin - m.indices.begin();
+  out.values.assign(m.values.begin() + offset, m.values.begin() + (end - m.indices.begin()));
+  out.indices.resize(static_cast<std::size_t>(end - begin));
+  std::transform(begin, end, out.indices.begin(),
+                 [lo](std::uint32_t i) { return static_cast<std::uint32_t>(i - lo); });
+}
+
+} // namespace gradcomp::mpi::detail
