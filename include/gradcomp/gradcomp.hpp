@@ -14,6 +14,7 @@
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/sparse/concatenate.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 #include <gradcomp/sparse/wire.hpp>

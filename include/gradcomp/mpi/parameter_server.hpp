@@ -169,7 +169,7 @@ public:
     parts_.resize(static_cast<std::size_t>(o.servers));
     received_parts_.resize(static_cast<std::size_t>(workers_));
     last_transfer_.resize(static_cast<std::size_t>(workers_));
-    statuses_.resize(static_cast<std::size_t>(o.servers) * status_fields);
+    statuses_.assign(static_cast<std::size_t>(o.servers) * status_fields, -1);
     status_items_.resize(static_cast<std::size_t>(o.servers));
     pulled_.resize(static_cast<std::size_t>(o.servers));
   }
@@ -282,9 +282,8 @@ public:
   [[nodiscard]] std::size_t shard_begin(std::size_t n, int s) const noexcept {
     return detail::block_begin(n, s, options_.servers);
   }
-  //! Whether server s's pull in the last completed round was sparse (the union in the wire
-  //! format) rather than the dense shard. Always false for this rank's own shard (nothing is
-  //! sent to itself) unless it served the round with a sparse pull.
+  //! Whether server s (0 <= s < S) sent its shard of the last round as the sparse union (false
+  //! for a dense pull and before any round; on server s itself, what it sent to the others).
   [[nodiscard]] bool pull_was_sparse(int s) const noexcept {
     return s == my_server_
                ? status_out_[status_pull_bytes] >= 0

@@ -11,10 +11,10 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/pipeline/detail/group_message.hpp>
 #include <gradcomp/pipeline/grouping_policy.hpp>
 #include <gradcomp/pipeline/transport.hpp>
 #include <gradcomp/schedule/grouping.hpp>
+#include <gradcomp/sparse/concatenate.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
@@ -359,11 +359,11 @@ public:
       for (std::size_t p = 0; p < parts_; ++p) {
         if (scope_ == compression_scope::per_layer) {
           sparse_message& message = state.messages[p];
-          pipeline_detail::begin_group(message, state.numel);
+          begin_concatenation(message, state.numel);
           for (std::size_t i = 0; i < state.layers.size(); ++i) {
             const std::size_t l = state.layers[i];
-            pipeline_detail::append_layer(message, layer_messages_[p * numel_.size() + l],
-                                          offset_of_[l], i == 0);
+            append_concatenated(message, layer_messages_[p * numel_.size() + l], offset_of_[l],
+                                i == 0);
           }
         } else {
           compress_group(p, g_index);
