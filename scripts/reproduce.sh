@@ -14,10 +14,11 @@
 #   s3     S3 (CSSGD) against its baselines on S3's MLP and on the CNN: synchronous SGD with
 #          every worker's gradient unicast to every other (S3's "SSGD unicast": the coded exchange
 #          at redundancy 1), gradcomp's dense ring (the best synchronous baseline) and the coded
-#          exchange at r = 2 and 3 (dense gradients, exact fixed point); time and bytes to the
-#          highest accuracy every run reaches (scripts/compare-runs.py --target-common). (S3's
-#          third baseline, asynchronous SGD with a parameter server, is not in gradcomp-train
-#          yet.)
+#          exchange at r = 2 and 3 (dense gradients, exact fixed point), and S3's third
+#          baseline, asynchronous SGD with a parameter server (gradcomp-train --sync async: the
+#          same 4 workers plus one dedicated server rank on a fifth emulated host); time and
+#          bytes to the highest accuracy every run reaches (scripts/compare-runs.py
+#          --target-common)
 #   all    every experiment above
 #
 #   scripts/reproduce.sh [peers|s1|s3|all] [--quick] [--local] [--out DIR]
@@ -109,6 +110,9 @@ s3() {
       [[ $r == 1 ]] && label="SSGD unicast = coded r = 1 ($model)"
       run_gradcomp "coded-r$r" "$label" --transport coded --redundancy "$r" --merge optimal
     done
+    # ASGD: 4 workers (the same shards and batches per worker) and 1 dedicated server rank
+    runs_ranks=5 run_gradcomp asgd "ASGD, 4 workers + 1 server ($model)" --sync async \
+      --transport ps --servers 1
     python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
       --target-common \
       --title "### S3 on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \

@@ -27,12 +27,10 @@
 
 #include <algorithm>
 #include <atomic>
-#include <bit>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <numeric>
@@ -47,162 +45,34 @@
 #include "../common/fashion_mnist.hpp"
 #include "../common/sample_order.hpp"
 #include "../common/tool_support.hpp"
+#include "async_training.hpp"
 #include "exchange.hpp"
+#include "report.hpp"
+#include "training_support.hpp"
 
 namespace {
 
 namespace gx = gradcomp_examples;
 namespace gt = gradcomp_train;
-using clock_type = std::chrono::steady_clock;
 using gradcomp::schedule::strategy;
-
-constexpr int exit_bad_input = 2;
-constexpr int exit_replicas_differ = 3;
-constexpr int exit_accuracy_low = 4;
-
-double seconds_since(clock_type::time_point t0) {
-  return std::chrono::duration<double>(clock_type::now() - t0).count();
-}
-
 using gradcomp_tools::format;
-
-// ---- options -------------------------------------------------------------------------------
-
-struct options {
-  gt::method_settings method;
-  gt::transport_settings transport;
-  std::string merge = "size_threshold";
-  std::string model = "cnn";
-  int epochs = 2;
-  int batch_size = 32;
-  std::int64_t train_limit = 0;
-  double lr = 0.04;
-  double momentum = 0.9;
-  std::uint64_t seed = 1;
-  std::string data = gx::debian_fashion_mnist_dir;
-  std::string report;
-  std::string label;
-  int threads = 1;
-  int evals_per_epoch = 4;
-  int profile_iterations = 5;
-  double bucket_mib = 25.0;
-  double require_accuracy = 0.0;
-  bool momentum_correction = true;
-};
-
-// ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------
-
-template <class T>
-MPI_Datatype mpi_type();
-template <>
-MPI_Datatype mpi_type<double>() {
-  return MPI_DOUBLE;
-}
-template <>
-MPI_Datatype mpi_type<std::uint64_t>() {
-  return MPI_UINT64_T;
-}
-
-template <class T>
-void allreduce(const gradcomp::mpi::communicator& comm, std::span<T> values, MPI_Op op) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(),
-                                              static_cast<int>(values.size()), mpi_type<T>(), op,
-                                              comm.native(), &r),
-                               "MPI_Iallreduce");
-  gradcomp::mpi::wait(r);
-}
-
-template <class T>
-std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
-  std::vector<T> all(static_cast<std::size_t>(comm.size()));
-  MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(
-      MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1, mpi_type<T>(), comm.native(), &r),
-      "MPI_Iallgather");
-  gradcomp::mpi::wait(r);
-  return all;
-}
-
-void barrier(const gradcomp::mpi::communicator& comm) {
-  MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(MPI_Ibarrier(comm.native(), &r), "MPI_Ibarrier");
-  gradcomp::mpi::wait(r);
-}
-
-// ---- the model ---------------------------------------------------------------------------------
-
-struct network {
-  torch::nn::AnyModule module;
-  std::shared_ptr<torch::nn::Module> base;
-};
-
-network make_network(const std::string& name) {
-  if (name == "vgg") {
-    gx::vgg m;
-    return {torch::nn::AnyModule(m), m.ptr()};
-  }
-  if (name == "mlp") {
-    gx::mlp m;
-    return {torch::nn::AnyModule(m), m.ptr()};
-  }
-  gx::cnn m;
-  return {torch::nn::AnyModule(m), m.ptr()};
-}
-
-// FNV-1a over the bit patterns of every parameter, in order.
-std::uint64_t parameter_hash(const std::vector<torch::Tensor>& params) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const torch::Tensor& p : params) {
-    const torch::Tensor c = p.detach().contiguous();
-    const float* v = c.data_ptr<float>();
-    for (std::int64_t i = 0; i < c.numel(); ++i) {
-      h = (h ^ std::bit_cast<std::uint32_t>(v[i])) * 1099511628211ull;
-    }
-  }
-  return h;
-}
-
-// Rank 0's parameters to every rank (PyTorch DDP does the same at construction).
-void broadcast_parameters(const gradcomp::mpi::communicator& comm,
-                          const std::vector<torch::Tensor>& params) {
-  torch::NoGradGuard no_grad;
-  for (const torch::Tensor& p : params) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    gradcomp::mpi::detail::check(MPI_Ibcast(p.data_ptr<float>(), static_cast<int>(p.numel()),
-                                            MPI_FLOAT, 0, comm.native(), &r),
-                                 "MPI_Ibcast");
-    gradcomp::mpi::wait(r);
-  }
-}
-
-// Which BLAS library this process mapped (Debian's LibTorch calls libblas.so.3 through the
-// alternatives system: OpenBLAS if installed, else the slow reference BLAS).
-std::string blas_in_use() {
-  std::ifstream maps("/proc/self/maps");
-  std::string line;
-  std::string found;
-  while (std::getline(maps, line)) {
-    const auto slash = line.find('/');
-    if (slash == std::string::npos) {
-      continue;
-    }
-    const std::string path = line.substr(slash);
-    if (path.find("blas") != std::string::npos && path.find(".so") != std::string::npos) {
-      std::error_code ec;
-      const std::string real = std::filesystem::canonical(path, ec).string();
-      found = ec ? path : real;
-      if (found.find("openblas") != std::string::npos) {
-        break;
-      }
-    }
-  }
-  if (found.empty()) {
-    return "unknown (no BLAS library mapped)";
-  }
-  return found +
-         (found.find("openblas") != std::string::npos ? " (OpenBLAS)" : " (reference BLAS: slow)");
-}
+using gt::allgather;
+using gt::allreduce;
+using gt::barrier;
+using gt::blas_in_use;
+using gt::broadcast_parameters;
+using gt::clock_type;
+using gt::eval_point;
+using gt::evaluate;
+using gt::evaluation;
+using gt::exit_accuracy_low;
+using gt::exit_bad_input;
+using gt::exit_replicas_differ;
+using gt::make_network;
+using gt::network;
+using gt::parameter_hash;
+using gt::seconds_since;
+using options = gt::train_options;
 
 // ---- data sharding ------------------------------------------------------------------------------
 
@@ -226,38 +96,6 @@ std::vector<std::int64_t> global_batch(const std::vector<std::int64_t>& order,
     samples.push_back(order[static_cast<std::size_t>(p % n)]);
   }
   return samples;
-}
-
-// ---- evaluation ------------------------------------------------------------------------------
-
-struct evaluation {
-  double accuracy = 0;
-  double loss = 0;
-};
-
-// Test accuracy and mean loss over the whole test set, each rank evaluating 1/P of it.
-// Collective.
-evaluation
-evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::dataset& test) {
-  torch::NoGradGuard no_grad;
-  net.base->eval();
-  const std::int64_t n = test.size();
-  const std::int64_t begin = n * comm.rank() / comm.size();
-  const std::int64_t end = n * (comm.rank() + 1) / comm.size();
-  double sums[3] = {0, 0, static_cast<double>(end - begin)}; // correct, loss sum, count
-  for (std::int64_t b = begin; b < end; b += 1000) {
-    const std::int64_t len = std::min<std::int64_t>(1000, end - b);
-    const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
-    const torch::Tensor labels = test.labels.narrow(0, b, len);
-    sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
-    sums[1] +=
-        torch::nn::functional::cross_entropy(
-            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-            .item<double>();
-  }
-  net.base->train();
-  allreduce(comm, std::span<double>(sums), MPI_SUM);
-  return {sums[0] / sums[2], sums[1] / sums[2]};
 }
 
 // ---- planning -------------------------------------------------------------------------------
@@ -308,15 +146,6 @@ struct sums {
   double bytes_sent = 0, bytes_received = 0, selected = 0, numel = 0;
   std::size_t fallbacks = 0, compress_calls = 0;
   std::int64_t iterations = 0;
-};
-
-struct eval_point {
-  int epoch = 0;
-  std::int64_t iteration = 0;
-  double epochs_done = 0;
-  double train_seconds = 0;
-  double train_loss = 0; // mean over the iterations since the previous point, all ranks
-  evaluation test;
 };
 
 bool stderr_is_terminal() {
@@ -796,7 +625,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const bool identical =
       std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
   const auto n_it = static_cast<double>(std::max<std::int64_t>(1, s.iterations));
-  constexpr int n_values = 10;
+  constexpr std::size_t n_values = gt::per_iteration_count;
   double per_rank_values[n_values] = {
       s.iteration / n_it,   s.forward / n_it,       s.backward / n_it,    s.compress / n_it,
       s.finish_wait / n_it, s.apply / n_it,         s.communicate / n_it, s.step / n_it,
@@ -825,33 +654,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   }
 
   // --- report (rank 0)
-  const char* names[n_values] = {"iteration",
-                                 "forward",
-                                 "backward",
-                                 "compression",
-                                 "exchange_wait",
-                                 "gradient_apply",
-                                 "communication_thread_busy",
-                                 "optimizer_step",
-                                 "bytes_sent",
-                                 "bytes_received"};
-  nlohmann::json per_iteration = nlohmann::json::object();
-  for (int i = 0; i < n_values; ++i) {
-    const bool bytes = i >= 8;
-    const double scale = bytes ? 1.0 : 1000.0;
-    per_iteration[std::string(names[i]) + (bytes ? "" : "_ms")] = {
-        {"mean_over_ranks", mean_values[i] * scale}, {"max_over_ranks", max_values[i] * scale}};
-  }
-  nlohmann::json curve = nlohmann::json::array();
-  for (const eval_point& p : points) {
-    curve.push_back({{"epoch", p.epoch},
-                     {"epochs_done", p.epochs_done},
-                     {"iteration", p.iteration},
-                     {"train_seconds", p.train_seconds},
-                     {"train_loss", p.train_loss},
-                     {"test_accuracy", p.test.accuracy},
-                     {"test_loss", p.test.loss}});
-  }
+  const nlohmann::json per_iteration = gt::per_iteration_json(mean_values, max_values);
+  const nlohmann::json curve = gt::curve_json(points);
   nlohmann::json hash_list = nlohmann::json::array();
   for (const std::uint64_t h : hashes) {
     hash_list.push_back(format("%016llx", static_cast<unsigned long long>(h)));
@@ -875,6 +679,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                              {"interval", o.method.interval},
                              {"dense_below_elements", o.method.dense_below},
                              {"transport", o.transport.name},
+                             {"sync", "sync"},
                              {"ps_pull", o.transport.name != "ps"    ? "n/a"
                                          : o.transport.ps_dense_pull ? "dense"
                                                                      : "adaptive"},
@@ -919,16 +724,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     config["global_batch"] = static_cast<std::int64_t>(o.batch_size) * ranks;
   }
 
-  std::string table;
-  table += "| epoch | test accuracy | test loss | train loss | training seconds |\n"
-           "|---|---|---|---|---|\n";
-  for (const eval_point& p : points) {
-    if (p.epoch == 0 || p.epochs_done == static_cast<double>(p.epoch)) {
-      table += format("| %d | %.2f %% | %.4f | %s | %.1f |\n", p.epoch, 100.0 * p.test.accuracy,
-                      p.test.loss, p.epoch == 0 ? "-" : format("%.4f", p.train_loss).c_str(),
-                      p.train_seconds);
-    }
-  }
+  std::string table = gt::epoch_table(points);
   table += "\n| per iteration (mean over ranks) | value |\n|---|---|\n";
   table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
   const std::string over_parts =
@@ -962,16 +758,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   table += format("| replicas identical | %s (%s) |\n", identical ? "yes" : "NO",
                   hash_list.dump().c_str());
   table += format("| BLAS | %s |\n", blas.c_str());
-  report["markdown"] = table;
-  std::printf("## gradcomp-train: %s, %d ranks\n\n%s", label.c_str(), ranks, table.c_str());
-  std::fflush(stdout);
-  if (!o.report.empty()) {
-    std::ofstream out(o.report);
-    out << report.dump(2) << '\n';
-    if (!out) {
-      std::fprintf(stderr, "gradcomp-train: cannot write %s\n", o.report.c_str());
-      return 1;
-    }
+  if (gt::emit_report(report, table, label, ranks, o.report) != 0) {
+    return 1;
   }
   if (status == exit_replicas_differ) {
     std::fprintf(stderr, "gradcomp-train: error: the replicas differ across ranks: %s\n",
@@ -1093,7 +881,9 @@ int main(int argc, char** argv) {
                  "forward/backward passes timed before planning the merge")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  app.add_option("--servers", o.transport.servers, "ps: server ranks (0 = every rank)")
+  app.add_option("--servers", o.transport.servers,
+                 "ps: co-located server ranks (0 = every rank); --sync async: dedicated server "
+                 "ranks (0 = 1)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--ps-dense-pull", o.transport.ps_dense_pull,
@@ -1120,6 +910,17 @@ int main(int argc, char** argv) {
                  "(each rank decodes one block of coordinates, then a ring allgather)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::coded_variant_names));
+  app.add_option("--sync", o.sync,
+                 "sync (every transport) or async: asynchronous SGD through a parameter server of "
+                 "--servers dedicated ranks (the last ones; 0 means 1), the others train without "
+                 "a barrier (--transport ps only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--staleness-bound", o.staleness_bound,
+                 "--sync async: SSP bound k (a worker at most k pushes ahead of the slowest; 0: "
+                 "pure ASGD)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()
@@ -1128,6 +929,11 @@ int main(int argc, char** argv) {
   const bool root = rank_from_environment() == 0;
   try {
     app.parse(argc, argv);
+    if (o.sync == "async" && o.transport.name != "ps") {
+      throw CLI::ValidationError(
+          "--sync", "async runs through the parameter server: pass --transport ps (not '" +
+                        o.transport.name + "')");
+    }
     if (!(o.method.density > 0.0)) {
       throw CLI::ValidationError("--density",
                                  format("density %g is outside (0, 1]", o.method.density));
@@ -1156,7 +962,7 @@ int main(int argc, char** argv) {
       throw std::runtime_error("MPI provides no MPI_THREAD_SERIALIZED");
     }
     const gradcomp::mpi::communicator comm(MPI_COMM_WORLD);
-    status = train(o, comm);
+    status = o.sync == "async" ? gt::train_async(o, comm) : train(o, comm);
     barrier(comm);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gradcomp-train: error: %s\n", e.what());

@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The parts of gradcomp-train's report that its synchronous and asynchronous training
+//! share: the accuracy curve, the per-iteration means and maxima over ranks, the epoch table,
+//! and writing it out (JSON for scripts/compare-runs.py, Markdown on stdout).
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../common/tool_support.hpp"
+#include "training_support.hpp"
+
+namespace gradcomp_train {
+
+//! One test-set evaluation on the accuracy-vs-time curve.
+struct eval_point {
+  int epoch = 0;              //!< the epoch it falls in (0: before training)
+  std::int64_t iteration = 0; //!< iterations done (per rank, or per worker)
+  double epochs_done = 0;     //!< fractional epochs done
+  double train_seconds = 0;   //!< training time so far (evaluations excluded)
+  double train_loss = 0;      //!< mean over the iterations since the previous point, all ranks
+  evaluation test;
+};
+
+//! The report's "curve".
+inline nlohmann::json curve_json(const std::vector<eval_point>& points) {
+  nlohmann::json curve = nlohmann::json::array();
+  for (const eval_point& p : points) {
+    curve.push_back({{"epoch", p.epoch},
+                     {"epochs_done", p.epochs_done},
+                     {"iteration", p.iteration},
+                     {"train_seconds", p.train_seconds},
+                     {"train_loss", p.train_loss},
+                     {"test_accuracy", p.test.accuracy},
+                     {"test_loss", p.test.loss}});
+  }
+  return curve;
+}
+
+//! The per-iteration statistics every report has, in this order (times in seconds, bytes).
+inline constexpr const char* per_iteration_names[] = {"iteration",
+                                                      "forward",
+                                                      "backward",
+                                                      "compression",
+                                                      "exchange_wait",
+                                                      "gradient_apply",
+                                                      "communication_thread_busy",
+                                                      "optimizer_step",
+                                                      "bytes_sent",
+                                                      "bytes_received"};
+inline constexpr std::size_t per_iteration_count = std::size(per_iteration_names);
+
+//! The report's "per_iteration": each statistic's mean and maximum over ranks, times in ms
+//! ("<name>_ms"), bytes as they are.
+inline nlohmann::json per_iteration_json(std::span<const double> mean_over_ranks,
+                                         std::span<const double> max_over_ranks) {
+  nlohmann::json per_iteration = nlohmann::json::object();
+  for (std::size_t i = 0; i < per_iteration_count; ++i) {
+    const bool bytes = i >= 8;
+    const double scale = bytes ? 1.0 : 1000.0;
+    per_iteration[std::string(per_iteration_names[i]) + (bytes ? "" : "_ms")] = {
+        {"mean_over_ranks", mean_over_ranks[i] * scale},
+        {"max_over_ranks", max_over_ranks[i] * scale}};
+  }
+  return per_iteration;
+}
+
+//! Markdown: the evaluation at the start and at each epoch's end.
+inline std::string epoch_table(const std::vector<eval_point>& points) {
+  using gradcomp_tools::format;
+  std::string table = "| epoch | test accuracy | test loss | train loss | training seconds |\n"
+                      "|---|---|---|---|---|\n";
+  for (const eval_point& p : points) {
+    if (p.epoch == 0 || p.epochs_done == static_cast<double>(p.epoch)) {
+      table += format("| %d | %.2f %% | %.4f | %s | %.1f |\n", p.epoch, 100.0 * p.test.accuracy,
+                      p.test.loss, p.epoch == 0 ? "-" : format("%.4f", p.train_loss).c_str(),
+                      p.train_seconds);
+    }
+  }
+  return table;
+}
+
+//! Prints the Markdown report on stdout and writes the JSON one to `path` (unless empty), with
+//! `markdown` added to it. Returns 0, or 1 (with a message) when the file cannot be written.
+inline int emit_report(nlohmann::json& report,
+                       const std::string& markdown,
+                       const std::string& label,
+                       int ranks,
+                       const std::string& path) {
+  report["markdown"] = markdown;
+  std::printf("## gradcomp-train: %s, %d ranks\n\n%s", label.c_str(), ranks, markdown.c_str());
+  std::fflush(stdout);
+  if (!path.empty()) {
+    std::ofstream out(path);
+    out << report.dump(2) << '\n';
+    if (!out) {
+      std::fprintf(stderr, "gradcomp-train: cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
+} // namespace gradcomp_train

@@ -1,0 +1,224 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief What gradcomp-train's synchronous and asynchronous training share: the options, MPI
+//! helpers that wait through gradcomp's wait policy, the model, the replicas' hash and the
+//! test-set evaluation.
+#pragma once
+
+#include <gradcomp/mpi.hpp>
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <span>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "../common/fashion_mnist.hpp"
+#include "exchange.hpp"
+
+namespace gradcomp_train {
+
+namespace gx = gradcomp_examples;
+
+//! Exit statuses besides 0 (success) and 1 (an exception, a report that cannot be written).
+inline constexpr int exit_bad_input = 2;
+inline constexpr int exit_replicas_differ = 3;
+inline constexpr int exit_accuracy_low = 4;
+
+using clock_type = std::chrono::steady_clock;
+
+//! Seconds from `t0` to now.
+inline double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+//! The command line (docs/train.md lists every option).
+struct train_options {
+  method_settings method;
+  transport_settings transport;
+  std::string merge = "size_threshold";
+  std::string model = "cnn";
+  int epochs = 2;
+  int batch_size = 32;
+  std::int64_t train_limit = 0;
+  double lr = 0.04;
+  double momentum = 0.9;
+  std::uint64_t seed = 1;
+  std::string data = gx::debian_fashion_mnist_dir;
+  std::string report;
+  std::string label;
+  int threads = 1;
+  int evals_per_epoch = 4;
+  int profile_iterations = 5;
+  double bucket_mib = 25.0;
+  double require_accuracy = 0.0;
+  bool momentum_correction = true;
+  //! "sync" (every transport) or "async" (ASGD through mpi::async_parameter_server: the last
+  //! --servers ranks serve, the others train without a barrier; --transport ps only).
+  std::string sync = "sync";
+  //! async: the SSP staleness bound (0: pure ASGD).
+  int staleness_bound = 0;
+};
+
+// ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------
+
+template <class T>
+MPI_Datatype mpi_type();
+template <>
+inline MPI_Datatype mpi_type<double>() {
+  return MPI_DOUBLE;
+}
+template <>
+inline MPI_Datatype mpi_type<std::uint64_t>() {
+  return MPI_UINT64_T;
+}
+
+//! MPI_Iallreduce in place, waited for. Collective.
+template <class T>
+void allreduce(const gradcomp::mpi::communicator& comm, std::span<T> values, MPI_Op op) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(),
+                                              static_cast<int>(values.size()), mpi_type<T>(), op,
+                                              comm.native(), &r),
+                               "MPI_Iallreduce");
+  gradcomp::mpi::wait(r);
+}
+
+//! Every rank's `mine`, in rank order. Collective.
+template <class T>
+std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
+  std::vector<T> all(static_cast<std::size_t>(comm.size()));
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(
+      MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1, mpi_type<T>(), comm.native(), &r),
+      "MPI_Iallgather");
+  gradcomp::mpi::wait(r);
+  return all;
+}
+
+//! MPI_Ibarrier, waited for. Collective.
+inline void barrier(const gradcomp::mpi::communicator& comm) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  gradcomp::mpi::detail::check(MPI_Ibarrier(comm.native(), &r), "MPI_Ibarrier");
+  gradcomp::mpi::wait(r);
+}
+
+// ---- the model ---------------------------------------------------------------------------------
+
+//! A network of examples/common/fashion_mnist.hpp, type-erased.
+struct network {
+  torch::nn::AnyModule module;
+  std::shared_ptr<torch::nn::Module> base;
+};
+
+//! --model: "cnn", "vgg" or "mlp".
+inline network make_network(const std::string& name) {
+  if (name == "vgg") {
+    gx::vgg m;
+    return {torch::nn::AnyModule(m), m.ptr()};
+  }
+  if (name == "mlp") {
+    gx::mlp m;
+    return {torch::nn::AnyModule(m), m.ptr()};
+  }
+  gx::cnn m;
+  return {torch::nn::AnyModule(m), m.ptr()};
+}
+
+//! FNV-1a over the bit patterns of every parameter, in order.
+inline std::uint64_t parameter_hash(const std::vector<torch::Tensor>& params) {
+  std::uint64_t h = 1469598103934665603ull;
+  for (const torch::Tensor& p : params) {
+    const torch::Tensor c = p.detach().contiguous();
+    const float* v = c.data_ptr<float>();
+    for (std::int64_t i = 0; i < c.numel(); ++i) {
+      h = (h ^ std::bit_cast<std::uint32_t>(v[i])) * 1099511628211ull;
+    }
+  }
+  return h;
+}
+
+//! Rank 0's parameters to every rank (PyTorch DDP does the same at construction). Collective.
+inline void broadcast_parameters(const gradcomp::mpi::communicator& comm,
+                                 const std::vector<torch::Tensor>& params) {
+  torch::NoGradGuard no_grad;
+  for (const torch::Tensor& p : params) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    gradcomp::mpi::detail::check(MPI_Ibcast(p.data_ptr<float>(), static_cast<int>(p.numel()),
+                                            MPI_FLOAT, 0, comm.native(), &r),
+                                 "MPI_Ibcast");
+    gradcomp::mpi::wait(r);
+  }
+}
+
+//! Which BLAS library this process mapped (Debian's LibTorch calls libblas.so.3 through the
+//! alternatives system: OpenBLAS if installed, else the slow reference BLAS).
+inline std::string blas_in_use() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  std::string found;
+  while (std::getline(maps, line)) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) {
+      continue;
+    }
+    const std::string path = line.substr(slash);
+    if (path.find("blas") != std::string::npos && path.find(".so") != std::string::npos) {
+      std::error_code ec;
+      const std::string real = std::filesystem::canonical(path, ec).string();
+      found = ec ? path : real;
+      if (found.find("openblas") != std::string::npos) {
+        break;
+      }
+    }
+  }
+  if (found.empty()) {
+    return "unknown (no BLAS library mapped)";
+  }
+  return found +
+         (found.find("openblas") != std::string::npos ? " (OpenBLAS)" : " (reference BLAS: slow)");
+}
+
+// ---- evaluation ------------------------------------------------------------------------------
+
+//! Test-set accuracy (fraction) and mean cross-entropy loss.
+struct evaluation {
+  double accuracy = 0;
+  double loss = 0;
+};
+
+//! Test accuracy and mean loss over the whole test set, each rank of `comm` evaluating 1/P of
+//! it with its own replica. Collective over `comm`.
+inline evaluation
+evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::dataset& test) {
+  torch::NoGradGuard no_grad;
+  net.base->eval();
+  const std::int64_t n = test.size();
+  const std::int64_t begin = n * comm.rank() / comm.size();
+  const std::int64_t end = n * (comm.rank() + 1) / comm.size();
+  double sums[3] = {0, 0, static_cast<double>(end - begin)}; // correct, loss sum, count
+  for (std::int64_t b = begin; b < end; b += 1000) {
+    const std::int64_t len = std::min<std::int64_t>(1000, end - b);
+    const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
+    const torch::Tensor labels = test.labels.narrow(0, b, len);
+    sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
+    sums[1] +=
+        torch::nn::functional::cross_entropy(
+            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+            .item<double>();
+  }
+  net.base->train();
+  allreduce(comm, std::span<double>(sums), MPI_SUM);
+  return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+} // namespace gradcomp_train
