@@ -24,8 +24,8 @@
 #   scripts/reproduce.sh [peers|s1|s3|all] [--quick] [--local] [--out DIR]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
-# about 5, s3 about 6). Without it: all 60,000 samples, 2 epochs (s1: about 70 minutes, peers
-# about 20, s3 28).
+# about 5, s3 about 8). Without it: all 60,000 samples, 2 epochs (s1: 73 minutes, peers about
+# 20, s3 53: about 2.5 hours for all).
 # Writes DIR/<experiment>/ (default results/reproduce): every run's JSON and Markdown report and
 # the experiment's table and plot.
 set -euo pipefail
