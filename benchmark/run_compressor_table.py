@@ -490,7 +490,7 @@ def render(res, head, context, info, run_info):
     add("")
     add("† = the guard rejected the estimate in some timed calls and exact top-k ran "
         "(gaussian_threshold on heavy tails, lognormal_threshold on these symmetric "
-        "distributions: see topk.md §4); such a cell costs the fit plus an exact top-k. "
+        "distributions: see docs/compressors.md, 'Estimator accuracy'); such a cell costs the fit plus an exact top-k. "
         "dense fp16 does not depend on the density.")
     for dist in DISTRIBUTIONS:
         add("")

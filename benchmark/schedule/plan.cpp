@@ -3,7 +3,7 @@
 // 161 tensors must take under 10 ms). Cases are named <profile>/<strategy>/<regime>, regimes:
 //   dense:  fp32 messages, no compression step (optimal = E1, one state per prefix);
 //   off:    density 0.01, compression 50 us + 1 ns/element off the compute stream (Pareto DP);
-//   on:     the same compression on the compute stream (S1; Pareto DP, merge.md E2).
+//   on:     the same compression on the compute stream (S1; Pareto DP, E2 of docs/planner.md).
 // Network: 10 Gbit/s, alpha 50 us (beta 8e-10 s/B). Each iteration plans from scratch (the
 // strategy's function, validation included); "all" runs the seven strategies as gradcomp-plan
 // does. Counters: layers, predicted t_iter of the plan (ms), and for optimal the largest Pareto

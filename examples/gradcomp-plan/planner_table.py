@@ -3,8 +3,8 @@
 """Runs gradcomp-plan --json over the shipped profiles at 1 and 10 Gbit/s (alpha 50 us), dense
 and at density 0.01 (compression off and on the compute stream), and prints the Markdown tables
 of docs/planner.md: predicted t_iter of every strategy in ms and what optimal gains. The second
-table scales ResNet-50's and VGG-16's compute times (forward and backward) by 1/8, merge.md
-section 8's proxy for a GPU 8x faster than PipeDream's.
+table scales ResNet-50's and VGG-16's compute times (forward and backward) by 1/8, a proxy (an
+assumption, not a measurement) for a GPU 8x faster than the one PipeDream profiled.
 
 Usage: planner_table.py PATH/TO/gradcomp-plan [PROFILE_DIR]  (default: examples/profiles)
 """

@@ -765,7 +765,7 @@ TEST_CASE("coded cost model matches the counts of a simulated exchange", "[coded
   }
 }
 
-// ---- the reduce-scatter form (collectives.md section 1, variant R) -----------------------------
+// ---- the reduce-scatter form (variant R, docs/coded.md, "Variants F and R") --------------------
 
 TEST_CASE("coded reduce-scatter form: every rank receives exactly its block of each missing part",
           "[coded][placement]") {
@@ -996,8 +996,8 @@ TEST_CASE("coded reduce-scatter cost model matches counts taken from the placeme
       }
     }
   }
-  // collectives.md section 1, "per-node send" table, rows "R, r=2" and "R, r=3": multicast
-  // coded packets plus a ring allgather, in units of d (the table rounds to 2 decimals)
+  // docs/coded.md, "Load formulas", table rows "R, r = 2" and "R, r = 3": multicast coded
+  // packets plus a ring allgather, in units of d (the table rounds to 2 decimals)
   const std::size_t d = 720000; // divisible by n r for every entry
   const struct {
     int n, r;
@@ -1070,8 +1070,8 @@ TEST_CASE("coded cost model: seconds under both link models, ring as gradcomp::c
   CHECK(uncoded_iteration_seconds(4, 2, w, net) ==
         Approx(2 * 0.01 + exchange_seconds(uncoded_exchange_load(4, 2, 1000, 4), net,
                                            link_model::full_duplex)));
-  // collectives.md section 1, table row "F, r=2", n = 4: each node sends 1.5 d (one packet of
-  // d / 2 in each of its C(3, 2) = 3 groups)
+  // docs/coded.md, "Load formulas", table row "F, r = 2", n = 4: each rank sends 1.5 d (one
+  // packet of d / 2 in each of its C(3, 2) = 3 groups)
   CHECK(coded_exchange_load(4, 2, 1000, 1, delivery::multicast).sent_bytes == 1500.0);
   // n = 3, r = 2 worked example: each worker sends d / 2 against d uncoded
   CHECK(coded_exchange_load(3, 2, 1000, 1, delivery::multicast).sent_bytes == 500.0);

@@ -160,8 +160,8 @@ TEST_CASE("reused threshold falls back and re-learns when the scale changes", "[
 
 TEST_CASE("estimator counts stay in the guard band over many error-feedback iterations",
           "[estimators][error_feedback]") {
-  // topk.md section 4: residuals pile up below the last threshold; estimators drift. The guard
-  // keeps every call in [k/c, c k].
+  // docs/compressors.md, "Estimator accuracy": residuals pile up below the last threshold;
+  // estimators drift. The guard keeps every call in [k/c, c k].
   constexpr std::size_t n = 50000;
   auto loop = [&](auto compressor, const char* name) {
     error_feedback<decltype(compressor)> ef(n, compressor);

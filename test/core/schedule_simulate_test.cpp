@@ -115,8 +115,9 @@ TEST_CASE("off the compute stream, backward never waits and compressions queue",
 }
 
 TEST_CASE("without compression both placements are the MG-WFBP model", "[schedule]") {
-  // merge.md section 1: tau_c(L) = tau_b(L) + t_b(L), tau_c(l) = max(tau_c(l+1) + t_c(l+1),
-  // tau_b(l) + t_b(l)), t_iter = t_f + tau_c(1) + t_c(1). merge.md's counterexample: backward
+  // docs/planner.md, "The model" (MG-WFBP's model): tau_c(L) = tau_b(L) + t_b(L),
+  // tau_c(l) = max(tau_c(l+1) + t_c(l+1), tau_b(l) + t_b(l)), t_iter = t_f + tau_c(1) + t_c(1).
+  // The counterexample of docs/planner.md, "A counterexample to the greedy rules": backward
   // order t_b = [1, 3, 10], sizes [7, 1, 10], T(m) = 10 + m (alpha = 10 s, beta = 1/4 s per
   // byte of a 4-byte element); per layer: messages [1, 18], [18, 29], [29, 49].
   const layer_profile p{{{"l1", 10, 10.0}, {"l2", 1, 3.0}, {"l3", 7, 1.0}}, 0.0};

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The merge strategies on hand-worked cases: merge.md's counterexample to the greedy rules,
-// S1 Algorithm 2, the MG-WFBP rule, DDP-style buckets, S4's two segments, and plan() by name.
+// The merge strategies on hand-worked cases: the counterexample to the greedy rules
+// (docs/planner.md, "A counterexample to the greedy rules"), S1 Algorithm 2, the MG-WFBP rule,
+// DDP-style buckets, S4's two segments, and plan() by name.
 #include <gradcomp/schedule.hpp>
 
 #include <catch2/catch.hpp>
@@ -15,16 +16,18 @@ using namespace gradcomp::schedule;
 
 namespace {
 
-// merge.md section 1, in backward order (last layer first): t_b = [1, 3, 10], sizes
-// [7, 1, 10], T(m) = 10 + m. In forward order (this profile's order) that is t_b = [10, 3, 1],
-// numel [10, 1, 7]; T(m) = 10 + m is alpha = 10 s and beta = 0.25 s per byte (4 bytes per
-// element); t_f = 0. Positions: 0 = L (7 elements), 1 = L-1 (1), 2 = L-2 (10).
+// docs/planner.md, "A counterexample to the greedy rules", in backward order (last layer first):
+// t_b = [1, 3, 10], sizes [7, 1, 10], T(m) = 10 + m. In forward order (this profile's order) that
+// is t_b = [10, 3, 1], numel [10, 1, 7]; T(m) = 10 + m is alpha = 10 s and beta = 0.25 s per byte
+// (4 bytes per element); t_f = 0. Positions: 0 = L (7 elements), 1 = L-1 (1), 2 = L-2 (10).
 layer_profile counterexample() {
   return {{{"L-2", 10, 10.0}, {"L-1", 1, 3.0}, {"L", 7, 1.0}}, 0.0};
 }
 
 } // namespace
 
+// "merge.md's counterexample" (test name kept): docs/planner.md, "A counterexample to the greedy
+// rules".
 TEST_CASE("merge.md's counterexample: greedy 42, optimum 39", "[schedule]") {
   for (const auto placement :
        {compression_placement::off_compute_stream, compression_placement::on_compute_stream}) {

@@ -99,7 +99,8 @@ TEST_CASE("delta + varint is smaller than u32 at low density", "[wire]") {
                           gradcomp::wire_header_bytes - 4 * m.nnz()) /
       static_cast<double>(m.nnz());
   CHECK(per_index > 1.0);
-  CHECK(per_index < 1.5); // topk.md section 5: 1.28 bytes per index at d = 0.01
+  // docs/compressors.md, "Index cost of delta + varint": 1.28 bytes per index at d = 0.01
+  CHECK(per_index < 1.5);
 }
 
 TEST_CASE("the header has the documented layout", "[wire]") {

@@ -1,14 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Cost model of CSSGD's coded gradient exchange (S3; collectives.md section 1): per-rank
-//! messages and bytes of the coded exchange, of the uncoded exchange of the same placement and
-//! of a ring allreduce without redundancy; iteration time T(r) = r T_compute + T_comm(r) under
-//! the alpha-beta-gamma model of gradcomp::cost; and the choice of r. No MPI needed.
+//! @brief Cost model of CSSGD's coded gradient exchange (S3; docs/coded.md, "Load formulas"):
+//! per-rank messages and bytes of the coded exchange, of the uncoded exchange of the same
+//! placement and of a ring allreduce without redundancy; iteration time T(r) = r T_compute +
+//! T_comm(r) under the alpha-beta-gamma model of gradcomp::cost; and the choice of r. No MPI
+//! needed.
 //!
-//! Exchange variants (exchange_variant): S3's (collectives.md "variant F", full_recovery): every
-//! rank ends with the full gradient of every part it lacks and sums all C(n, r) part gradients
-//! itself; and the reduce-scatter form (collectives.md "variant R", reduce_scatter): every rank
-//! recovers and sums one block of 1/n of the coordinates, then a ring allgather spreads the
+//! Exchange variants (exchange_variant; docs/coded.md, "Variants F and R"): S3's (variant F,
+//! full_recovery): every rank ends with the full gradient of every part it lacks and sums all
+//! C(n, r) part gradients itself; and the reduce-scatter form (variant R, reduce_scatter): every
+//! rank recovers and sums one block of 1/n of the coordinates, then a ring allgather spreads the
 //! blocks. A gradient has d elements of b wire bytes (b = 4 for int32 fixed-point codes or XOR
 //! words).
 #pragma once
@@ -32,12 +33,11 @@ enum class delivery {
   //! assumption, "multicast serves r receivers at once".
   multicast,
   //! r point-to-point copies (what an MPI transport with Isend to each peer does, and what
-  //! MPI_Bcast over point-to-point links amounts to; collectives.md section 1, network caveat).
+  //! MPI_Bcast over point-to-point links amounts to; docs/coded.md, "Network caveat").
   point_to_point,
 };
 
-//! @brief What each rank recovers in the coded exchange (collectives.md section 1, "What a node
-//! needs").
+//! @brief What each rank recovers in the coded exchange (docs/coded.md, "Variants F and R").
 enum class exchange_variant {
   //! S3's exchange (variant F): every rank recovers the whole gradient of each of its
   //! C(n - 1, r) missing parts and sums all C(n, r) parts itself; no allgather.
@@ -54,8 +54,8 @@ enum class link_model {
   //! accounting, "each worker sends 1/r of the necessary data"; CDC's shared-bus view).
   sender_bound,
   //! Full-duplex links to a switch, all ranks transferring at once: time follows the larger of
-  //! what a rank sends and what it receives (collectives.md section 1, network caveat: coding
-  //! cuts transmissions, not what each node receives).
+  //! what a rank sends and what it receives (docs/coded.md, "Network caveat": coding cuts
+  //! transmissions, not what each rank receives).
   full_duplex,
 };
 
@@ -89,13 +89,13 @@ inline void check_bytes_per_element(std::size_t bytes_per_element) {
 
 } // namespace detail
 
-//! @brief Per-rank load of the coded exchange (S3 "Exchange" and "Load"; collectives.md
-//! section 1, "Load formulas" and "Send rule"). With g = C(n - 1, r) groups per rank and
-//! packets of P = ceil(d / r) b bytes (slices zero-padded to the longest):
-//! - sent: multicast, g messages of P bytes ("each node ... sends C(n-1,r) u / r");
-//!   point_to_point, r g messages of P bytes ("an alpha term for the r C(n-1,r) messages");
+//! @brief Per-rank load of the coded exchange (S3 "Exchange" and "Load"; docs/coded.md, "Load
+//! formulas" and "Send rule and decoding"). With g = C(n - 1, r) groups per rank and packets of
+//! P = ceil(d / r) b bytes (slices zero-padded to the longest):
+//! - sent: multicast, g messages of P bytes (C(n-1, r) u / r with demand unit u = d b);
+//!   point_to_point, r g messages of P bytes (r C(n-1, r) messages, each paying one alpha);
 //! - received: r g messages of P bytes (one from each other member of each group; about
-//!   C(n-1,r) u, "the same as uncoded");
+//!   C(n-1, r) u, the same as the uncoded exchange of the placement);
 //! - reduced: (r - 1) P for each of the g packets built and r g packets decoded, plus
 //!   (C(n, r) - 1) d b to sum all part gradients.
 //! Every message is counted, even an empty one when d < r. O(min(r, n - r)).
@@ -137,8 +137,8 @@ block_length(std::uint64_t elements, std::uint64_t ranks, std::uint64_t block) n
 } // namespace detail
 
 //! @brief Per-rank load of the reduce-scatter form of the coded exchange on rank `rank`
-//! (exchange_variant::reduce_scatter; collectives.md section 1, variant R, "Send rule" and "Load
-//! formulas": demand unit u = one block, then "a ring allgather ((n-1)/n d per node)"). With
+//! (exchange_variant::reduce_scatter; docs/coded.md, "Variants F and R" and "Load formulas":
+//! demand unit u = one block, then a ring allgather of (n-1)/n d per rank). With
 //! g = C(n - 1, r) groups per rank, blocks B_k = |placement::block_elements(d, k)| (floor(d / n)
 //! or ceil(d / n) elements) and packets of Q = ceil(ceil(d / n) / r) b bytes (the longest slice
 //! of the longest block; placement::block_packet_elements):
@@ -298,15 +298,15 @@ coded_sparse_load(int ranks,
   return union_agreement_load(contributed_elements, rank) + coded;
 }
 
-//! @brief Per-rank load of the uncoded exchange of the same placement (collectives.md section
-//! 1, L_uncoded: each missing part is delivered separately, no coding): every owner of a part
-//! sends its slice of the part's gradient (split_evenly into r slices, its position among the
-//! owners) to each of the n - r ranks that lack the part, as one unicast message. So each rank
-//! sends (n - r) C(n - 1, r - 1) = r C(n - 1, r) messages and receives the r slices of each of
-//! its C(n - 1, r) missing parts: r C(n - 1, r) messages, C(n - 1, r) d b bytes. sent_bytes is
-//! the busiest rank's, r C(n - 1, r) ceil(d / r) b (rank 0, which holds slice 0, a longest one,
-//! of every part it owns); it equals the average when r divides d. reduced: (C(n, r) - 1) d b
-//! to sum all part gradients. O(min(r, n - r)).
+//! @brief Per-rank load of the uncoded exchange of the same placement (docs/coded.md, "Load
+//! formulas": CDC's uncoded shuffle, each missing part delivered separately, no coding): every
+//! owner of a part sends its slice of the part's gradient (split_evenly into r slices, its
+//! position among the owners) to each of the n - r ranks that lack the part, as one unicast
+//! message. So each rank sends (n - r) C(n - 1, r - 1) = r C(n - 1, r) messages and receives the
+//! r slices of each of its C(n - 1, r) missing parts: r C(n - 1, r) messages, C(n - 1, r) d b
+//! bytes. sent_bytes is the busiest rank's, r C(n - 1, r) ceil(d / r) b (rank 0, which holds
+//! slice 0, a longest one, of every part it owns); it equals the average when r divides d.
+//! reduced: (C(n, r) - 1) d b to sum all part gradients. O(min(r, n - r)).
 //! @throws std::invalid_argument naming the value if n < 2, r < 1, r >= n, b < 1, or a count
 //! does not fit 64 bits.
 [[nodiscard]] inline exchange_load uncoded_exchange_load(int ranks,
@@ -333,8 +333,8 @@ coded_sparse_load(int ranks,
 }
 
 //! @brief Per-rank load of a ring allreduce of the d b-byte gradient over n ranks without
-//! redundancy (collectives.md section 3, "ring" row; the model of
-//! gradcomp::cost::ring_allreduce_seconds): 2 (n - 1) messages and 2 (n - 1) / n d b bytes each
+//! redundancy (Thakur et al., Patarasuk & Yuan: docs/references.md [TRG05], [PY09]; the model
+//! of gradcomp::cost::ring_allreduce_seconds): 2 (n - 1) messages and 2 (n - 1) / n d b bytes each
 //! way, (n - 1) / n d b reduced bytes. exchange_seconds of this load equals
 //! cost::ring_allreduce_seconds under either link model. All zero for n = 1.
 //! @throws std::invalid_argument if ranks < 1 or b < 1.
@@ -354,8 +354,8 @@ ring_allreduce_load(int ranks, std::size_t gradient_elements, std::size_t bytes_
 }
 
 //! @brief Seconds of an exchange with `load` under the alpha-beta-gamma model (gradcomp::cost,
-//! as in S4's ring formula; collectives.md section 1: "use the per-node counts above plus an
-//! alpha term for the messages"):
+//! as in S4's ring formula; the per-rank counts plus one alpha per message, docs/coded.md, "Load
+//! formulas"):
 //! - sender_bound: alpha sent_messages + beta sent_bytes + gamma reduced_bytes;
 //! - full_duplex: alpha max(sent, received messages) + beta max(sent, received bytes)
 //!   + gamma reduced_bytes.
@@ -398,8 +398,8 @@ inline void check_workload(const workload& w) {
 } // namespace detail
 
 //! @brief Iteration time of CSSGD with redundancy r (S3 time model T = r T_calc + T_comm / r,
-//! with the exchange time computed from the per-rank counts instead of assuming T_comm / r,
-//! as collectives.md section 1 advises for gradients):
+//! with the exchange time computed from the per-rank counts instead of assuming T_comm / r, as
+//! docs/coded.md, "Load formulas" explains for gradients):
 //! T(r) = r compute_seconds + exchange_seconds(coded_exchange_load(n, r, d, b, mode, variant),
 //! net, link). Computation and exchange do not overlap. O(min(r, n - r)).
 //! @throws std::invalid_argument as coded_exchange_load, or if compute_seconds is negative or
@@ -430,8 +430,8 @@ inline void check_workload(const workload& w) {
 }
 
 //! @brief Iteration time of plain data parallelism with a ring allreduce (no redundancy):
-//! compute_seconds + cost::ring_allreduce_seconds(d b, n, net) (S4 after Thakur et al.;
-//! collectives.md section 3).
+//! compute_seconds + cost::ring_allreduce_seconds(d b, n, net) (S4 after Thakur et al.,
+//! docs/references.md [TRG05]).
 //! @throws std::invalid_argument if ranks < 1 or for a bad workload.
 [[nodiscard]] inline double
 ring_iteration_seconds(int ranks, const workload& work, const cost::network& net) {
@@ -459,7 +459,7 @@ struct redundancy_choice {
 
 //! @brief Evaluates coded_iteration_seconds for every r = 1 .. max_redundancy and returns the
 //! argmin (S3: "an optimal r exists"; with T_comm independent of r, r* = sqrt(T_comm / T_calc),
-//! collectives.md section 1), the smallest r among equal times. max_redundancy = 0 means
+//! docs/coded.md, "Load formulas"), the smallest r among equal times. max_redundancy = 0 means
 //! n - 1. Every r is evaluated (no search shortcut), so the result is the exact argmin of the
 //! model; deterministic. The ring allreduce is reported beside it, not chosen: compare
 //! `iteration_seconds` with `ring_iteration_seconds`. O(n^2).

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Exact arithmetic for coded gradient packets (S3, last bullets; collectives.md
-//! section 2): float sums do not decode exactly (the error is about 2^-24 |sum|, and receivers
+//! @brief Exact arithmetic for coded gradient packets (S3, last bullets; docs/coded.md, "Exact
+//! coding"): float sums do not decode exactly (the error is about 2^-24 |sum|, and receivers
 //! that cancel different terms round differently, so replicas drift), so packets are coded
 //! either
 //! - in **fixed point**: float -> int32 with a per-tensor power-of-two scale, sums and
@@ -13,9 +13,9 @@
 //!
 //! Combining r slices into a packet and cancelling the r - 1 known ones recovers the missing
 //! slice bit for bit in both schemes. Slices may be shorter than the packet; they are treated as
-//! zero-padded (adding or XOR-ing zero changes nothing), as collectives.md section 1 pads every
-//! slice to the longest. Host code, standard library only; every function is O(length) and
-//! deterministic.
+//! zero-padded (adding or XOR-ing zero changes nothing), as the send rule pads every slice to
+//! the longest (docs/coded.md, "Send rule and decoding"). Host code, standard library only;
+//! every function is O(length) and deterministic.
 #pragma once
 
 #include <gradcomp/error.hpp>
@@ -41,9 +41,10 @@ inline constexpr std::int32_t fixed_point_max_code = 2147483647;
 //!
 //! Returns the largest power of two S with max_abs_value x S <= Q, Q = floor((2^31 - 1) /
 //! summed_terms), so every code has |round(x S)| <= Q and any sum of summed_terms codes lies in
-//! [-(2^31 - 1), 2^31 - 1]: it cannot overflow (the headroom of collectives.md section 2,
-//! "S <= (2^31 - 1) / (10 m)" for CSSGD's fixed range [-10, 10], here with the agreed maximum
-//! instead of 10). A power of two makes x S and q / S exact in double, so encoding rounds once.
+//! [-(2^31 - 1), 2^31 - 1]: it cannot overflow (the headroom S <= (2^31 - 1) / (10 m) that
+//! CSSGD's fixed range [-10, 10] would need, here with the agreed maximum instead of 10;
+//! docs/coded.md, "Exact coding"). A power of two makes x S and q / S exact in double, so
+//! encoding rounds once.
 //!
 //! max_abs_value must be the same on every rank (the transport agrees on it by an allreduce of
 //! max |value| over all ranks and parts), so all ranks get the same scale. summed_terms is the
@@ -270,8 +271,9 @@ inline void xor_into(std::span<const std::uint32_t> slice, std::span<std::uint32
   }
 }
 
-//! @brief The coded packet of S3 "Exchange" by XOR (collectives.md section 1, as Coded-TeraSort
-//! codes): packet = the XOR of the slices, each zero-padded to the packet's length.
+//! @brief The coded packet of S3 "Exchange" by XOR (docs/coded.md, "Send rule and decoding", as
+//! Coded TeraSort codes, docs/references.md [CTS]): packet = the XOR of the slices, each
+//! zero-padded to the packet's length.
 //! @param[in] slices the r slices (none gives a zero packet).
 //! @param[out] packet overwritten.
 //! @throws std::invalid_argument naming both lengths if a slice is longer than the packet

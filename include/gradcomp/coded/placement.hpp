@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp::coded::placement: which rank computes which part of a batch, and who codes
-//! for whom, in CSSGD's coded gradient exchange (S3; collectives.md section 1). Every rank
-//! builds the same placement from (n, r) alone: no communication, deterministic.
+//! for whom, in CSSGD's coded gradient exchange (S3; docs/coded.md, "Placement" and "Send rule
+//! and decoding"). Every rank builds the same placement from (n, r) alone: no communication,
+//! deterministic.
 #pragma once
 
 #include <gradcomp/coded/detail/combinatorics.hpp>
@@ -49,7 +50,7 @@ split_evenly(std::size_t count, std::size_t pieces, std::size_t piece) {
   return {begin, begin + base + (piece < extra ? 1 : 0)};
 }
 
-//! @brief One term of a coded packet (S3 "Exchange"; collectives.md section 1 "Send rule"): in
+//! @brief One term of a coded packet (S3 "Exchange"; docs/coded.md, "Send rule and decoding"): in
 //! multicast group S, the sender puts slice `slice` of the gradient of part `part` into its
 //! packet for `receiver`. `part` is owned by S \ {receiver}: every group member except
 //! `receiver` (the sender included) computed it, so every other receiver of the packet cancels
@@ -61,8 +62,8 @@ struct coding_term {
   friend bool operator==(const coding_term&, const coding_term&) = default;
 };
 
-//! @brief The placement of CSSGD with n ranks and redundancy r (S3, first bullet;
-//! collectives.md section 1 "Placement"):
+//! @brief The placement of CSSGD with n ranks and redundancy r (S3, first bullet; CDC's placement
+//! over r-subsets, docs/references.md [CDC]; docs/coded.md, "Placement"):
 //! - the batch is split into C(n, r) parts, one for each r-subset of ranks, numbered in the
 //!   lexicographic order of the subsets ({0,1,..,r-1} is part 0);
 //! - every rank of a part's subset (its owners) computes the part's gradient, so every sample
@@ -184,7 +185,7 @@ public:
   }
 
   //! @brief What `sender` codes into its one packet for multicast group `group` (S3
-  //! "Exchange"; collectives.md section 1 "Send rule"): one coding_term per other member j, in
+  //! "Exchange"; docs/coded.md, "Send rule and decoding"): one coding_term per other member j, in
   //! ascending order of j, with part = the part owned by S \ {j} and slice = the sender's
   //! position among that part's owners. The packet is the sum (fixed point) or XOR of those r
   //! slices, each zero-padded to packet_elements(). A receiver j owns the parts of every term
@@ -232,16 +233,16 @@ public:
 
   //! @brief Length of every coded packet for gradients of `gradient_elements` elements:
   //! ceil(gradient_elements / r), the longest slice (shorter slices are zero-padded,
-  //! collectives.md section 1). O(1).
+  //! docs/coded.md, "Send rule and decoding"). O(1).
   [[nodiscard]] std::size_t packet_elements(std::size_t gradient_elements) const noexcept {
     const auto r = static_cast<std::size_t>(redundancy_);
     return gradient_elements / r + (gradient_elements % r != 0 ? 1 : 0);
   }
 
-  //! @brief The reduce-scatter form of the exchange (collectives.md section 1, variant R): the
-  //! coordinates rank `block` reduces, block `block` of a gradient of `gradient_elements`
-  //! elements cut into n blocks, split_evenly(gradient_elements, n, block) (longer blocks first;
-  //! blocks are empty when gradient_elements < n). O(1).
+  //! @brief The reduce-scatter form of the exchange (variant R, docs/coded.md, "Variants F and
+  //! R"): the coordinates rank `block` reduces, block `block` of a gradient of
+  //! `gradient_elements` elements cut into n blocks, split_evenly(gradient_elements, n, block)
+  //! (longer blocks first; blocks are empty when gradient_elements < n). O(1).
   //! @throws std::invalid_argument if block is outside [0, n).
   [[nodiscard]] index_range block_elements(std::size_t gradient_elements, int block) const {
     gradcomp::detail::require(block >= 0 && block < ranks_, "block ", block,

@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief The MPI-free pieces of the sparse (top-k) form of CSSGD's coded exchange (S3
-//! "Exchange", applied to top-k part gradients; collectives.md section 1 for the exchange,
-//! section 4 for the allgather of index lists): which owner of each part contributes the part's
-//! indices to the union agreement, the union of ascending index lists, the check of an index
-//! list received from a peer, and the restriction of a part's sparse message to the agreed union
-//! U. The exchange that uses them is gradcomp::mpi::coded_sparse_allreduce
-//! (<gradcomp/mpi/coded_sparse.hpp>); its cost model is coded::coded_sparse_load (cost.hpp).
-//! Needs only the C++20 standard library and gradcomp's core (sparse_message).
+//! "Exchange", applied to top-k part gradients; docs/coded.md, "Send rule and decoding" for the
+//! exchange, "The sparse form: coded_sparse_allreduce" for the ring allgather of index lists):
+//! which owner of each part contributes the part's indices to the union agreement, the union of
+//! ascending index lists, the check of an index list received from a peer, and the restriction
+//! of a part's sparse message to the agreed union U. The exchange that uses them is
+//! gradcomp::mpi::coded_sparse_allreduce (<gradcomp/mpi/coded_sparse.hpp>); its cost model is
+//! coded::coded_sparse_load (cost.hpp). Needs only the C++20 standard library and gradcomp's
+//! core (sparse_message).
 #pragma once
 
 #include <gradcomp/coded/placement.hpp>

@@ -167,11 +167,12 @@ struct lognormal_fit {
 //! first pass (fused with error feedback), thresholds magnitudes at |mu| + sigma
 //! Phi^-1(1 - k/(2n)), selects in a second pass.
 //!
-//! Known to under-select badly under error feedback (topk.md section 4: 0-41 % of k), hence the
-//! guard: a count outside [k/c, c k] is first corrected by up to max_adjust_rounds counting
-//! passes (x1.3 / x0.7, as DGC), then falls back to exact top-k for that call (stats.fallback).
-//! Cost: two passes, O(n); with error feedback 12n + 4n bytes of memory traffic. Wire bytes
-//! (u32/fp32): 32 + 8 x selected. Deterministic for any thread count.
+//! Known to under-select badly under error feedback (0-41 % of k in our simulation,
+//! docs/compressors.md, "Estimator accuracy"), hence the guard: a count outside [k/c, c k] is first
+//! corrected by up to max_adjust_rounds counting passes (x1.3 / x0.7, as DGC), then falls back to
+//! exact top-k for that call (stats.fallback). Cost: two passes, O(n); with error feedback 12n + 4n
+//! bytes of memory traffic. Wire bytes (u32/fp32): 32 + 8 x selected. Deterministic for any thread
+//! count.
 using gaussian_threshold = detail::fitted_threshold<detail::gaussian_fit>;
 
 //! @brief Lognormal threshold: fits ln|v| of the nonzero values (fast log, error < 2e-5) in the

@@ -19,8 +19,9 @@ namespace gradcomp {
 //! H (the k-th largest magnitude); the calls between select |v| >= H in one filtering pass.
 //!
 //! Guard: a reused threshold selects roughly, not exactly, k values, and under error feedback
-//! the count drifts (topk.md section 4). If the count leaves [k/c, c k] the call falls back to
-//! exact top-k (stats.fallback) and the fallback's threshold replaces H.
+//! the count drifts (docs/compressors.md, "Reused threshold drift"). If the count leaves
+//! [k/c, c k] the call falls back to exact top-k (stats.fallback) and the fallback's threshold
+//! replaces H.
 //! Use one object per layer: the remembered threshold is per layer (S1's list V = [H_1..H_L]).
 //! Calls on empty gradients select nothing and do not count.
 //! Cost: exact calls as exact_top_k; reuse calls one pass (with error feedback: read residual

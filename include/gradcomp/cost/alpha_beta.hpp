@@ -98,8 +98,8 @@ enum class server_placement {
 //! on 2-4 emulated hosts with S = 1 the measured times at 64 MiB are 0.84-0.94x of this sum and
 //! 1.7-1.8x of max(push, pull), docs/transport-benchmarks.md). With S = P co-located servers the
 //! beta term is 2 (P - 1) / P M beta for push = pull = M, the ring allreduce's; with S = 1 it is
-//! 2 (W - 1) M beta (collectives.md, section 3, PS row: W n / S each way per server, less the
-//! co-located server's own part).
+//! 2 (W - 1) M beta (the usual W n / S each way per server, less the co-located server's own
+//! part; docs/transport-benchmarks.md, "Cost model: measured / predicted for messages >= 1 MiB").
 //! Not modelled: the 32-byte header of each encoded part, the alltoall's and statuses' bytes,
 //! messages split at max_message_bytes (1 GiB by default). O(1).
 //! @param push_bytes encoded push of one worker (dense: 4 n at fp32), bytes, >= 0.

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp::mpi::coded_allreduce: CSSGD's coded multicast gradient exchange (S3;
-//! collectives.md sections 1 and 2) over nonblocking MPI point-to-point messages. Every part of
-//! a batch is computed by r ranks; each rank multicasts one coded packet per (r + 1)-rank group,
-//! decodes the packets it receives, and sums the gradients of all C(P, r) parts, bit-identical
-//! on every rank; in the reduce-scatter form (coded_variant::reduce_scatter) each rank recovers
-//! and sums one block of the coordinates and a ring allgather spreads the blocks. The placement,
-//! the exact packet arithmetic and the cost model are the MPI-free gradcomp::coded headers
-//! (docs/coded.md); this header only moves their packets.
+//! docs/coded.md, "Send rule and decoding" and "Exact coding") over nonblocking MPI point-to-point
+//! messages. Every part of a batch is computed by r ranks; each rank multicasts one coded packet
+//! per (r + 1)-rank group, decodes the packets it receives, and sums the gradients of all C(P, r)
+//! parts, bit-identical on every rank; in the reduce-scatter form (coded_variant::reduce_scatter)
+//! each rank recovers and sums one block of the coordinates and a ring allgather spreads the
+//! blocks. The placement, the exact packet arithmetic and the cost model are the MPI-free
+//! gradcomp::coded headers (docs/coded.md); this header only moves their packets.
 #pragma once
 
 #include <gradcomp/coded/cost.hpp>
@@ -39,9 +39,9 @@ namespace gradcomp::mpi {
 
 namespace detail {
 
-//! @brief A ring allgather of blocks of different lengths over nonblocking point-to-point
-//! messages (the allgather of coded_allreduce's reduce-scatter form and of
-//! coded_sparse_allreduce's index lists; collectives.md section 3, ring): P - 1 steps; in step s
+//! @brief A ring allgather of blocks of different lengths over nonblocking point-to-point messages
+//! (the allgather of coded_allreduce's reduce-scatter form and of coded_sparse_allreduce's index
+//! lists; the ring allgather of Thakur et al., docs/references.md [TRG05]): P - 1 steps; in step s
 //! rank k sends block k - s to rank k + 1 and receives block k - s - 1 from rank k - 1, straight
 //! into the buffer. The block sent in step s + 1 is the one received in step s, so a step starts
 //! once the previous one completed. Point to point rather than MPI_Iallgatherv so that the bytes
@@ -180,8 +180,8 @@ private:
 
 } // namespace detail
 
-//! @brief How coded_allreduce codes its packets (collectives.md section 2: float sums do not
-//! decode exactly, so both choices are exact).
+//! @brief How coded_allreduce codes its packets (docs/coded.md, "Exact coding": float sums do
+//! not decode exactly, so both choices are exact).
 enum class packet_coding {
   //! int32 fixed point with a scale agreed by an allreduce-MAX (coded::fixed_point_scale with
   //! C(P, r) summed terms; S3's quantisation, with the agreed maximum instead of CSSGD's fixed
@@ -190,8 +190,9 @@ enum class packet_coding {
   //! element, docs/coded.md "Exact coding") but no rounding that depends on order. Needs finite
   //! gradients.
   fixed_point,
-  //! XOR of the float bit patterns (Coded-TeraSort's coding): pure delivery of the exact floats,
-  //! NaN and infinities included; the parts are then summed as floats in part-index order.
+  //! XOR of the float bit patterns (Coded TeraSort's coding, docs/references.md [CTS]): pure
+  //! delivery of the exact floats, NaN and infinities included; the parts are then summed as floats
+  //! in part-index order.
   xor_bits,
 };
 
@@ -201,17 +202,17 @@ enum class coded_schedule {
   //! a sliding window of at most `max_requests` outstanding requests (MPICH bounds the number of
   //! outstanding requests). The fastest schedule on a switched full-duplex network.
   concurrent,
-  //! One sender at a time per group (the measurement setup of the coded-shuffle papers,
-  //! collectives.md section 1: Coded-TeraSort's turns): groups in ascending index, and in each
+  //! One sender at a time per group (the measurement setup of the coded-shuffle papers, Coded
+  //! TeraSort's turns: docs/coded.md, "Network caveat"): groups in ascending index, and in each
   //! group the members in rank order multicast their packet while the others receive it; a
   //! member starts its turn only after its previous turn completed. Groups without common
   //! members proceed at the same time (there is no global barrier).
   serialized,
 };
 
-//! @brief What each rank of coded_allreduce recovers (coded::exchange_variant, shared with the
-//! cost model): `full_recovery`, S3's exchange, every rank recovers the whole gradient of every
-//! part it lacks; `reduce_scatter`, collectives.md section 1 variant R, every rank recovers only
+//! @brief What each rank of coded_allreduce recovers (coded::exchange_variant, shared with the cost
+//! model): `full_recovery`, S3's exchange, every rank recovers the whole gradient of every part it
+//! lacks; `reduce_scatter`, variant R (docs/coded.md, "Variants F and R"), every rank recovers only
 //! its block of the coordinates of each missing part, then a ring allgather. Both give the same
 //! result, bit for bit (see coded_allreduce).
 using coded_variant = coded::exchange_variant;
@@ -232,12 +233,12 @@ struct coded_allreduce_options {
   //! exchange, the default) or reduce_scatter (one block of d / P coordinates per rank and
   //! packets of ceil(ceil(d / P) / r) elements, then a ring allgather of the blocks).
   coded_variant variant = coded_variant::full_recovery;
-  //! The uncoded baseline of the same placement (S3's comparison; collectives.md section 1,
-  //! "uncoded"): instead of one coded packet per group sent to each of its r receivers, each
-  //! sender unicasts to each receiver j only the slice j needs (the term of j in the packet),
-  //! straight from its codes, and receivers cancel nothing. Same messages, bytes, schedules,
-  //! variants, codings and result (bit for bit) as the coded exchange over point-to-point
-  //! delivery (coded::uncoded_exchange_load); no packet is built or decoded. False: coded.
+  //! The uncoded baseline of the same placement (S3's comparison; docs/coded.md, "Load formulas",
+  //! uncoded): instead of one coded packet per group sent to each of its r receivers, each sender
+  //! unicasts to each receiver j only the slice j needs (the term of j in the packet), straight
+  //! from its codes, and receivers cancel nothing. Same messages, bytes, schedules, variants,
+  //! codings and result (bit for bit) as the coded exchange over point-to-point delivery
+  //! (coded::uncoded_exchange_load); no packet is built or decoded. False: coded.
   bool uncoded = false;
   //! First message tag. A packet of multicast group g (placement index) carries tag
   //! tag_base + g % tag_range, so the operation uses the tags tag_base ..
@@ -259,12 +260,12 @@ struct coded_allreduce_options {
   wait_policy wait{};
 };
 
-//! @brief Coded multicast allreduce of CSSGD (S3 "Exchange"; collectives.md section 1, variant
-//! F, "Send rule" and "Decoding"; collectives.md section 2 for the exact coding): every rank
-//! computed the gradients of its parts of the batch, and every rank ends with the sum of the
+//! @brief Coded multicast allreduce of CSSGD (S3 "Exchange"; variant F of docs/coded.md, "Variants
+//! F and R", by its "Send rule and decoding"; "Exact coding" there for the exact coding): every
+//! rank computed the gradients of its parts of the batch, and every rank ends with the sum of the
 //! gradients of all C(P, r) parts, bit-identical on every rank. Named for its result, an
-//! allreduce-sum; the coded-computing literature calls the exchange itself a coded shuffle
-//! (Coded Distributed Computing, Li, Maddah-Ali, Yu, Avestimehr).
+//! allreduce-sum; the coded-computing literature calls the exchange itself a coded shuffle (Coded
+//! Distributed Computing, Li, Maddah-Ali, Yu, Avestimehr: docs/references.md [CDC]).
 //!
 //! **Placement.** coded::placement(P, r): part t is computed by the r ranks of the t-th r-subset
 //! (lexicographic); rank k owns the C(P - 1, r - 1) parts placement().parts_of(k), ascending.
@@ -290,8 +291,8 @@ struct coded_allreduce_options {
 //!    float (coded::decode_bits) and added in part-index order, sum = ((g_0 + g_1) + g_2) + ...,
 //!    the same additions on every rank.
 //!
-//! **Reduce-scatter form** (options().variant = coded_variant::reduce_scatter; collectives.md
-//! section 1, variant R): the d coordinates are cut into P blocks (coded::placement::
+//! **Reduce-scatter form** (options().variant = coded_variant::reduce_scatter; variant R of
+//! docs/coded.md, "Variants F and R"): the d coordinates are cut into P blocks (coded::placement::
 //! block_elements; block k has floor(d / P) or ceil(d / P) elements, empty when d < P), and in
 //! group S member j needs only block j of the part it lacks. Steps 2 and 3 run as above with
 //! "block j of part S \ {j}" in place of "part S \ {j}": each block is cut into r slices
@@ -307,7 +308,7 @@ struct coded_allreduce_options {
 //! **Collective:** every rank of the communicator must call start() (or operator()) with the
 //! same d and the same options, in the same order relative to other operations on the
 //! communicator. No communicator is created (one per group would exhaust MPICH's ~2048 context
-//! ids, collectives.md section 1); groups are told apart by tags.
+//! ids, docs/coded.md, "Network caveat"); groups are told apart by tags.
 //!
 //! **Wire bytes** per rank and operation (exactly coded::coded_exchange_load(P, r, d, 4,
 //! coded::delivery::point_to_point), which bytes_sent() and bytes_received() report): sent and

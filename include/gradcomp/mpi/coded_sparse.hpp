@@ -35,12 +35,12 @@
 
 namespace gradcomp::mpi {
 
-//! @brief Coded multicast allreduce of top-k sparse part gradients (S3 "Exchange" on the
-//! agreed index union; collectives.md section 1 for the coded exchange, section 4 for the
-//! allgather of index lists): every rank passes the sparse messages of its C(P - 1, r - 1) parts
-//! (gradcomp::sparse_message, e.g. from an error_feedback compressor per part) and gets, as a
-//! sparse_message, the sum of all C(P, r) parts on the union U of their selected indices,
-//! bit-identical on every rank.
+//! @brief Coded multicast allreduce of top-k sparse part gradients (S3 "Exchange" on the agreed
+//! index union; docs/coded.md, "Send rule and decoding" for the coded exchange, "The sparse form:
+//! coded_sparse_allreduce" for the ring allgather of index lists): every rank passes the sparse
+//! messages of its C(P - 1, r - 1) parts (gradcomp::sparse_message, e.g. from an error_feedback
+//! compressor per part) and gets, as a sparse_message, the sum of all C(P, r) parts on the union U
+//! of their selected indices, bit-identical on every rank.
 //!
 //! **Algorithm.** One operation:
 //! 1. Header (one MPI_Iallgather of 5 int64 per rank: dense length d, the count of contributed

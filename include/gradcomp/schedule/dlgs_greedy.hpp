@@ -16,8 +16,8 @@ namespace gradcomp::schedule {
 //! @brief S1 Algorithm 2: start from per_layer; for l = L down to 2 (backward positions
 //! p = 0 .. L-2) tentatively merge layer l into layer l-1 (position p+1 joins the group that
 //! holds p), re-simulate the whole iteration, and keep the merge if the simulated t_iter
-//! strictly decreases. Greedy, not optimal (merge.md's counterexample; see optimal()).
-//! O(L^2) (L - 1 simulations); deterministic.
+//! strictly decreases. Greedy, not optimal (docs/planner.md, "A counterexample to the greedy
+//! rules"; see optimal()). O(L^2) (L - 1 simulations); deterministic.
 //! @throws std::invalid_argument as simulate().
 [[nodiscard]] inline grouping dlgs_greedy(const layer_profile& profile, const cost_model& model) {
   const detail::backward_view view(profile, model);

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp::schedule::mgwfbp: the MG-WFBP merge rule (Shi, Chu, Li, INFOCOM 2019 /
-//! TPDS 2021) as its PyTorch code applies it (merge.md section 1).
+//! TPDS 2021; docs/references.md [MGWFBP]) as its PyTorch code applies it (repository
+//! HKBU-HPML/MG-WFBP, _generate_groups_mgwfbp; docs/planner.md, "The strategies").
 #pragma once
 
 #include <gradcomp/schedule/cost_model.hpp>
@@ -23,7 +24,8 @@ namespace gradcomp::schedule {
 //! tau_c(l) > r (it has not started yet) or r - tau_c(l) < a, layer l-1 joins the group;
 //! otherwise the group is closed. a is the startup cost of a message, T(bytes of 0 elements).
 //! Each decision re-simulates the groups up to p+1 (the code's recomputation of tau_c).
-//! Not optimal (merge.md's counterexample; see optimal()). O(L^2); deterministic.
+//! Not optimal (docs/planner.md, "A counterexample to the greedy rules"; see optimal()). O(L^2);
+//! deterministic.
 //! @throws std::invalid_argument as simulate().
 [[nodiscard]] inline grouping mgwfbp(const layer_profile& profile, const cost_model& model) {
   const detail::backward_view view(profile, model);

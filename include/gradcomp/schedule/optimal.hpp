@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp::schedule::optimal: the grouping with the least simulated t_iter, exactly
-//! (merge.md E1 and E2), where the greedy rules (S1 Algorithm 2, MG-WFBP) are not optimal.
+//! (E1 and E2, docs/planner.md, "The exact program (E1 and E2)"), where the greedy rules (S1
+//! Algorithm 2, MG-WFBP) are not optimal.
 #pragma once
 
 #include <gradcomp/schedule/cost_model.hpp>
@@ -17,7 +18,7 @@ namespace gradcomp::schedule {
 //! affine) and both placements.
 //!
 //! Algorithm: a dynamic program over group end points.
-//! * No compression function: E1 of merge.md, one state per prefix (the least end of its last
+//! * No compression function: E1, one state per prefix (the least end of its last
 //!   message): F[j] = min over i < j of max(K_j, F[i]) + T(bytes of [i, j)), K_j the compute
 //!   clock after position j. O(L^2) time, O(L) memory.
 //! * With compression, on the compute stream: E2, the Pareto front of (compute clock after the

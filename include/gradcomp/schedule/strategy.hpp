@@ -29,7 +29,7 @@ enum class strategy {
   two_segment,    //!< S4: the best single split point.
   dlgs_greedy,    //!< S1 Algorithm 2.
   mgwfbp,         //!< the MG-WFBP rule.
-  optimal,        //!< exact dynamic program (merge.md E1/E2).
+  optimal,        //!< exact dynamic program (E1/E2, docs/planner.md).
 };
 
 //! Every strategy, in the order above (the planner's output order).

@@ -18,7 +18,8 @@
 //!
 //! Delta + varint stores the first index as is and every later one as the gap minus one
 //! (`idx[i] - idx[i-1] - 1`) in unsigned LEB128, so strictly ascending order is implied and at
-//! density 0.01 an index costs ~1.3 bytes instead of 4 (topk.md section 5).
+//! density 0.01 an index costs ~1.3 bytes instead of 4 (1.28 for uniformly spread indices;
+//! docs/compressors.md, "Index cost of delta + varint").
 #pragma once
 
 #include <gradcomp/error.hpp>

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The dynamic programs behind gradcomp::schedule::optimal (merge.md E1 and E2, with
-//! the compression stream of gradcomp's model), and the one-state variant the tests use to
-//! show why E2's second coordinate is needed.
+//! @brief The dynamic programs behind gradcomp::schedule::optimal (E1 and E2 of docs/planner.md,
+//! "The exact program (E1 and E2)", with the compression stream of gradcomp's model), and the
+//! one-state variant the tests use to show why E2's second coordinate is needed.
 #pragma once
 
 #include <gradcomp/schedule/detail/backward_view.hpp>
@@ -44,7 +44,7 @@ struct exact_search_result {
 //! j = L the least f of the front is therefore <= the t_iter (the final f) of every grouping,
 //! and it is the t_iter of the grouping rebuilt from the states' parents: the optimum over all
 //! 2^(L-1) groupings. Without compression a' = K_j is the same for every state, so one state
-//! per prefix (the least f) carries the invariant: merge.md's E1. With compression off the
+//! per prefix (the least f) carries the invariant: E1 (docs/planner.md). With compression off the
 //! compute stream one state is NOT enough (a smaller f can come with a later compression-stream
 //! end); the tests show a case, so the front is kept there.
 //!
