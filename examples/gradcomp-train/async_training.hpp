@@ -83,30 +83,11 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   } else if (o.staleness_bound < 0) {
     problem = format("--staleness-bound %d is negative", o.staleness_bound);
   }
-  const auto missing = gx::missing_idx_files(o.data);
-  if (problem.empty() && !missing.empty()) {
-    problem = "the Fashion-MNIST files are not in '" + o.data + "' (missing " + missing.front() +
-              "[.gz]); install Debian's dataset-fashion-mnist or pass --data DIR";
-  }
   gx::dataset train_set, test_set;
   if (problem.empty()) {
-    try {
-      train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
-      test_set = gx::load_fashion_mnist(o.data, false);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
+    problem = load_data(o, workers, "workers", train_set, test_set);
   }
-  if (problem.empty() && train_set.size() < workers) {
-    problem = format("%d workers but only %lld training samples: every worker needs at least one",
-                     workers, static_cast<long long>(train_set.size()));
-  }
-  double flag[1] = {problem.empty() ? 0.0 : 1.0};
-  allreduce(comm, std::span<double>(flag), MPI_MAX);
-  if (flag[0] != 0.0) {
-    if (!problem.empty()) {
-      std::fprintf(stderr, "gradcomp-train: error (rank %d): %s\n", rank, problem.c_str());
-    }
+  if (any_rank_has_problem(comm, problem)) {
     return exit_bad_input;
   }
 
@@ -316,12 +297,7 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   const bool identical =
       std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
   const evaluation final_eval = points.back().test;
-  int status = 0;
-  if (!identical) {
-    status = exit_replicas_differ;
-  } else if (final_eval.accuracy < o.require_accuracy) {
-    status = exit_accuracy_low;
-  }
+  const int status = run_status(!identical, final_eval.accuracy, o.require_accuracy);
   if (!root) {
     return status;
   }
@@ -339,36 +315,19 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
                                              : format("%s / asgd (%d server%s, staleness bound %d)",
                                                       o.method.name.c_str(), servers,
                                                       servers == 1 ? "" : "s", o.staleness_bound);
+  nlohmann::json config = common_config(o, ranks, train_set.size(), test_set.size(),
+                                        iterations_per_epoch, total_numel, params.size(), blas);
+  config["workers"] = workers;
+  config["servers"] = servers;
+  config["sync"] = "async";
+  config["staleness_bound"] = o.staleness_bound;
+  config["server_rule"] = "async_sgd: momentum on the servers, lr / W per push";
+  config["transport"] = "ps";
+  config["merge"] = "single";
+  config["momentum_correction"] = false;
   nlohmann::json report = {
       {"label", label},
-      {"config",
-       {{"ranks", ranks},
-        {"workers", workers},
-        {"servers", servers},
-        {"sync", "async"},
-        {"staleness_bound", o.staleness_bound},
-        {"server_rule", "async_sgd: momentum on the servers, lr / W per push"},
-        {"method", o.method.name},
-        {"density", o.method.density},
-        {"interval", o.method.interval},
-        {"dense_below_elements", o.method.dense_below},
-        {"transport", "ps"},
-        {"merge", "single"},
-        {"model", o.model},
-        {"epochs", o.epochs},
-        {"batch_size_per_rank", o.batch_size},
-        {"train_samples", train_set.size()},
-        {"test_samples", test_set.size()},
-        {"iterations_per_epoch", iterations_per_epoch},
-        {"lr", o.lr},
-        {"momentum", o.momentum},
-        {"momentum_correction", false},
-        {"seed", o.seed},
-        {"torch_threads_per_rank", o.threads},
-        {"parameters", total_numel},
-        {"parameter_tensors", params.size()},
-        {"blas", blas},
-        {"data", o.data}}},
+      {"config", config},
       {"plan", nlohmann::json::object()},
       {"curve", curve_json(points)},
       {"final_test_accuracy", final_eval.accuracy},
@@ -420,16 +379,8 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   if (emit_report(report, table, label, ranks, o.report) != 0) {
     return 1;
   }
-  if (status == exit_replicas_differ) {
-    std::fprintf(stderr, "gradcomp-train: error: the workers' replicas differ: %s\n",
-                 hash_list.dump().c_str());
-  } else if (status == exit_accuracy_low) {
-    std::fprintf(
-        stderr,
-        "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
-        final_eval.accuracy, o.require_accuracy);
-  }
-  return status;
+  return explain_status(status, "the workers' replicas differ: " + hash_list.dump(),
+                        final_eval.accuracy, o.require_accuracy);
 }
 
 } // namespace gradcomp_train

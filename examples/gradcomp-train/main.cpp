@@ -166,24 +166,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
 
   // --- input checks, agreed by every rank before any training
   std::string problem;
-  const auto missing = gx::missing_idx_files(o.data);
-  if (!missing.empty()) {
-    problem = "the Fashion-MNIST files are not in '" + o.data + "' (missing " + missing.front() +
-              "[.gz]); install Debian's dataset-fashion-mnist or pass --data DIR";
-  }
   gx::dataset train_set, test_set;
-  if (problem.empty()) {
-    try {
-      train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
-      test_set = gx::load_fashion_mnist(o.data, false);
-    } catch (const std::exception& e) {
-      problem = e.what();
-    }
-  }
-  if (problem.empty() && train_set.size() < ranks) {
-    problem = format("%d ranks but only %lld training samples: every rank needs at least one",
-                     ranks, static_cast<long long>(train_set.size()));
-  }
+  problem = gt::load_data(o, ranks, "ranks", train_set, test_set);
   // transport coded: 1 <= R < P; building a coded exchange (local) also checks the options
   // and the placement's limits. `coded` is the placement: which parts this rank computes.
   const bool coded_transport = o.transport.name == "coded";
@@ -203,12 +187,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       }
     }
   }
-  double flag[1] = {problem.empty() ? 0.0 : 1.0};
-  allreduce(comm, std::span<double>(flag), MPI_MAX);
-  if (flag[0] != 0.0) {
-    if (!problem.empty()) {
-      std::fprintf(stderr, "gradcomp-train: error (rank %d): %s\n", rank, problem.c_str());
-    }
+  if (gt::any_rank_has_problem(comm, problem)) {
     return exit_bad_input;
   }
 
@@ -643,12 +622,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   allreduce(comm, std::span<double>(counts), MPI_SUM);
 
   const evaluation final_eval = points.back().test;
-  int status = 0;
-  if (!identical && o.transport.name != "none") {
-    status = exit_replicas_differ;
-  } else if (final_eval.accuracy < o.require_accuracy) {
-    status = exit_accuracy_low;
-  }
+  const int status = gt::run_status(!identical && o.transport.name != "none", final_eval.accuracy,
+                                    o.require_accuracy);
   if (!root) {
     return status;
   }
@@ -671,35 +646,18 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     label = coded ? o.method.name + " / coded (" + coded_text + ") / " + o.merge
                   : o.method.name + " / " + o.transport.name + " / " + o.merge;
   }
+  nlohmann::json config = gt::common_config(o, ranks, train_set.size(), test_set.size(),
+                                            iterations_per_epoch, total_numel, layers.size(), blas);
+  config["transport"] = o.transport.name;
+  config["sync"] = "sync";
+  config["ps_pull"] = o.transport.name != "ps"    ? "n/a"
+                      : o.transport.ps_dense_pull ? "dense"
+                                                  : "adaptive";
+  config["merge"] = o.merge;
+  config["momentum_correction"] = correction;
+  config["compression_scope"] = o.method.scope;
   nlohmann::json report = {{"label", label},
-                           {"config",
-                            {{"ranks", ranks},
-                             {"method", o.method.name},
-                             {"density", o.method.density},
-                             {"interval", o.method.interval},
-                             {"dense_below_elements", o.method.dense_below},
-                             {"transport", o.transport.name},
-                             {"sync", "sync"},
-                             {"ps_pull", o.transport.name != "ps"    ? "n/a"
-                                         : o.transport.ps_dense_pull ? "dense"
-                                                                     : "adaptive"},
-                             {"merge", o.merge},
-                             {"model", o.model},
-                             {"epochs", o.epochs},
-                             {"batch_size_per_rank", o.batch_size},
-                             {"train_samples", train_set.size()},
-                             {"test_samples", test_set.size()},
-                             {"iterations_per_epoch", iterations_per_epoch},
-                             {"lr", o.lr},
-                             {"momentum", o.momentum},
-                             {"momentum_correction", correction},
-                             {"compression_scope", o.method.scope},
-                             {"seed", o.seed},
-                             {"torch_threads_per_rank", o.threads},
-                             {"parameters", total_numel},
-                             {"parameter_tensors", layers.size()},
-                             {"blas", blas},
-                             {"data", o.data}}},
+                           {"config", config},
                            {"plan", plan_info},
                            {"curve", curve},
                            {"final_test_accuracy", final_eval.accuracy},
@@ -761,16 +719,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   if (gt::emit_report(report, table, label, ranks, o.report) != 0) {
     return 1;
   }
-  if (status == exit_replicas_differ) {
-    std::fprintf(stderr, "gradcomp-train: error: the replicas differ across ranks: %s\n",
-                 hash_list.dump().c_str());
-  } else if (status == exit_accuracy_low) {
-    std::fprintf(
-        stderr,
-        "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
-        final_eval.accuracy, o.require_accuracy);
-  }
-  return status;
+  return gt::explain_status(status, "the replicas differ across ranks: " + hash_list.dump(),
+                            final_eval.accuracy, o.require_accuracy);
 }
 
 // MPI_Finalize can hang with 3+ ranks over UCX/TCP (MPICH 4.0.2; docs/emulated-cluster.md,

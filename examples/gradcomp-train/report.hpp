@@ -109,4 +109,61 @@ inline int emit_report(nlohmann::json& report,
   return 0;
 }
 
+//! The run's exit status: exit_replicas_differ when the replicas differ, else exit_accuracy_low
+//! when the final test accuracy is below `required_accuracy` (both fractions), else 0.
+inline int run_status(bool replicas_differ, double final_accuracy, double required_accuracy) {
+  if (replicas_differ) {
+    return exit_replicas_differ;
+  }
+  return final_accuracy < required_accuracy ? exit_accuracy_low : 0;
+}
+
+//! Prints on stderr why `status` (from run_status()) is not 0: `replicas_differ_text` for
+//! exit_replicas_differ, the accuracies for exit_accuracy_low. Returns `status`.
+inline int explain_status(int status,
+                          const std::string& replicas_differ_text,
+                          double final_accuracy,
+                          double required_accuracy) {
+  if (status == exit_replicas_differ) {
+    std::fprintf(stderr, "gradcomp-train: error: %s\n", replicas_differ_text.c_str());
+  } else if (status == exit_accuracy_low) {
+    std::fprintf(
+        stderr,
+        "gradcomp-train: error: final test accuracy %.4f is below --require-accuracy %.4f\n",
+        final_accuracy, required_accuracy);
+  }
+  return status;
+}
+
+//! The report's "config" fields that every mode of gradcomp-train shares (each mode adds its
+//! own): the options, the data's and the model's sizes, and the BLAS in use.
+inline nlohmann::json common_config(const train_options& o,
+                                    int ranks,
+                                    std::int64_t train_samples,
+                                    std::int64_t test_samples,
+                                    std::int64_t iterations_per_epoch,
+                                    std::size_t parameters,
+                                    std::size_t parameter_tensors,
+                                    const std::string& blas) {
+  return {{"ranks", ranks},
+          {"method", o.method.name},
+          {"density", o.method.density},
+          {"interval", o.method.interval},
+          {"dense_below_elements", o.method.dense_below},
+          {"model", o.model},
+          {"epochs", o.epochs},
+          {"batch_size_per_rank", o.batch_size},
+          {"train_samples", train_samples},
+          {"test_samples", test_samples},
+          {"iterations_per_epoch", iterations_per_epoch},
+          {"lr", o.lr},
+          {"momentum", o.momentum},
+          {"seed", o.seed},
+          {"torch_threads_per_rank", o.threads},
+          {"parameters", parameters},
+          {"parameter_tensors", parameter_tensors},
+          {"blas", blas},
+          {"data", o.data}};
+}
+
 } // namespace gradcomp_train

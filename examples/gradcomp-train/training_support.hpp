@@ -14,6 +14,7 @@
 #include <bit>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "../common/fashion_mnist.hpp"
+#include "../common/tool_support.hpp"
 #include "exchange.hpp"
 
 namespace gradcomp_train {
@@ -219,6 +221,46 @@ evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::datase
   net.base->train();
   allreduce(comm, std::span<double>(sums), MPI_SUM);
   return {sums[0] / sums[2], sums[1] / sums[2]};
+}
+
+//! @brief Loads the Fashion-MNIST training set (its first o.train_limit samples; 0: all) and the
+//! test set from o.data into `train_set` and `test_set`. Returns "" or the problem: files
+//! missing, unreadable data, or fewer training samples than `consumers` (the ranks or workers
+//! that each need one, called `consumer_name` in the message).
+inline std::string load_data(const train_options& o,
+                             int consumers,
+                             const char* consumer_name,
+                             gx::dataset& train_set,
+                             gx::dataset& test_set) {
+  const auto missing = gx::missing_idx_files(o.data);
+  if (!missing.empty()) {
+    return "the Fashion-MNIST files are not in '" + o.data + "' (missing " + missing.front() +
+           "[.gz]); install Debian's dataset-fashion-mnist or pass --data DIR";
+  }
+  try {
+    train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
+    test_set = gx::load_fashion_mnist(o.data, false);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  if (train_set.size() < consumers) {
+    return gradcomp_tools::format("%d %s but only %lld training samples: each needs at least one",
+                                  consumers, consumer_name,
+                                  static_cast<long long>(train_set.size()));
+  }
+  return {};
+}
+
+//! @brief Whether any rank found a problem with the input (collective over `comm`: every rank
+//! must call it). A rank with a problem prints it to stderr, naming its rank.
+inline bool any_rank_has_problem(const gradcomp::mpi::communicator& comm,
+                                 const std::string& problem) {
+  double flag[1] = {problem.empty() ? 0.0 : 1.0};
+  allreduce(comm, std::span<double>(flag), MPI_MAX);
+  if (!problem.empty()) {
+    std::fprintf(stderr, "gradcomp-train: error (rank %d): %s\n", comm.rank(), problem.c_str());
+  }
+  return flag[0] != 0.0;
 }
 
 } // namespace gradcomp_train
