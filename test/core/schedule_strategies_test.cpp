@@ -26,9 +26,8 @@ layer_profile counterexample() {
 
 } // namespace
 
-// "merge.md's counterexample" (test name kept): docs/planner.md, "A counterexample to the greedy
-// rules".
-TEST_CASE("merge.md's counterexample: greedy 42, optimum 39", "[schedule]") {
+// docs/planner.md, "A counterexample to the greedy rules".
+TEST_CASE("the greedy rules' counterexample: greedy 42, optimum 39", "[schedule]") {
   for (const auto placement :
        {compression_placement::off_compute_stream, compression_placement::on_compute_stream}) {
     const cost_model m = cost_model::affine(10.0, 0.25, std::nullopt, std::nullopt, placement);

@@ -124,9 +124,8 @@ TEST_CASE("JSON output matches the library on the shipped ResNet-50 profile", "[
   CHECK(strategies.at("per_layer").at("groups")[0][0] == "fc.bias");
 }
 
-// "merge.md's counterexample" (test name kept): docs/planner.md, "A counterexample to the greedy
-// rules".
-TEST_CASE("merge.md's counterexample through the tool", "[plan]") {
+// docs/planner.md, "A counterexample to the greedy rules".
+TEST_CASE("the greedy rules' counterexample through the tool", "[plan]") {
   const scratch s;
   const std::string csv = s.write("counterexample.csv", counterexample_csv);
   const run_result r = s.run(
