@@ -74,14 +74,13 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
     }
   };
 
-  // --- input checks, agreed by every rank before any training
+  // --- input checks, agreed by every rank before any training (the command line has already
+  // refused a negative --staleness-bound)
   std::string problem;
   if (workers < 1) {
     problem = format("--sync async needs a worker: %d dedicated server(s) (--servers) leave none "
                      "of the %d ranks; run at least %d ranks",
                      servers, ranks, servers + 1);
-  } else if (o.staleness_bound < 0) {
-    problem = format("--staleness-bound %d is negative", o.staleness_bound);
   }
   gx::dataset train_set, test_set;
   if (problem.empty()) {
@@ -157,14 +156,6 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
                                                 .momentum = static_cast<float>(o.momentum)});
   } else {
     const int w = group.rank();
-    const auto batch = [&](const std::vector<std::int64_t>& mine, std::int64_t begin) {
-      const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_worker - begin);
-      const torch::Tensor index =
-          torch::tensor(std::vector<std::int64_t>(mine.begin() + begin, mine.begin() + begin + len),
-                        torch::kInt64);
-      return std::pair(train_set.images.index_select(0, index),
-                       train_set.labels.index_select(0, index));
-    };
     with_method(o.method, [&](auto prototype) {
       using C = decltype(prototype);
       std::vector<gradcomp::error_feedback<C>> feedback;
@@ -190,10 +181,9 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
           const auto t1 = clock_type::now();
           from_flat();
           const auto t2 = clock_type::now();
-          const auto [x, y] = batch(mine, it * o.batch_size);
-          for (torch::Tensor& p : params) {
-            p.mutable_grad() = torch::Tensor();
-          }
+          const auto [x, y] =
+              shard_batch(train_set, mine, per_worker, it * o.batch_size, o.batch_size);
+          clear_gradients(params);
           const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
           const auto t3 = clock_type::now();
           loss.backward();
@@ -283,10 +273,9 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
     hashes = allgather(group, parameter_hash(params));
   }
   const double pushes_applied = static_cast<double>(server_stats.version);
-  double server_sums[5] = {pushes_applied, server_stats.mean_staleness * pushes_applied,
+  double server_sums[4] = {pushes_applied, server_stats.mean_staleness * pushes_applied,
                            static_cast<double>(server_stats.pulls_answered),
-                           static_cast<double>(server_stats.pulls_deferred),
-                           static_cast<double>(server_stats.bytes_sent)};
+                           static_cast<double>(server_stats.pulls_deferred)};
   allreduce(comm, std::span<double>(server_sums), MPI_SUM);
   double maxima[3] = {static_cast<double>(server_stats.max_staleness),
                       static_cast<double>(server_stats.max_clock_gap), staleness_max};
@@ -303,14 +292,13 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   }
 
   // --- report (rank 0)
-  nlohmann::json hash_list = nlohmann::json::array();
-  for (const std::uint64_t h : hashes) {
-    hash_list.push_back(format("%016llx", static_cast<unsigned long long>(h)));
-  }
+  const nlohmann::json hash_list = hash_list_json(hashes);
   const double all_iterations = std::max(1.0, worker_counts[1]);
   const double density = worker_counts[0] / (all_iterations * static_cast<double>(total_numel));
   // server_sums: each push is applied once by every server (one part each)
   const double applied_per_server = server_sums[0] / servers;
+  const double worker_staleness_mean = worker_counts[2] / all_iterations;
+  const double server_staleness_mean = server_sums[0] > 0 ? server_sums[1] / server_sums[0] : 0.0;
   const std::string label = !o.label.empty() ? o.label
                                              : format("%s / asgd (%d server%s, staleness bound %d)",
                                                       o.method.name.c_str(), servers,
@@ -325,29 +313,28 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   config["transport"] = "ps";
   config["merge"] = "single";
   config["momentum_correction"] = false;
-  nlohmann::json report = {
-      {"label", label},
-      {"config", config},
-      {"plan", nlohmann::json::object()},
-      {"curve", curve_json(points)},
-      {"final_test_accuracy", final_eval.accuracy},
-      {"final_test_loss", final_eval.loss},
-      {"train_seconds", train_seconds},
-      {"wall_seconds", wall_seconds},
-      {"per_iteration", per_iteration_json(mean_values, max_values)},
-      {"achieved_density", density},
-      {"guard_fallbacks", 0},
-      {"replica_hashes", hash_list},
-      {"replicas_identical", identical},
-      {"asgd",
-       {{"worker_staleness_mean", worker_counts[2] / all_iterations},
-        {"worker_staleness_max", maxima[2]},
-        {"server_staleness_mean", server_sums[0] > 0 ? server_sums[1] / server_sums[0] : 0.0},
-        {"server_staleness_max", maxima[0]},
-        {"max_clock_gap", maxima[1]},
-        {"pushes_applied_per_server", applied_per_server},
-        {"pulls_answered", server_sums[2]},
-        {"pulls_deferred", server_sums[3]}}}};
+  nlohmann::json report = {{"label", label},
+                           {"config", config},
+                           {"plan", nlohmann::json::object()},
+                           {"curve", curve_json(points)},
+                           {"final_test_accuracy", final_eval.accuracy},
+                           {"final_test_loss", final_eval.loss},
+                           {"train_seconds", train_seconds},
+                           {"wall_seconds", wall_seconds},
+                           {"per_iteration", per_iteration_json(mean_values, max_values)},
+                           {"achieved_density", density},
+                           {"guard_fallbacks", 0},
+                           {"replica_hashes", hash_list},
+                           {"replicas_identical", identical},
+                           {"asgd",
+                            {{"worker_staleness_mean", worker_staleness_mean},
+                             {"worker_staleness_max", maxima[2]},
+                             {"server_staleness_mean", server_staleness_mean},
+                             {"server_staleness_max", maxima[0]},
+                             {"max_clock_gap", maxima[1]},
+                             {"pushes_applied_per_server", applied_per_server},
+                             {"pulls_answered", server_sums[2]},
+                             {"pulls_deferred", server_sums[3]}}}};
 
   std::string table = epoch_table(points);
   table += "\n| per iteration (mean over workers) | value |\n|---|---|\n";
@@ -368,10 +355,10 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
                   o.staleness_bound);
   table += format("| staleness seen at a pull (mean / max): pushes of others since the previous "
                   "pull | %.2f / %.0f |\n",
-                  worker_counts[2] / all_iterations, maxima[2]);
+                  worker_staleness_mean, maxima[2]);
   table += format("| servers: staleness of an applied push (mean / max), largest clock gap | "
                   "%.2f / %.0f, %.0f |\n",
-                  server_sums[0] > 0 ? server_sums[1] / server_sums[0] : 0.0, maxima[0], maxima[1]);
+                  server_staleness_mean, maxima[0], maxima[1]);
   table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
   table += format("| worker replicas identical after finish() | %s (%s) |\n",
                   identical ? "yes" : "NO", hash_list.dump().c_str());

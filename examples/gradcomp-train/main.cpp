@@ -218,26 +218,12 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const gradcomp::momentum_correction mc{correction ? o.momentum : 0.0};
   torch::optim::SGD optimizer(
       params, torch::optim::SGDOptions(o.lr).momentum(correction ? 0.0 : o.momentum));
-  // gradients to "none" before each backward: autograd then hands over its gradient tensors
-  // instead of adding them into zeroed ones, and .grad can later point at the pipeline's
-  // averages without a copy (what PyTorch's zero_grad(set_to_none=True) does)
-  const auto clear_gradients = [&params] {
-    for (torch::Tensor& p : params) {
-      p.mutable_grad() = torch::Tensor();
-    }
-  };
 
   const std::int64_t per_rank = (train_set.size() + ranks - 1) / ranks;
   const std::int64_t iterations_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
   // the batch of up to batch_size samples of `shard_indices` from position `begin`
   const auto batch = [&](const std::vector<std::int64_t>& shard_indices, std::int64_t begin) {
-    const std::int64_t len = std::min<std::int64_t>(o.batch_size, per_rank - begin);
-    const torch::Tensor index =
-        torch::tensor(std::vector<std::int64_t>(shard_indices.begin() + begin,
-                                                shard_indices.begin() + begin + len),
-                      torch::kInt64);
-    return std::pair(train_set.images.index_select(0, index),
-                     train_set.labels.index_select(0, index));
+    return gt::shard_batch(train_set, shard_indices, per_rank, begin, o.batch_size);
   };
   const std::string blas = blas_in_use();
   say(format("%d ranks, model %s (%zu parameters in %zu tensors), %lld training samples "
@@ -314,7 +300,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           const std::int64_t rows = std::min<std::int64_t>(profile_batch, full_x.size(0));
           const torch::Tensor x = full_x.narrow(0, 0, rows);
           const torch::Tensor y = full_y.narrow(0, 0, rows);
-          clear_gradients();
+          gt::clear_gradients(params);
           const auto t0 = clock_type::now();
           const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
           forwards.push_back(seconds_since(t0));
@@ -340,7 +326,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         backward_median[i] = median(per_layer[i]);
       }
       forward_median = median(forwards);
-      clear_gradients();
+      gt::clear_gradients(params);
     }
     // calibrate alpha and beta on this network (a short ring allreduce sweep)
     gradcomp::cost::network net_model;
@@ -470,7 +456,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           std::vector<std::int64_t>(global.begin() + static_cast<std::ptrdiff_t>(r.begin),
                                     global.begin() + static_cast<std::ptrdiff_t>(r.end)),
           torch::kInt64);
-      clear_gradients();
+      gt::clear_gradients(params);
       const torch::Tensor loss = torch::nn::functional::cross_entropy(
           net.module.forward(train_set.images.index_select(0, index)),
           train_set.labels.index_select(0, index), cross_entropy_sum);
@@ -512,7 +498,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         c = coded_backward(order, it);
       } else {
         const auto [x, y] = batch(mine, it * o.batch_size);
-        clear_gradients();
+        gt::clear_gradients(params);
         const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
         const auto t1 = clock_type::now();
         backward_start = t1;
@@ -631,10 +617,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --- report (rank 0)
   const nlohmann::json per_iteration = gt::per_iteration_json(mean_values, max_values);
   const nlohmann::json curve = gt::curve_json(points);
-  nlohmann::json hash_list = nlohmann::json::array();
-  for (const std::uint64_t h : hashes) {
-    hash_list.push_back(format("%016llx", static_cast<unsigned long long>(h)));
-  }
+  const nlohmann::json hash_list = gt::hash_list_json(hashes);
   const double density = counts[1] > 0 ? counts[0] / counts[1] : 1.0;
   const std::string coded_text =
       coded ? format("R = %d, %s, %s, %s%s", o.transport.redundancy, o.transport.coding.c_str(),

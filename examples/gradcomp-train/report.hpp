@@ -13,6 +13,7 @@
 #include <iterator>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "../common/tool_support.hpp"
@@ -64,7 +65,7 @@ inline nlohmann::json per_iteration_json(std::span<const double> mean_over_ranks
                                          std::span<const double> max_over_ranks) {
   nlohmann::json per_iteration = nlohmann::json::object();
   for (std::size_t i = 0; i < per_iteration_count; ++i) {
-    const bool bytes = i >= 8;
+    const bool bytes = std::string_view(per_iteration_names[i]).starts_with("bytes");
     const double scale = bytes ? 1.0 : 1000.0;
     per_iteration[std::string(per_iteration_names[i]) + (bytes ? "" : "_ms")] = {
         {"mean_over_ranks", mean_over_ranks[i] * scale},
@@ -164,6 +165,15 @@ inline nlohmann::json common_config(const train_options& o,
           {"parameter_tensors", parameter_tensors},
           {"blas", blas},
           {"data", o.data}};
+}
+
+//! The replicas' parameter hashes as a JSON array of 16-digit hexadecimal strings.
+inline nlohmann::json hash_list_json(const std::vector<std::uint64_t>& hashes) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const std::uint64_t h : hashes) {
+    list.push_back(gradcomp_tools::format("%016llx", static_cast<unsigned long long>(h)));
+  }
+  return list;
 }
 
 } // namespace gradcomp_train

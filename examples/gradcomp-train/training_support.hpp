@@ -21,6 +21,7 @@
 #include <span>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "../common/fashion_mnist.hpp"
@@ -261,6 +262,30 @@ inline bool any_rank_has_problem(const gradcomp::mpi::communicator& comm,
     std::fprintf(stderr, "gradcomp-train: error (rank %d): %s\n", comm.rank(), problem.c_str());
   }
   return flag[0] != 0.0;
+}
+
+//! The batch of up to `batch_size` samples of `shard_indices` (a rank's or worker's shard of
+//! `shard_size` sample indices into `set`) from position `begin`: (images, labels).
+inline std::pair<torch::Tensor, torch::Tensor>
+shard_batch(const gx::dataset& set,
+            const std::vector<std::int64_t>& shard_indices,
+            std::int64_t shard_size,
+            std::int64_t begin,
+            int batch_size) {
+  const std::int64_t len = std::min<std::int64_t>(batch_size, shard_size - begin);
+  const torch::Tensor index = torch::tensor(
+      std::vector<std::int64_t>(shard_indices.begin() + begin, shard_indices.begin() + begin + len),
+      torch::kInt64);
+  return {set.images.index_select(0, index), set.labels.index_select(0, index)};
+}
+
+//! Sets every parameter's gradient to "none" before a backward: autograd then hands over its
+//! gradient tensors instead of adding them into zeroed ones, and .grad can later point at an
+//! exchange's averages without a copy (what PyTorch's zero_grad(set_to_none=True) does).
+inline void clear_gradients(std::vector<torch::Tensor>& params) {
+  for (torch::Tensor& p : params) {
+    p.mutable_grad() = torch::Tensor();
+  }
 }
 
 } // namespace gradcomp_train

@@ -81,6 +81,9 @@ def test_workers_lose_no_push_and_end_identical(tmp_path, method, bound):
 @pytest.mark.parametrize("ranks,args,message", [
     (2, ["--sync", "async", "--transport", "ring"], "pass --transport ps (not 'ring')"),
     (2, ["--sync", "async", "--transport", "ps", "--servers", "2"], "needs a worker"),
+    (2, ["--sync", "bogus"], "--sync: bogus not in {sync,async}"),
+    (2, ["--sync", "async", "--transport", "ps", "--staleness-bound", "-1"],
+     "--staleness-bound: Value -1 not in range"),
 ])
 def test_bad_input_exits_2_with_a_message(tmp_path, ranks, args, message):
     p, _ = run(tmp_path, "bad", ranks, *args)
