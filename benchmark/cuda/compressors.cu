@@ -4,7 +4,7 @@
 // device-to-device copy gives bytes per second; the floor of a call is the bytes it must move:
 // 4n read + 8k written for top-k without error feedback; 12n (read gradient and residual, write
 // residual) + 8k for the threshold compressors with error feedback). Prints a Markdown table;
-// benchmark/cuda/run.sh adds torch.topk on the same GPU and writes docs/benchmarks-cuda.md. A
+// benchmark/cuda/run.sh adds torch.topk on the same GPU (results: docs/cuda.md). A
 // second table compares, for many small layers, one single-layer call per layer with one
 // batched call (batched_exact_top_k, batched_reused_threshold; both with error feedback and the
 // messages' copy to the host).

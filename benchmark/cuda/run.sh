@@ -3,7 +3,7 @@
 # On a machine with an NVIDIA GPU: builds the CUDA component (sm_90 unless
 # CMAKE_CUDA_ARCHITECTURES says otherwise), runs the GPU tests, then gradcomp's CUDA compressors
 # and torch.topk on the same GPU one after the other, and prints both tables (Markdown) for
-# docs/benchmarks.md.
+# docs/cuda.md.
 #
 #   benchmark/cuda/run.sh [log2_lo=20] [log2_hi=28] [repeats=20]
 set -euo pipefail

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/cuda/detail/filter_tiles.cuh>
 #include <gradcomp/cuda/detail/thrust_config.cuh>
 #include <gradcomp/tensor/memory_space.hpp>
 
@@ -31,6 +32,7 @@
 #include <thrust/system/cpp/execution_policy.h>
 
 #if defined(__CUDACC__)
+#include <gradcomp/cuda/detail/filter_kernels.cuh>
 #include <gradcomp/cuda/detail/histogram_kernel.cuh>
 #include <gradcomp/cuda/error.cuh>
 
@@ -104,6 +106,44 @@ struct host_backend {
                        std::uint32_t prefix,
                        std::uint32_t* h) const noexcept {
     gradcomp::detail::digit_histogram(values, n, shift, bits, prefix, h);
+  }
+  //! counts[t] = elements of filter tile t of x[0, n) (detail::filter_tiles) whose magnitude
+  //! key is at least `key`, for t < filter_tiles(n). O(n).
+  void filter_count(const float* x,
+                    std::size_t n,
+                    std::uint32_t key,
+                    std::uint64_t* counts) const noexcept {
+    for (std::size_t t = 0; t < detail::filter_tiles(n); ++t) {
+      const std::size_t end = std::min(n, (t + 1) * detail::filter_tile_elements);
+      std::uint64_t c = 0;
+      for (std::size_t i = t * detail::filter_tile_elements; i < end; ++i) {
+        c += gradcomp::detail::magnitude_key(x[i]) >= key ? 1 : 0;
+      }
+      counts[t] = c;
+    }
+  }
+  //! Writes the (i, x[i]) with key >= `key` of each filter tile t, ascending by i, to positions
+  //! offsets[t], offsets[t] + 1, ...; a position p >= cap writes slot cap instead (indices and
+  //! values have room for cap + 1). O(n).
+  void filter_scatter(const float* x,
+                      std::size_t n,
+                      std::uint32_t key,
+                      const std::uint64_t* offsets,
+                      std::size_t cap,
+                      std::uint32_t* indices,
+                      float* values) const noexcept {
+    for (std::size_t t = 0; t < detail::filter_tiles(n); ++t) {
+      const std::size_t end = std::min(n, (t + 1) * detail::filter_tile_elements);
+      std::uint64_t p = offsets[t];
+      for (std::size_t i = t * detail::filter_tile_elements; i < end; ++i) {
+        if (gradcomp::detail::magnitude_key(x[i]) >= key) {
+          const std::size_t slot = p < cap ? static_cast<std::size_t>(p) : cap;
+          indices[slot] = static_cast<std::uint32_t>(i);
+          values[slot] = x[i];
+          ++p;
+        }
+      }
+    }
   }
   //! Orders positions[0, n), which hold 0 .. n-1 on entry, by (keys[p], p) ascending: what a
   //! stable sort by key gives (keys may be left in any order). std::sort, O(n log n), no
@@ -183,6 +223,22 @@ struct device_backend {
                        std::uint32_t prefix,
                        std::uint32_t* h) const {
     detail::launch_digit_histogram(values, n, shift, bits, prefix, h, stream);
+  }
+  //! counts[t] = elements of filter tile t of x[0, n) with key >= `key` (device memory): one
+  //! block per tile (detail::filter_count_kernel), 4n bytes read. @throws cuda_error.
+  void filter_count(const float* x, std::size_t n, std::uint32_t key, std::uint64_t* counts) const {
+    detail::launch_filter_count(x, n, key, counts, stream);
+  }
+  //! The host backend's filter_scatter on the device (detail::filter_scatter_kernel): one block
+  //! per tile, 4n bytes read, 8 per written pair. @throws cuda_error.
+  void filter_scatter(const float* x,
+                      std::size_t n,
+                      std::uint32_t key,
+                      const std::uint64_t* offsets,
+                      std::size_t cap,
+                      std::uint32_t* indices,
+                      float* values) const {
+    detail::launch_filter_scatter(x, n, key, offsets, cap, indices, values, stream);
   }
   //! Orders positions[0, n), which hold 0 .. n-1 on entry, by (keys[p], p) ascending: a stable
   //! radix sort by key (Thrust, CUB underneath), keys sorted with them; temporary storage from

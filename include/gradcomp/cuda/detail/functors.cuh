@@ -65,30 +65,6 @@ struct key_at_least_op {
   GRADCOMP_HOST_DEVICE bool operator()(float v) const noexcept { return magnitude_key(v) >= key; }
 };
 
-//! Same test on the value of an (index, value) tuple.
-struct pair_at_least_op {
-  std::uint32_t key;
-  template <class Tuple>
-  GRADCOMP_HOST_DEVICE bool operator()(const Tuple& t) const noexcept {
-    return magnitude_key(thrust::get<1>(t)) >= key;
-  }
-};
-
-//! Element index as a 32-bit message index (n <= 2^32 is checked before).
-struct to_index_op {
-  GRADCOMP_HOST_DEVICE std::uint32_t operator()(std::uint64_t i) const noexcept {
-    return static_cast<std::uint32_t>(i);
-  }
-};
-
-//! Output position p, or the overflow slot `cap` for every p >= cap.
-struct clamp_position_op {
-  std::size_t cap;
-  GRADCOMP_HOST_DEVICE std::size_t operator()(std::size_t p) const noexcept {
-    return p < cap ? p : cap;
-  }
-};
-
 //! Sample j: element j x stride + offset (gradcomp::detail::sample_guided_plan's layout when
 //! offset = stride / 2; a random offset for the sampled threshold).
 struct strided_value_op {

@@ -8,15 +8,16 @@
 //! host result does not depend on a floating-point reduction order.
 //!
 //! Memory traffic on a device (n elements, k selected): accumulation reads gradient and
-//! residual and writes the residual (12n bytes; 20n with momentum); a filtering pass reads 4n
-//! and writes 8 x selected; the exact top-k's sample path adds a 4n filter; its radix path a 4n
-//! histogram and a 4n filter; candidate refinement touches only the candidates.
+//! residual and writes the residual (12n bytes; 20n with momentum); a filtering pass reads 8n
+//! and writes 8 x selected; the exact top-k's sample path adds an 8n filter; its radix path a 4n
+//! histogram and an 8n filter; candidate refinement touches only the candidates.
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
 #include <gradcomp/cuda/buffer.cuh>
+#include <gradcomp/cuda/detail/filter_tiles.cuh>
 #include <gradcomp/cuda/detail/functors.cuh>
 #include <gradcomp/cuda/detail/thrust_config.cuh>
 
@@ -30,9 +31,8 @@
 #include <thrust/for_each.h>
 #include <thrust/functional.h>
 #include <thrust/iterator/counting_iterator.h>
-#include <thrust/iterator/permutation_iterator.h>
-#include <thrust/iterator/transform_iterator.h>
 #include <thrust/iterator/zip_iterator.h>
+#include <thrust/scan.h>
 #include <thrust/transform.h>
 #include <thrust/transform_reduce.h>
 #include <thrust/transform_scan.h>
@@ -40,7 +40,7 @@
 namespace gradcomp::cuda::detail {
 
 //! Everything a compressor keeps between calls, in Backend's memory: the candidate list, tie
-//! ranks, sample keys, one histogram, and Thrust's temporary storage.
+//! ranks, sample keys, one histogram, the filter's tile offsets, and Thrust's temporary storage.
 template <class Backend>
 struct workspace {
   buffer<std::uint32_t, Backend> list_indices;
@@ -48,6 +48,7 @@ struct workspace {
   buffer<std::uint32_t, Backend> tie_ranks;
   buffer<float, Backend> sample_values;
   buffer<std::uint32_t, Backend> histogram;
+  buffer<std::uint64_t, Backend> tile_offsets;
   caching_allocator<Backend> thrust_storage;
 };
 
@@ -110,7 +111,9 @@ void finish_selection(const context<Backend>& ctx,
 
 //! Every (i, x[i]) with key >= `key`, ascending by i, into indices/values (room for cap + 1:
 //! beyond cap the pairs all land in slot cap). Returns how many there are, also when > cap.
-//! One stable compaction (Thrust copy_if): reads 4n bytes, writes 8 x min(count, cap).
+//! Per-tile counts (filter_tiles.cuh), their exclusive scan into tile offsets, and the scatter
+//! of each tile's pairs from its offset: reads 8n bytes (two passes) and writes 8 x min(count,
+//! cap); one wait for the stream (the count).
 template <class Backend>
 std::size_t select_at_least(const context<Backend>& ctx,
                             const float* x,
@@ -119,16 +122,13 @@ std::size_t select_at_least(const context<Backend>& ctx,
                             std::size_t cap,
                             std::uint32_t* indices,
                             float* values) {
-  const auto index =
-      thrust::make_transform_iterator(thrust::counting_iterator<std::uint64_t>(0), to_index_op{});
-  const auto in = thrust::make_zip_iterator(thrust::make_tuple(index, x));
-  const auto slot = thrust::make_transform_iterator(thrust::counting_iterator<std::size_t>(0),
-                                                    clamp_position_op{cap});
-  const auto out = thrust::make_permutation_iterator(
-      thrust::make_zip_iterator(thrust::make_tuple(indices, values)), slot);
-  const auto end = thrust::copy_if(ctx.policy(), in, in + static_cast<std::ptrdiff_t>(n), out,
-                                   pair_at_least_op{key});
-  return static_cast<std::size_t>(end - out);
+  const std::size_t tiles = filter_tiles(n);
+  std::uint64_t* offsets = ctx.ws.tile_offsets.reserve(tiles + 1);
+  ctx.backend.filter_count(x, n, key, offsets);
+  ctx.backend.fill_zero(offsets + tiles, sizeof(std::uint64_t));
+  thrust::exclusive_scan(ctx.policy(), offsets, offsets + tiles + 1, offsets);
+  ctx.backend.filter_scatter(x, n, key, offsets, cap, indices, values);
+  return static_cast<std::size_t>(read_one(ctx, offsets + tiles));
 }
 
 //! Number of x[0, n) with key >= `key`: one 4n-byte read.
