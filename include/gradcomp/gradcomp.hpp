@@ -14,6 +14,8 @@
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/optimizer/lars.hpp>
+#include <gradcomp/precision/loss_scale.hpp>
 #include <gradcomp/sparse/concatenate.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>

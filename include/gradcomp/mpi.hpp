@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi/any_rank.hpp>
 #include <gradcomp/mpi/async_parameter_server.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/coded_exchange.hpp>

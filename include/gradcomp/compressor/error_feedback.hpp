@@ -119,6 +119,17 @@ public:
     std::fill(residual_.begin(), residual_.end(), 0.0f);
     std::fill(velocity_.begin(), velocity_.end(), 0.0f);
   }
+  //! Multiplies the residual and the velocity by `factor`: keeps them in the units of a gradient
+  //! whose loss scale changed by `factor` (loss_scale_step::factor). Exact (nothing lost) for a
+  //! power of two while the products stay normal floats. O(n).
+  void rescale(float factor) noexcept {
+    for (float& r : residual_) {
+      r *= factor;
+    }
+    for (float& v : velocity_) {
+      v *= factor;
+    }
+  }
   [[nodiscard]] Compressor& compressor() noexcept { return compressor_; }
   [[nodiscard]] std::size_t numel() const noexcept { return residual_.size(); }
 

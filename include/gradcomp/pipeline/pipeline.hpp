@@ -510,6 +510,24 @@ public:
     }
     return std::span<const float>(velocity_).subspan(part_offset(part, layer), numel_[layer]);
   }
+  //! Multiplies every residual and velocity (every part and layer, either scope) by `factor`:
+  //! after a loss-scale change (loss_scale_step::factor) they stay in the new scale's units.
+  //! Exact for a power of two while the products stay normal floats. Call between iterations.
+  //! O(total elements). @throws std::logic_error if an iteration is under way.
+  void rescale_state(float factor) {
+    if (started_) {
+      throw std::logic_error("pipeline: rescale_state() while an iteration is under way");
+    }
+    for (auto& f : feedback_) {
+      f.rescale(factor);
+    }
+    for (float& r : residual_) {
+      r *= factor;
+    }
+    for (float& v : velocity_) {
+      v *= factor;
+    }
+  }
   //! Messages per rank and operation: the transport's parts_per_rank() for a
   //! multi_part_transport, else 1. O(1).
   [[nodiscard]] std::size_t parts() const noexcept { return parts_; }

@@ -1,0 +1,143 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief LARS, layer-wise adaptive rate scaling (You, Gitman & Ginsburg 2017, "Large Batch
+//! Training of Convolutional Networks", Algorithm 1; S4 trains at batch 64K with it), and the
+//! warm-up + polynomial-decay learning rate it is used with, on any float spans (one call per
+//! layer), in fp32 storage with double norms.
+//!
+//! Per layer, with global learning rate gamma, trust coefficient eta, weight decay beta and
+//! momentum m:
+//!
+//!   lambda = eta ||w|| / (||g|| + beta ||w||)      (1 when ||w|| = 0 or the denominator is 0)
+//!   v      = m v + gamma lambda (g + beta w)
+//!   w      = w - v
+//!
+//! S4's rule (also Goyal et al. 2017): no weight decay on biases and batch-norm parameters:
+//! lars_layer{.weight_decay = false} (beta = 0 in both lines for that layer); `adapt = false`
+//! keeps lambda = 1 (plain momentum SGD) for layers one prefers not to adapt.
+#pragma once
+
+#include <gradcomp/error.hpp>
+
+#include <cmath>
+#include <cstddef>
+#include <span>
+
+namespace gradcomp {
+
+//! @brief Options of lars_step shared by every layer.
+struct lars_options {
+  //! Momentum m, in [0, 1).
+  double momentum = 0.9;
+  //! Weight decay beta (L2), >= 0; applied only to layers whose lars_layer says so.
+  double weight_decay = 0.0005;
+  //! Trust coefficient eta, > 0 (You et al. use 0.001).
+  double trust_coefficient = 0.001;
+};
+
+//! @brief How one layer is treated: S4 turns weight decay off for biases and batch-norm
+//! parameters (lars_layer{.weight_decay = false}).
+struct lars_layer {
+  bool weight_decay = true; //!< apply the weight decay (in the ratio and the update)
+  bool adapt = true;        //!< scale by the trust ratio (false: lambda = 1)
+};
+
+//! @brief The trust ratio eta ||w|| / (||g|| + beta ||w||), norms in double (sequential sums,
+//! deterministic); 1 when ||w|| = 0 (a fresh zero-initialised layer) or the denominator is 0. O(n).
+//! @throws std::invalid_argument if the spans' lengths differ.
+[[nodiscard]] inline double lars_trust_ratio(std::span<const float> weights,
+                                             std::span<const float> grad,
+                                             double trust_coefficient,
+                                             double weight_decay) {
+  detail::require(weights.size() == grad.size(), "lars_trust_ratio: weights have ", weights.size(),
+                  " elements, the gradient ", grad.size());
+  double ww = 0.0;
+  double gg = 0.0;
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    ww += static_cast<double>(weights[i]) * weights[i];
+    gg += static_cast<double>(grad[i]) * grad[i];
+  }
+  const double w_norm = std::sqrt(ww);
+  const double g_norm = std::sqrt(gg);
+  const double denominator = g_norm + weight_decay * w_norm;
+  if (w_norm == 0.0 || denominator == 0.0) {
+    return 1.0;
+  }
+  return trust_coefficient * w_norm / denominator;
+}
+
+//! @brief One LARS step on one layer, in place (formulas in the file comment): velocity and
+//! weights are updated in float, element by element (deterministic). Returns the trust ratio
+//! used. O(n), no allocation.
+//! @param weights   the layer's fp32 (master) weights, n elements.
+//! @param grad      its gradient (already averaged across ranks and unscaled), n elements.
+//! @param velocity  its momentum buffer, n elements (zeros at the start).
+//! @param learning_rate  gamma for this step (e.g. from warmup_poly_schedule), >= 0, finite.
+//! @throws std::invalid_argument naming the value and limit for different lengths, a negative or
+//! non-finite learning rate, momentum outside [0, 1), negative weight decay or a non-positive
+//! trust coefficient.
+inline double lars_step(std::span<float> weights,
+                        std::span<const float> grad,
+                        std::span<float> velocity,
+                        double learning_rate,
+                        const lars_options& o,
+                        lars_layer layer = {}) {
+  detail::require(grad.size() == weights.size(), "lars_step: gradient has ", grad.size(),
+                  " elements, the weights ", weights.size());
+  detail::require(velocity.size() == weights.size(), "lars_step: velocity has ", velocity.size(),
+                  " elements, the weights ", weights.size());
+  detail::require(std::isfinite(learning_rate) && learning_rate >= 0.0, "lars_step: learning rate ",
+                  learning_rate, " must be finite and >= 0");
+  detail::require(o.momentum >= 0.0 && o.momentum < 1.0, "lars_step: momentum ", o.momentum,
+                  " is outside [0, 1)");
+  detail::require(o.weight_decay >= 0.0, "lars_step: weight decay ", o.weight_decay,
+                  " is negative");
+  detail::require(o.trust_coefficient > 0.0, "lars_step: trust coefficient ", o.trust_coefficient,
+                  " must be > 0");
+  const double beta = layer.weight_decay ? o.weight_decay : 0.0;
+  const double ratio =
+      layer.adapt ? lars_trust_ratio(weights, grad, o.trust_coefficient, beta) : 1.0;
+  const auto step = static_cast<float>(learning_rate * ratio);
+  const auto decay = static_cast<float>(beta);
+  const auto m = static_cast<float>(o.momentum);
+  for (std::size_t i = 0; i < weights.size(); ++i) {
+    velocity[i] = m * velocity[i] + step * (grad[i] + decay * weights[i]);
+    weights[i] -= velocity[i];
+  }
+  return ratio;
+}
+
+//! @brief Learning rate with linear warm-up then polynomial decay (You et al. 2017 pair LARS
+//! with "poly" decay of power 2; Goyal et al. 2017's gradual warm-up):
+//! at(s) = base (s + 1) / warmup_steps for s < warmup_steps, then
+//! base (1 - (s - warmup_steps) / (total_steps - warmup_steps))^power, 0 from total_steps on.
+struct warmup_poly_schedule {
+  double base = 0.1;            //!< peak learning rate, >= 0 and finite
+  std::size_t warmup_steps = 0; //!< steps of linear warm-up (0: none)
+  std::size_t total_steps = 1;  //!< > warmup_steps
+  double power = 2.0;           //!< decay exponent, >= 0
+
+  //! @throws std::invalid_argument naming the field if the schedule is malformed.
+  void validate() const {
+    detail::require(std::isfinite(base) && base >= 0.0, "warmup_poly_schedule: base ", base,
+                    " must be finite and >= 0");
+    detail::require(total_steps > warmup_steps, "warmup_poly_schedule: total_steps ", total_steps,
+                    " must exceed warmup_steps ", warmup_steps);
+    detail::require(power >= 0.0, "warmup_poly_schedule: power ", power, " is negative");
+  }
+  //! The learning rate of step s (0-based). O(1). @throws what validate() throws.
+  [[nodiscard]] double at(std::size_t s) const {
+    validate();
+    if (s < warmup_steps) {
+      return base * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+    }
+    if (s >= total_steps) {
+      return 0.0;
+    }
+    const double left = 1.0 - static_cast<double>(s - warmup_steps) /
+                                  static_cast<double>(total_steps - warmup_steps);
+    return base * std::pow(left, power);
+  }
+};
+
+} // namespace gradcomp
