@@ -4,9 +4,11 @@
 // scale changes: rescaling the residual loses nothing (unscaled sent + residual == the sum of
 // the true gradients).
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -129,4 +131,42 @@ TEST_CASE("loss scale: error feedback across scale changes loses nothing", "[los
     worst = std::max(worst, std::abs(got - true_sum[i]));
   }
   CHECK(worst < 1e-6); // |g| ~ 0.01 x 12 steps; float rounding of the scaled values ~ 1e-9
+}
+
+TEST_CASE("loss scale: pipeline::rescale_state scales every residual and velocity exactly",
+          "[loss_scale]") {
+  const std::vector<std::size_t> sizes{300, 7, 1000};
+  for (const auto scope : {compression_scope::per_layer, compression_scope::per_group}) {
+    CAPTURE(scope == compression_scope::per_layer);
+    loopback_exchange transport;
+    pipeline p(sizes, pipeline_policy::fixed_grouping{}, exact_top_k(0.1), transport,
+               momentum_correction{0.9}, scope);
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      p.gradient_ready(l, test::make_values(test::distribution::normal, sizes[l], 9 + l, 3.0f));
+    }
+    p.finish();
+    std::vector<std::vector<float>> residual, velocity;
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      residual.emplace_back(p.residual(l).begin(), p.residual(l).end());
+      velocity.emplace_back(p.velocity(l).begin(), p.velocity(l).end());
+      REQUIRE(has_overflow(residual.back()) == false);
+    }
+    REQUIRE(std::count(residual[2].begin(), residual[2].end(), 0.0f) < 500); // mostly unsent
+    REQUIRE(std::count(velocity[2].begin(), velocity[2].end(), 0.0f) < 500);
+    p.rescale_state(0.25f);
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      REQUIRE(p.residual(l).size() == sizes[l]);
+      REQUIRE(p.velocity(l).size() == sizes[l]);
+      for (std::size_t i = 0; i < sizes[l]; ++i) {
+        REQUIRE(p.residual(l)[i] == residual[l][i] * 0.25f);
+        REQUIRE(p.velocity(l)[i] == velocity[l][i] * 0.25f);
+      }
+    }
+    p.gradient_ready(0, std::vector<float>(sizes[0], 1.0f));
+    CHECK_THROWS_WITH(p.rescale_state(2.0f), Contains("iteration is under way"));
+    for (std::size_t l = 1; l < sizes.size(); ++l) {
+      p.gradient_ready(l, std::vector<float>(sizes[l], 1.0f));
+    }
+    p.finish();
+  }
 }

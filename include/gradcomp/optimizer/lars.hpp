@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief LARS, layer-wise adaptive rate scaling (You, Gitman & Ginsburg 2017, "Large Batch
-//! Training of Convolutional Networks", Algorithm 1; S4 trains at batch 64K with it), and the
-//! warm-up + polynomial-decay learning rate it is used with, on any float spans (one call per
-//! layer), in fp32 storage with double norms.
+//! @brief LARS, layer-wise adaptive rate scaling ([YOU17] Algorithm 1, docs/references.md; S4
+//! trains at batch 64K with it), and the warm-up + polynomial-decay learning rate it is used
+//! with, on any float spans (one call per layer), in fp32 storage with double norms.
 //!
 //! Per layer, with global learning rate gamma, trust coefficient eta, weight decay beta and
 //! momentum m:
@@ -12,7 +11,7 @@
 //!   v      = m v + gamma lambda (g + beta w)
 //!   w      = w - v
 //!
-//! S4's rule (also Goyal et al. 2017): no weight decay on biases and batch-norm parameters:
+//! S4's rule (also [GOYAL17]): no weight decay on biases and batch-norm parameters:
 //! lars_layer{.weight_decay = false} (beta = 0 in both lines for that layer); `adapt = false`
 //! keeps lambda = 1 (plain momentum SGD) for layers one prefers not to adapt.
 #pragma once
@@ -107,8 +106,8 @@ inline double lars_step(std::span<float> weights,
   return ratio;
 }
 
-//! @brief Learning rate with linear warm-up then polynomial decay (You et al. 2017 pair LARS
-//! with "poly" decay of power 2; Goyal et al. 2017's gradual warm-up):
+//! @brief Learning rate with linear warm-up then polynomial decay ([YOU17] pair LARS with "poly"
+//! decay of power 2; [GOYAL17]'s gradual warm-up):
 //! at(s) = base (s + 1) / warmup_steps for s < warmup_steps, then
 //! base (1 - (s - warmup_steps) / (total_steps - warmup_steps))^power, 0 from total_steps on.
 struct warmup_poly_schedule {

@@ -2,8 +2,8 @@
 //! @file
 //! @brief gradcomp::loss_scale (static or dynamic loss scaling) and gradcomp::has_overflow, for
 //! exchanging gradients in fp16 or bf16 without losing small values to underflow (S4's mixed
-//! precision: fp16 compute, fp32 master weights, loss scaling; Micikevicius et al. 2018, "Mixed
-//! Precision Training", section 3.2; docs/references.md).
+//! precision: fp16 compute, fp32 master weights, loss scaling; [MICIKEVICIUS18] section 3.2,
+//! docs/references.md).
 //!
 //! The loss is multiplied by scale() before backward, so every gradient arrives multiplied by it;
 //! they are exchanged in those units and divided by scale() (inverse()) before the update. Each
