@@ -184,6 +184,9 @@ public:
   virtual void finish() = 0;
   [[nodiscard]] virtual std::span<const float> averaged(std::size_t layer) const = 0;
   [[nodiscard]] virtual const gradcomp::pipeline_iteration_stats& last_stats() const = 0;
+  //! The pipeline's rescale_state / drop_non_finite_state (loss scaling, large_batch.hpp).
+  virtual void rescale_state(float factor) = 0;
+  virtual std::size_t drop_non_finite_state() = 0;
 };
 
 //! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
@@ -217,6 +220,8 @@ public:
   [[nodiscard]] const gradcomp::pipeline_iteration_stats& last_stats() const override {
     return pipe_.last_stats();
   }
+  void rescale_state(float factor) override { pipe_.rescale_state(factor); }
+  std::size_t drop_non_finite_state() override { return pipe_.drop_non_finite_state(); }
 
 private:
   T transport_; // before pipe_: the pipeline holds a reference to it
@@ -232,6 +237,8 @@ struct method_settings {
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
+  //! Type of the sent values (--precision): every method rounds to it; fp32 = exact.
+  gradcomp::value_type values = gradcomp::value_type::fp32;
 };
 
 //! The names accepted by --compression-scope.
@@ -243,20 +250,23 @@ template <class Fn>
 decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
   const double d = s.density;
   const unsigned t = s.threads;
+  const gradcomp::value_type v = s.values;
   if (s.name == "exact_topk") {
-    return fn(gradcomp::exact_top_k({.density = d, .threads = t}));
+    return fn(gradcomp::exact_top_k({.density = d, .values = v, .threads = t}));
   }
   if (s.name == "sampled_topk") {
-    return fn(gradcomp::sampled_threshold({.density = d, .seed = s.seed, .threads = t}));
+    return fn(
+        gradcomp::sampled_threshold({.density = d, .seed = s.seed, .values = v, .threads = t}));
   }
   if (s.name == "gaussian_threshold") {
-    return fn(gradcomp::gaussian_threshold({.density = d, .threads = t}));
+    return fn(gradcomp::gaussian_threshold({.density = d, .values = v, .threads = t}));
   }
   if (s.name == "lognormal_threshold") {
-    return fn(gradcomp::lognormal_threshold({.density = d, .threads = t}));
+    return fn(gradcomp::lognormal_threshold({.density = d, .values = v, .threads = t}));
   }
   if (s.name == "reused_threshold") {
-    return fn(gradcomp::reused_threshold({.density = d, .interval = s.interval, .threads = t}));
+    return fn(gradcomp::reused_threshold(
+        {.density = d, .interval = s.interval, .values = v, .threads = t}));
   }
   throw std::invalid_argument("unknown method '" + s.name + "'");
 }
@@ -266,15 +276,16 @@ decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
 //! fewer than s.dense_below elements dense. @throws std::invalid_argument on an unknown name.
 template <class Fn>
 decltype(auto) with_method(const method_settings& s, Fn&& fn) {
-  const gradcomp::dense fp32({.values = gradcomp::value_type::fp32, .threads = s.threads});
+  // every value goes out in s.values (--precision); method fp16 is dense in fp16 whatever it says
+  const gradcomp::dense plain({.values = s.values, .threads = s.threads});
   if (s.name == "dense") {
-    return fn(fp32);
+    return fn(plain);
   }
   if (s.name == "fp16") {
     return fn(gradcomp::dense({.values = gradcomp::value_type::fp16, .threads = s.threads}));
   }
   return with_sparse_method(s, [&](auto sparse) {
-    return fn(gradcomp::size_switch(s.dense_below, fp32, std::move(sparse)));
+    return fn(gradcomp::size_switch(s.dense_below, plain, std::move(sparse)));
   });
 }
 

@@ -216,11 +216,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const bool correction =
       o.momentum_correction && gt::is_sparse_method(o.method.name) && o.transport.name != "none";
   const gradcomp::momentum_correction mc{correction ? o.momentum : 0.0};
-  torch::optim::SGD optimizer(
-      params, torch::optim::SGDOptions(o.lr).momentum(correction ? 0.0 : o.momentum));
+  // the update (momentum SGD, or LARS: --optimizer) at the learning rate of each step
+  // (--warmup-epochs), and loss scaling (--loss-scale): large_batch.hpp, docs/large-batch.md
+  gt::update_rule update(params, o.large_batch, o.lr, correction ? 0.0 : o.momentum);
+  gt::loss_scaling scaling(o.large_batch, rank, ranks);
+  std::int64_t global_iteration = 0;
 
   const std::int64_t per_rank = (train_set.size() + ranks - 1) / ranks;
   const std::int64_t iterations_per_epoch = (per_rank + o.batch_size - 1) / o.batch_size;
+  const gt::learning_rate_schedule learning_rate(o.lr, o.large_batch, iterations_per_epoch,
+                                                 o.epochs);
   // the batch of up to batch_size samples of `shard_indices` from position `begin`
   const auto batch = [&](const std::vector<std::int64_t>& shard_indices, std::int64_t begin) {
     return gt::shard_batch(train_set, shard_indices, per_rank, begin, o.batch_size);
@@ -405,7 +410,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   } else {
     exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
     on_gradient = [&](std::size_t i, const torch::Tensor& g) {
-      exchange->gradient_ready(current_part, i, grad_span(g, keep));
+      exchange->gradient_ready(current_part, i, scaling.note(global_iteration, grad_span(g, keep)));
     };
   }
   const gradcomp::pipeline_iteration_stats no_stats{};
@@ -438,8 +443,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     const std::span<const std::size_t> owned = pl.parts_of(rank);
     const auto cross_entropy_sum =
         torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum);
-    const double loss_scale =
-        static_cast<double>(pl.part_count()) / static_cast<double>(global.size());
+    // each part's weight in the mean, times the loss scale (1 without --loss-scale)
+    const double part_weight =
+        static_cast<double>(pl.part_count()) / static_cast<double>(global.size()) * scaling.scale();
     double loss_total = 0;
     for (std::size_t k = 0; k < owned.size(); ++k) {
       current_part = k;
@@ -463,7 +469,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       const auto tb = clock_type::now();
       backward_start = tb;
       exchange->begin_backward();
-      (loss * loss_scale).backward();
+      (loss * part_weight).backward();
       c.forward += seconds(tb - tf).count();
       c.backward += seconds_since(tb);
       loss_total += loss.item<double>();
@@ -480,7 +486,6 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   points.push_back({0, 0, 0.0, 0.0, 0.0, initial});
   double loss_sum = 0;
   std::int64_t loss_count = 0;
-  std::int64_t global_iteration = 0;
   const int evals = std::max(1, o.evals_per_epoch);
   barrier(comm);
   for (int epoch = 0; epoch < o.epochs; ++epoch) {
@@ -502,7 +507,11 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
         const auto t1 = clock_type::now();
         backward_start = t1;
-        loss.backward();
+        if (scaling.enabled()) {
+          (loss * scaling.scale()).backward();
+        } else {
+          loss.backward();
+        }
         c.forward = std::chrono::duration<double>(t1 - t0).count();
         c.backward = seconds_since(t1);
         c.loss = loss.item<double>();
@@ -521,8 +530,12 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                                torch::TensorOptions().dtype(torch::kFloat32));
         }
       }
+      // loss scaling: agree on overflow, unscale, skip the step on every rank if it overflowed
+      const bool apply = scaling.settle(comm, params, exchange.get());
       const auto t3 = clock_type::now();
-      optimizer.step();
+      if (apply) {
+        update.step(learning_rate.at(global_iteration));
+      }
       const auto t4 = clock_type::now();
       const auto& st = alone ? no_stats : exchange->last_stats();
       const double iteration = std::chrono::duration<double>(t4 - t0).count();
@@ -639,6 +652,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   config["merge"] = o.merge;
   config["momentum_correction"] = correction;
   config["compression_scope"] = o.method.scope;
+  config["precision"] = o.large_batch.precision;
+  config["loss_scale"] = o.large_batch.loss_scale;
+  config["optimizer"] = o.large_batch.optimizer;
+  config["warmup_epochs"] = o.large_batch.warmup_epochs;
+  if (o.large_batch.optimizer == "lars") {
+    config["trust_coefficient"] = o.large_batch.trust_coefficient;
+    config["weight_decay"] = o.large_batch.weight_decay;
+  }
   nlohmann::json report = {{"label", label},
                            {"config", config},
                            {"plan", plan_info},
@@ -651,7 +672,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                            {"achieved_density", density},
                            {"guard_fallbacks", counts[2]},
                            {"replica_hashes", hash_list},
-                           {"replicas_identical", identical}};
+                           {"replicas_identical", identical},
+                           {"loss_scale_final", scaling.scale()},
+                           {"skipped_steps", scaling.skipped_steps()},
+                           {"dropped_non_finite", scaling.dropped_values()}};
   if (coded) {
     const gradcomp::coded::placement& pl = *coded;
     nlohmann::json& config = report["config"];
@@ -854,6 +878,36 @@ int main(int argc, char** argv) {
                  "pure ASGD)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  gt::large_batch_settings& lb = o.large_batch;
+  app.add_option("--precision", lb.precision,
+                 "type of every sent value (all methods): fp32, fp16 or bf16 (fp16 and bf16 "
+                 "round, the rounding error stays in error feedback's residual)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::precision_names));
+  app.add_option("--loss-scale", lb.loss_scale,
+                 "none, dynamic (2^16, halved on overflow, doubled after 2000 clean steps) or a "
+                 "fixed scale S; an overflowing step is skipped on every rank")
+      ->capture_default_str();
+  app.add_option("--optimizer", lb.optimizer,
+                 "sgd (momentum SGD) or lars (layer-wise adaptive rate scaling, no weight decay "
+                 "on biases and batch norm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::optimizer_names));
+  app.add_option("--warmup-epochs", lb.warmup_epochs,
+                 "linear learning-rate warm-up, epochs (lars then decays as (1 - t)^2)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--trust-coefficient", lb.trust_coefficient, "lars: eta")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", lb.weight_decay,
+                 "lars: weight decay (not on 1-D tensors: biases, batch norm)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--inject-overflow-at", lb.inject_overflow_at,
+                 "testing: at this iteration the last rank's gradients get +inf (needs "
+                 "--loss-scale; -1: never)")
+      ->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()
@@ -866,6 +920,20 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError(
           "--sync", "async runs through the parameter server: pass --transport ps (not '" +
                         o.transport.name + "')");
+    }
+    if (o.sync == "async" && (lb.precision != "fp32" || lb.loss_scale != "none" ||
+                              lb.optimizer != "sgd" || lb.warmup_epochs != 0.0)) {
+      throw CLI::ValidationError("--sync", "async trains with fp32 values and plain SGD: "
+                                           "--precision, --loss-scale, --optimizer and "
+                                           "--warmup-epochs are for --sync sync");
+    }
+    if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none") {
+      throw CLI::ValidationError("--inject-overflow-at", "needs --loss-scale (dynamic or S)");
+    }
+    try { // a malformed --loss-scale fails here, on every rank
+      static_cast<void>(gt::make_loss_scale(lb.loss_scale));
+    } catch (const std::invalid_argument& e) {
+      throw CLI::ValidationError("--loss-scale", e.what());
     }
     if (!(o.method.density > 0.0)) {
       throw CLI::ValidationError("--density",
@@ -885,6 +953,7 @@ int main(int argc, char** argv) {
     return exit_bad_input;
   }
   o.method.seed = o.seed;
+  o.method.values = gt::wire_type(lb.precision);
   o.method.threads = static_cast<unsigned>(o.threads);
 
   int provided = 0;

@@ -27,6 +27,7 @@
 #include "../common/fashion_mnist.hpp"
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
+#include "large_batch.hpp"
 
 namespace gradcomp_train {
 
@@ -70,6 +71,8 @@ struct train_options {
   std::string sync = "sync";
   //! async: the SSP staleness bound (0: pure ASGD).
   int staleness_bound = 0;
+  //! precision, loss scaling, optimizer and warm-up (large_batch.hpp; sync only).
+  large_batch_settings large_batch;
 };
 
 // ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------

@@ -7,6 +7,8 @@
 
 #include <bit>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "../common/generators.hpp"
 
@@ -132,5 +134,26 @@ TEST_CASE("reset zeroes the residual", "[error_feedback]") {
   ef.reset();
   for (float v : ef.residual()) {
     CHECK(v == 0.0f);
+  }
+}
+
+TEST_CASE("error feedback: a sent NaN or infinity leaves a residual of 0, not NaN",
+          "[error_feedback]") {
+  // Kept as NaN (NaN - NaN), a sent NaN would be selected and sent again on every later call.
+  std::vector<float> g(100, 0.5f);
+  g[3] = std::numeric_limits<float>::quiet_NaN();
+  g[50] = std::numeric_limits<float>::infinity();
+  for (const value_type t : {value_type::fp32, value_type::fp16, value_type::bf16}) {
+    CAPTURE(to_string(t));
+    error_feedback<exact_top_k> ef(100, exact_top_k({.density = 0.02, .values = t}));
+    sparse_message m;
+    ef.compress(g, m);
+    REQUIRE(m.indices == std::vector<std::uint32_t>{3, 50}); // NaN first, then the infinity
+    CHECK(ef.residual()[3] == 0.0f);
+    CHECK(ef.residual()[50] == 0.0f);
+    ef.compress(std::vector<float>(100, 0.25f), m);
+    for (const float v : m.values) {
+      CHECK(std::isfinite(v)); // nothing non-finite is sent twice
+    }
   }
 }

@@ -170,3 +170,36 @@ TEST_CASE("loss scale: pipeline::rescale_state scales every residual and velocit
     p.finish();
   }
 }
+
+TEST_CASE("loss scale: drop_non_finite_state clears what an overflowed step left", "[loss_scale]") {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<std::size_t> sizes{100, 50};
+  for (const auto scope : {compression_scope::per_layer, compression_scope::per_group}) {
+    CAPTURE(scope == compression_scope::per_layer);
+    loopback_exchange transport;
+    // k = 1 per layer (per group: 2): one non-finite value is sent, the others stay behind
+    pipeline p(sizes, pipeline_policy::fixed_grouping{}, exact_top_k(0.01), transport, {}, scope);
+    std::vector<float> g0 = test::make_values(test::distribution::normal, 100, 1);
+    std::vector<float> g1 = test::make_values(test::distribution::normal, 50, 2);
+    g0[3] = nan;
+    g0[40] = nan;
+    g0[41] = -inf;
+    g1[7] = inf;
+    p.gradient_ready(1, g1);
+    p.gradient_ready(0, g0);
+    p.finish();
+    const bool left = has_overflow(p.residual(0)) || has_overflow(p.residual(1));
+    REQUIRE(left);
+    const std::vector<float> before(p.residual(0).begin(), p.residual(0).end());
+    const std::size_t dropped = p.drop_non_finite_state();
+    CHECK(dropped == 2); // NaN at 40, -inf at 41 (layer 1 sent its only one)
+    CHECK_FALSE(has_overflow(p.residual(0)));
+    CHECK_FALSE(has_overflow(p.residual(1)));
+    for (std::size_t i = 0; i < before.size(); ++i) {
+      if (std::isfinite(before[i])) {
+        REQUIRE(p.residual(0)[i] == before[i]); // finite values are kept
+      }
+    }
+  }
+}

@@ -7,32 +7,16 @@ momentum on the same batches), the independent reference. With several workers: 
 (every server applies every worker's every push), the replicas end identical after finish(), the
 staleness bound holds, and bad input exits with status 2 and a message naming the value.
 """
-import json
-import os
-import subprocess
-
 import pytest
 
-DATA = "/usr/share/datasets/fashion-mnist"
-MPIEXEC = os.environ.get("GRADCOMP_MPIEXEC", "mpiexec")
-GRADCOMP_TRAIN = os.environ.get("GRADCOMP_TRAIN", "")
+from train_runner import load, needs_train
+from train_runner import run as run_train
 
-pytestmark = pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
-                                reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
+pytestmark = needs_train
 
 
 def run(tmp_path, name, ranks, *args):
-    report = tmp_path / f"{name}.json"
-    p = subprocess.run([MPIEXEC, "-n", str(ranks), GRADCOMP_TRAIN, "--train-limit", "640",
-                        "--epochs", "1", "--evals-per-epoch", "2", "--report", str(report),
-                        *args], capture_output=True, text=True, timeout=300,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
-    return p, report
-
-
-def load(report):
-    with open(report) as f:
-        return json.load(f)
+    return run_train(tmp_path, name, ranks, *args, evals_per_epoch=2)
 
 
 def test_one_worker_equals_sequential_sgd_with_momentum(tmp_path):

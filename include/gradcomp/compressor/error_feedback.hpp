@@ -9,6 +9,7 @@
 #include <gradcomp/tensor/tensor.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <span>
 #include <utility>
@@ -57,6 +58,20 @@ selection_stats compress_with_feedback(C& c,
   return c.compress_accumulate(residual, grad, out);
 }
 
+} // namespace detail
+
+namespace detail {
+//! Zeroes the NaNs and infinities of `values`; returns how many. O(n).
+inline std::size_t zero_non_finite(std::span<float> values) noexcept {
+  std::size_t count = 0;
+  for (float& v : values) {
+    if (!std::isfinite(v)) {
+      v = 0.0f;
+      ++count;
+    }
+  }
+  return count;
+}
 } // namespace detail
 
 //! @brief Error feedback (residual accumulation; S1 Algorithm 1 with the residual read as the
@@ -129,6 +144,12 @@ public:
     for (float& v : velocity_) {
       v *= factor;
     }
+  }
+  //! Zeroes every NaN or infinity in the residual and the velocity and returns how many there
+  //! were: after a step skipped for overflow (loss_scale), such values carry no information and a
+  //! threshold compressor would never select them (NaN compares false). O(n).
+  std::size_t drop_non_finite() noexcept {
+    return detail::zero_non_finite(residual_) + detail::zero_non_finite(velocity_);
   }
   [[nodiscard]] Compressor& compressor() noexcept { return compressor_; }
   [[nodiscard]] std::size_t numel() const noexcept { return residual_.size(); }

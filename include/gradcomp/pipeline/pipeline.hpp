@@ -528,6 +528,21 @@ public:
       v *= factor;
     }
   }
+  //! Zeroes every NaN and infinity in the residuals and velocities (every part and layer, either
+  //! scope) and returns how many there were: after a step skipped for overflow (loss_scale), so
+  //! that they do not stay in the error feedback for good. Call between iterations.
+  //! O(total elements). @throws std::logic_error if an iteration is under way.
+  std::size_t drop_non_finite_state() {
+    if (started_) {
+      throw std::logic_error("pipeline: drop_non_finite_state() while an iteration is under way");
+    }
+    std::size_t count =
+        gradcomp::detail::zero_non_finite(residual_) + gradcomp::detail::zero_non_finite(velocity_);
+    for (auto& f : feedback_) {
+      count += f.drop_non_finite();
+    }
+    return count;
+  }
   //! Messages per rank and operation: the transport's parts_per_rank() for a
   //! multi_part_transport, else 1. O(1).
   [[nodiscard]] std::size_t parts() const noexcept { return parts_; }

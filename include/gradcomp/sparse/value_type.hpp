@@ -54,6 +54,15 @@ enum class value_type : std::uint8_t {
   return v;
 }
 
+//! @brief What error feedback keeps of the accumulated value `acc` once `sent` = round_to(t, acc)
+//! went out: the rounding error acc - sent (exact, by Sterbenz's lemma), 0 when it went out
+//! unchanged (infinities included), and 0 for a NaN, which is sent as NaN: kept, it would be
+//! sent again on every later call. Host and CUDA device code; O(1).
+[[nodiscard]] GRADCOMP_HOST_DEVICE inline float residual_after_sending(float acc,
+                                                                       float sent) noexcept {
+  return acc == sent || acc != acc ? 0.0f : acc - sent;
+}
+
 //! @brief Rounds every element of `values` in place with round_to(). O(n); no allocation.
 inline void round_values_to(value_type t, std::span<float> values) noexcept {
   switch (t) {

@@ -74,7 +74,7 @@ struct accumulate_source {
       const std::size_t i = m.dense ? j : m.indices[j];
       const float acc = residual[i];
       const float sent = m.values[j];
-      residual[i] = acc == sent ? 0.0f : acc - sent;
+      residual[i] = residual_after_sending(acc, sent);
     }
   }
 };

@@ -110,7 +110,7 @@ struct finish_op {
     values[j] = sent;
     const std::uint32_t i = indices[j];
     if (residual != nullptr) {
-      residual[i] = acc == sent ? 0.0f : acc - sent;
+      residual[i] = residual_after_sending(acc, sent);
     }
     if (velocity != nullptr) {
       velocity[i] = 0.0f;

@@ -1,0 +1,228 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp-train's large-batch options (S4; docs/large-batch.md): the precision of the
+//! sent values, loss scaling agreed across ranks, and the update rule (momentum SGD or LARS) with
+//! a learning-rate warm-up. The library pieces are gradcomp::loss_scale, gradcomp::has_overflow,
+//! gradcomp::mpi::any_rank, pipeline::rescale_state / drop_non_finite_state and
+//! gradcomp::lars_step; this file wires them to LibTorch parameters.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi.hpp>
+
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "exchange.hpp"
+
+namespace gradcomp_train {
+
+//! --precision, --loss-scale, --optimizer, --warmup-epochs, --trust-coefficient,
+//! --weight-decay and the testing option --inject-overflow-at.
+struct large_batch_settings {
+  std::string precision = "fp32";   //!< type of every sent value: fp32, fp16 or bf16
+  std::string loss_scale = "none";  //!< none, dynamic, or a fixed scale (a positive number)
+  std::string optimizer = "sgd";    //!< sgd (LibTorch's momentum SGD) or lars
+  double warmup_epochs = 0.0;       //!< linear learning-rate warm-up, epochs (>= 0)
+  double trust_coefficient = 0.001; //!< LARS's eta
+  double weight_decay = 5e-4;       //!< LARS's beta (not on 1-D tensors: biases, batch norm)
+  //! Testing: at this global iteration (0-based) the last rank puts +infinity into the first
+  //! element of each gradient it reports; -1 = never.
+  std::int64_t inject_overflow_at = -1;
+};
+
+inline const std::vector<std::string> precision_names = {"fp32", "fp16", "bf16"};
+inline const std::vector<std::string> optimizer_names = {"sgd", "lars"};
+
+//! The value type called `name` (one of precision_names).
+inline gradcomp::value_type wire_type(const std::string& name) {
+  static const named<gradcomp::value_type> table[] = {{"fp32", gradcomp::value_type::fp32},
+                                                      {"fp16", gradcomp::value_type::fp16},
+                                                      {"bf16", gradcomp::value_type::bf16}};
+  return value_of(table, name, "precision");
+}
+
+//! The loss scale --loss-scale asks for: none (std::nullopt), dynamic (the library's defaults),
+//! or a fixed scale S (static: never changes; overflowing steps are still skipped).
+//! @throws std::invalid_argument naming the value if it is none of these.
+inline std::optional<gradcomp::loss_scale> make_loss_scale(const std::string& s) {
+  if (s == "none") {
+    return std::nullopt;
+  }
+  if (s == "dynamic") {
+    return gradcomp::loss_scale();
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (end == s.c_str() || *end != '\0' || !(v > 0.0) || v > 1e30) {
+    throw std::invalid_argument("--loss-scale '" + s +
+                                "': expected none, dynamic or a number in (0, 1e30]");
+  }
+  return gradcomp::loss_scale(
+      {.initial_scale = v, .dynamic = false, .min_scale = v, .max_scale = v});
+}
+
+//! The per-step learning rate: linear warm-up over the first `warmup_epochs` (from base / W to
+//! base over W iterations), then constant (sgd) or polynomial decay of power 2 to 0 at the end
+//! of training (lars, as [YOU17] train with it; docs/references.md).
+class learning_rate_schedule {
+public:
+  learning_rate_schedule(double base,
+                         const large_batch_settings& s,
+                         std::int64_t iterations_per_epoch,
+                         int epochs)
+      : base_(base), decay_(s.optimizer == "lars") {
+    const auto total = static_cast<std::size_t>(iterations_per_epoch) * epochs;
+    auto warmup = static_cast<std::size_t>(s.warmup_epochs * iterations_per_epoch);
+    warmup = std::min(warmup, total == 0 ? 0 : total - 1);
+    schedule_ = {
+        .base = base, .warmup_steps = warmup, .total_steps = std::max<std::size_t>(total, 1)};
+    schedule_.validate();
+  }
+  [[nodiscard]] double at(std::int64_t iteration) const {
+    const auto s = static_cast<std::size_t>(iteration);
+    if (s < schedule_.warmup_steps) {
+      return schedule_.at(s);
+    }
+    return decay_ ? schedule_.at(s) : base_;
+  }
+
+private:
+  double base_;
+  bool decay_;
+  gradcomp::warmup_poly_schedule schedule_;
+};
+
+//! The update applied to the averaged, unscaled gradients in .grad: LibTorch's SGD (momentum
+//! `sgd_momentum`, as before these options existed) or LARS (gradcomp::lars_step per tensor in
+//! fp32, momentum `sgd_momentum`, weight decay and trust coefficient from the settings, none on
+//! 1-D tensors: biases and batch-norm parameters, S4's rule). The learning rate of each step
+//! comes from a learning_rate_schedule.
+class update_rule {
+public:
+  update_rule(std::vector<torch::Tensor> params,
+              const large_batch_settings& s,
+              double lr,
+              double sgd_momentum)
+      : params_(std::move(params)), lars_(s.optimizer == "lars"),
+        sgd_(params_, torch::optim::SGDOptions(lr).momentum(sgd_momentum)),
+        options_{.momentum = sgd_momentum,
+                 .weight_decay = s.weight_decay,
+                 .trust_coefficient = s.trust_coefficient} {
+    if (lars_) {
+      for (const torch::Tensor& p : params_) {
+        velocity_.emplace_back(static_cast<std::size_t>(p.numel()), 0.0f);
+      }
+    }
+  }
+  //! One step at learning rate `lr`.
+  void step(double lr) {
+    if (!lars_) {
+      for (auto& group : sgd_.param_groups()) {
+        static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
+      }
+      sgd_.step();
+      return;
+    }
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+      torch::Tensor& p = params_[i];
+      const torch::Tensor g = p.grad().contiguous();
+      const auto n = static_cast<std::size_t>(p.numel());
+      gradcomp::lars_step(std::span<float>(p.data_ptr<float>(), n),
+                          std::span<const float>(g.data_ptr<float>(), n), velocity_[i], lr,
+                          options_, {.weight_decay = p.dim() > 1});
+    }
+  }
+
+private:
+  std::vector<torch::Tensor> params_;
+  bool lars_;
+  torch::optim::SGD sgd_;
+  gradcomp::lars_options options_;
+  std::vector<std::vector<float>> velocity_;
+};
+
+//! Loss scaling in the training loop (docs/large-batch.md): scale() multiplies the loss before
+//! backward; note() checks each reported gradient on this rank; after the exchange, settle()
+//! agrees on overflow across ranks (gradcomp::mpi::any_rank: every rank must call it), unscales
+//! the averaged gradients, makes the error feedback follow the scale and, on overflow, drops the
+//! non-finite values the skipped step left in it. Without --loss-scale (none) everything is a
+//! no-op and no collective is called.
+class loss_scaling {
+public:
+  loss_scaling(const large_batch_settings& s, int rank, int ranks)
+      : scale_(make_loss_scale(s.loss_scale)), wire_(wire_type(s.precision)),
+        inject_at_(s.inject_overflow_at), injector_(rank == ranks - 1) {}
+
+  [[nodiscard]] bool enabled() const noexcept { return scale_.has_value(); }
+  [[nodiscard]] double scale() const noexcept { return scale_ ? scale_->scale() : 1.0; }
+
+  //! The gradient to report at global iteration `it`: `grad` itself, or (testing) a copy with
+  //! +infinity first. Records whether it overflows. Called from the backward hooks.
+  std::span<const float> note(std::int64_t it, std::span<const float> grad) {
+    if (it == inject_at_ && injector_ && !grad.empty()) {
+      injected_.emplace_back(grad.begin(), grad.end());
+      injected_.back()[0] = std::numeric_limits<float>::infinity();
+      grad = injected_.back();
+    }
+    if (scale_) {
+      overflow_ = overflow_ || gradcomp::has_overflow(grad, wire_);
+    }
+    return grad;
+  }
+
+  //! After the exchange (every rank): whether to apply this step. Unscales `params`' .grad in
+  //! place when it is applied; rescales `exchange`'s state (null: transport none).
+  bool settle(const gradcomp::mpi::communicator& comm,
+              std::vector<torch::Tensor>& params,
+              gradient_exchange* exchange) {
+    injected_.clear();
+    if (!scale_) {
+      return true;
+    }
+    const bool overflow = gradcomp::mpi::any_rank(overflow_, comm);
+    overflow_ = false;
+    const double used = scale_->scale();
+    const gradcomp::loss_scale_step step = scale_->update(overflow);
+    if (step.apply) {
+      torch::NoGradGuard no_grad;
+      for (torch::Tensor& p : params) {
+        p.mutable_grad().mul_(1.0 / used);
+      }
+    }
+    if (exchange != nullptr) {
+      exchange->rescale_state(static_cast<float>(step.factor));
+      if (!step.apply) {
+        dropped_ += exchange->drop_non_finite_state();
+      }
+    }
+    return step.apply;
+  }
+
+  [[nodiscard]] std::uint64_t skipped_steps() const noexcept {
+    return scale_ ? scale_->skipped_steps() : 0;
+  }
+  [[nodiscard]] std::uint64_t dropped_values() const noexcept { return dropped_; }
+
+private:
+  std::optional<gradcomp::loss_scale> scale_;
+  gradcomp::value_type wire_;
+  std::int64_t inject_at_;
+  bool injector_;
+  bool overflow_ = false;
+  std::uint64_t dropped_ = 0;
+  std::vector<std::vector<float>> injected_; // testing copies, alive until settle()
+};
+
+} // namespace gradcomp_train

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The large-batch experiment of docs/large-batch.md (S4 / You et al. 2017's claim): at equal
+# epochs, momentum SGD with the linear learning-rate scaling rule and a warm-up against LARS
+# with the same warm-up, at global batches of 128, 1024 and 4096 (per-rank batch x ranks), dense
+# exchange over gradcomp's ring. Every run is one gradcomp-train report in OUT; the table and
+# the accuracy curves come from them (scripts/large-batch-table.py, scripts/compare-runs.py).
+#
+#   scripts/large-batch.sh [OUT=results/large-batch] [EPOCHS=2] [RANKS=2] [LARS_LR=2]
+#
+# Needs the release build (build/examples/gradcomp-train) and the Fashion-MNIST files. Takes
+# about 1 minute per run on 2 cores (6 runs). Timing is not the point here: do not compare its
+# iteration times with other runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out="${1:-results/large-batch}"
+epochs="${2:-2}"
+ranks="${3:-2}"
+lars_lr="${4:-2}"
+train=build/examples/gradcomp-train
+warmup=0.25
+mkdir -p "$out"
+for global in 128 1024 4096; do
+  per_rank=$((global / ranks))
+  sgd_lr=$(python3 -c "print(0.04 * $global / 128)") # 0.04 at batch 128, scaled linearly
+  for optimizer in sgd lars; do
+    lr="$sgd_lr"
+    [[ "$optimizer" == lars ]] && lr="$lars_lr"
+    echo "== $optimizer, global batch $global ($ranks x $per_rank), lr $lr"
+    OMP_NUM_THREADS=1 mpiexec -n "$ranks" "$train" --epochs "$epochs" --batch-size "$per_rank" \
+      --method dense --transport ring --merge single --optimizer "$optimizer" --lr "$lr" \
+      --warmup-epochs "$warmup" --evals-per-epoch 4 --label "$optimizer B=$global" \
+      --report "$out/$optimizer-$global.json" > "$out/$optimizer-$global.log" 2>&1
+  done
+done
+python3 scripts/large-batch-table.py "$out"/*.json | tee "$out/table.md"
+python3 scripts/compare-runs.py --out "$out" "$out"/*.json > /dev/null
+echo "table: $out/table.md, curves: $out/accuracy-vs-time.svg"

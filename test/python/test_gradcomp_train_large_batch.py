@@ -1,0 +1,79 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp-train's large-batch options (--precision, --loss-scale, --optimizer, --warmup-epochs;
+docs/large-batch.md), end to end.
+
+A fixed power-of-two loss scale is exact (scaling by 2^k and back changes no bit), so it must end
+with the same replica hash as no loss scaling: an independent check that the loss is scaled
+before backward and the averaged gradient unscaled exactly once. An infinity injected into one
+rank's gradients is skipped on every rank (one skipped step, the dynamic scale halved once,
+identical replicas). LARS with a warm-up learns. Bad values exit with status 2 naming them.
+"""
+import pytest
+
+from train_runner import load, needs_train
+from train_runner import run as run_train
+
+pytestmark = needs_train
+
+
+def run(tmp_path, name, ranks, *args):
+    return run_train(tmp_path, name, ranks, *args, evals_per_epoch=1)
+
+
+@pytest.mark.parametrize("method", ["dense", "exact_topk"])
+def test_power_of_two_static_loss_scale_is_exact(tmp_path, method):
+    p, plain = run(tmp_path, "plain", 2, "--method", method, "--density", "0.05")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, scaled = run(tmp_path, "scaled", 2, "--method", method, "--density", "0.05",
+                    "--loss-scale", "1024")
+    assert p.returncode == 0, p.stdout + p.stderr
+    a, b = load(plain), load(scaled)
+    assert b["config"]["loss_scale"] == "1024" and b["skipped_steps"] == 0
+    assert b["loss_scale_final"] == 1024
+    assert a["replica_hashes"] == b["replica_hashes"]
+
+
+def test_injected_overflow_is_skipped_on_every_rank(tmp_path):
+    common = ["--method", "exact_topk", "--density", "0.05", "--precision", "fp16",
+              "--loss-scale", "dynamic"]
+    p, report = run(tmp_path, "inject", 3, *common, "--inject-overflow-at", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["config"]["precision"] == "fp16"
+    assert r["skipped_steps"] == 1
+    assert r["loss_scale_final"] == 32768  # 2^16 halved once, no 2000 clean steps yet
+    assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
+    # top-k sends each layer's infinity first and keeps 0 for it: nothing non-finite was left
+    assert r["dropped_non_finite"] == 0
+    assert r["curve"][-1]["test_accuracy"] > r["curve"][0]["test_accuracy"] + 0.1
+    p, clean = run(tmp_path, "clean", 3, *common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = load(clean)
+    assert c["skipped_steps"] == 0 and c["loss_scale_final"] == 65536
+    assert c["replica_hashes"] != r["replica_hashes"]  # one step fewer changes the result
+
+
+def test_lars_with_warmup_learns(tmp_path):
+    p, report = run(tmp_path, "lars", 2, "--optimizer", "lars", "--lr", "2",
+                    "--warmup-epochs", "0.5", "--method", "exact_topk", "--density", "0.05")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    c = r["config"]
+    assert (c["optimizer"], c["warmup_epochs"]) == ("lars", 0.5)
+    assert c["trust_coefficient"] == 0.001 and c["weight_decay"] == 0.0005
+    assert r["replicas_identical"]
+    assert r["curve"][-1]["test_accuracy"] > r["curve"][0]["test_accuracy"] + 0.1
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--loss-scale", "0"], "--loss-scale '0'"),
+    (["--loss-scale", "huge"], "--loss-scale 'huge'"),
+    (["--precision", "fp8"], "fp8"),
+    (["--optimizer", "adam"], "adam"),
+    (["--inject-overflow-at", "2"], "needs --loss-scale"),
+    (["--sync", "async", "--transport", "ps", "--optimizer", "lars"], "async trains with fp32"),
+])
+def test_bad_values_are_named(tmp_path, args, named):
+    p, _ = run(tmp_path, "bad", 2, *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert named in p.stderr
