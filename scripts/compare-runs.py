@@ -15,7 +15,8 @@ Roles are read from each report's config: transport "none" is a no-communication
 every dense baseline (iteration time) and with the target accuracy (time to reach it). The target
 is the final test accuracy of the run labelled --target-label (default: the PyTorch DDP dense run,
 else the first dense run). Prints a Markdown table and summary (also DIR/comparison.md) and writes
-DIR/accuracy-vs-time.svg. Standard library only.
+DIR/accuracy-vs-time.svg (with --x epochs: DIR/accuracy-vs-epochs.svg, the curves against epochs
+trained, for runs whose iterations differ in cost). Standard library only.
 """
 import argparse
 import json
@@ -194,9 +195,9 @@ def table(reports, target_run):
     return text
 
 
-def svg_plot(reports, path):
+def svg_plot(reports, path, x_key="train_seconds"):
     w, h, ml, mr, mt, mb = 820, 460, 70, 300, 30, 50
-    points = [(p["train_seconds"], p["test_accuracy"]) for r in reports for p in r["curve"]]
+    points = [(p[x_key], p["test_accuracy"]) for r in reports for p in r["curve"]]
     xmax = max(x for x, _ in points) * 1.05 or 1
     high = [y for _, y in points if y > 0.5]
     ymin = max(0.0, math.floor(min(high) * 20) / 20) if high else 0.0
@@ -213,7 +214,8 @@ def svg_plot(reports, path):
               "#7f7f7f", "#bcbd22", "#e377c2"]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
            f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{ml}" y="18" font-size="14">Test accuracy vs training time (same invocation)</text>']
+           f'<text x="{ml}" y="18" font-size="14">Test accuracy vs '
+           f'{"training time" if x_key == "train_seconds" else "epochs"} (same invocation)</text>']
     for i in range(6):
         y = ymin + (ymax - ymin) * i / 5
         out.append(f'<line x1="{ml}" x2="{w - mr}" y1="{Y(y):.1f}" y2="{Y(y):.1f}" stroke="#ddd"/>')
@@ -221,17 +223,18 @@ def svg_plot(reports, path):
     for i in range(6):
         x = xmax * i / 5
         out.append(f'<line x1="{X(x):.1f}" x2="{X(x):.1f}" y1="{mt}" y2="{h - mb}" stroke="#eee"/>')
-        out.append(f'<text x="{X(x):.1f}" y="{h - mb + 16}" text-anchor="middle">{x:.0f}</text>')
-    out.append(f'<text x="{(ml + w - mr) / 2}" y="{h - 10}" text-anchor="middle">training seconds (evaluation excluded)</text>')
+        out.append(f'<text x="{X(x):.1f}" y="{h - mb + 16}" text-anchor="middle">{x:.{0 if xmax > 10 else 1}f}</text>')
+    x_name = "training seconds (evaluation excluded)" if x_key == "train_seconds" else "epochs"
+    out.append(f'<text x="{(ml + w - mr) / 2}" y="{h - 10}" text-anchor="middle">{x_name}</text>')
     out.append(f'<rect x="{ml}" y="{mt}" width="{w - ml - mr}" height="{h - mt - mb}" fill="none" stroke="#333"/>')
     legend_y = mt + 10
     for i, r in enumerate(reports):
         c = colors[i % len(colors)]
         dash = ' stroke-dasharray="6,3"' if is_ddp(r) else ""
-        pts = " ".join(f"{X(p['train_seconds']):.1f},{Y(p['test_accuracy']):.1f}" for p in r["curve"])
+        pts = " ".join(f"{X(p[x_key]):.1f},{Y(p['test_accuracy']):.1f}" for p in r["curve"])
         out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
         for p in r["curve"]:
-            out.append(f'<circle cx="{X(p["train_seconds"]):.1f}" cy="{Y(p["test_accuracy"]):.1f}" r="3" fill="{c}"/>')
+            out.append(f'<circle cx="{X(p[x_key]):.1f}" cy="{Y(p["test_accuracy"]):.1f}" r="3" fill="{c}"/>')
         out.append(f'<line x1="{w - mr + 10}" x2="{w - mr + 30}" y1="{legend_y}" y2="{legend_y}" stroke="{c}" stroke-width="2"{dash}/>')
         out.append(f'<text x="{w - mr + 35}" y="{legend_y + 4}">{r["label"]}</text>')
         legend_y += 18
@@ -249,6 +252,8 @@ def main():
     ap.add_argument("--target-common", action="store_true",
                     help="target: the highest accuracy that every run with communication reaches")
     ap.add_argument("--title", default="", help="a line printed above the table")
+    ap.add_argument("--x", choices=["time", "epochs"], default="time",
+                    help="the plot's horizontal axis: training seconds or epochs trained")
     ap.add_argument("reports", nargs="+")
     a = ap.parse_args()
     reports = []
@@ -268,9 +273,10 @@ def main():
     print(text, end="")
     with open(os.path.join(a.out, "comparison.md"), "w") as f:
         f.write(text)
-    svg_plot(reports, os.path.join(a.out, "accuracy-vs-time.svg"))
+    svg_name = "accuracy-vs-time.svg" if a.x == "time" else "accuracy-vs-epochs.svg"
+    svg_plot(reports, os.path.join(a.out, svg_name), "train_seconds" if a.x == "time" else "epochs_done")
     print(f"\n(written: {os.path.join(a.out, 'comparison.md')}, "
-          f"{os.path.join(a.out, 'accuracy-vs-time.svg')})")
+          f"{os.path.join(a.out, svg_name)})")
     return 0
 
 
