@@ -191,6 +191,15 @@ public:
     if (!scale_) {
       return true;
     }
+    if (exchange == nullptr) { // transport none: no hook saw the gradients, check .grad here
+      for (const torch::Tensor& p : params) {
+        const torch::Tensor g = p.grad().contiguous();
+        overflow_ = overflow_ || gradcomp::has_overflow(
+                                     std::span<const float>(g.data_ptr<float>(),
+                                                            static_cast<std::size_t>(g.numel())),
+                                     wire_);
+      }
+    }
     const bool overflow = gradcomp::mpi::any_rank(overflow_, comm);
     overflow_ = false;
     const double used = scale_->scale();

@@ -77,3 +77,13 @@ def test_bad_values_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", 2, *args)
     assert p.returncode == 2, p.stdout + p.stderr
     assert named in p.stderr
+
+
+def test_transport_none_checks_its_own_gradients(tmp_path):
+    # no pipeline: the overflow check reads .grad; x1e30 overflows fp16 on every step
+    p, report = run(tmp_path, "alone", 2, "--transport", "none", "--merge", "single",
+                    "--precision", "fp16", "--loss-scale", "1e30")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["skipped_steps"] == r["config"]["iterations_per_epoch"] == 10
+    assert r["curve"][-1]["test_accuracy"] == r["curve"][0]["test_accuracy"]  # nothing applied
