@@ -81,7 +81,7 @@ public:
                          const large_batch_settings& s,
                          std::int64_t iterations_per_epoch,
                          int epochs)
-      : base_(base), decay_(s.optimizer == "lars") {
+      : decay_(s.optimizer == "lars") {
     const auto total = static_cast<std::size_t>(iterations_per_epoch) * epochs;
     auto warmup = static_cast<std::size_t>(s.warmup_epochs * iterations_per_epoch);
     warmup = std::min(warmup, total == 0 ? 0 : total - 1);
@@ -91,14 +91,10 @@ public:
   }
   [[nodiscard]] double at(std::int64_t iteration) const {
     const auto s = static_cast<std::size_t>(iteration);
-    if (s < schedule_.warmup_steps) {
-      return schedule_.at(s);
-    }
-    return decay_ ? schedule_.at(s) : base_;
+    return s < schedule_.warmup_steps || decay_ ? schedule_.at(s) : schedule_.base;
   }
 
 private:
-  double base_;
   bool decay_;
   gradcomp::warmup_poly_schedule schedule_;
 };

@@ -72,6 +72,12 @@ inline std::size_t zero_non_finite(std::span<float> values) noexcept {
   }
   return count;
 }
+//! Multiplies every element of `values` by `factor`. O(n).
+inline void scale_in_place(std::span<float> values, float factor) noexcept {
+  for (float& v : values) {
+    v *= factor;
+  }
+}
 } // namespace detail
 
 //! @brief Error feedback (residual accumulation; S1 Algorithm 1 with the residual read as the
@@ -138,12 +144,8 @@ public:
   //! whose loss scale changed by `factor` (loss_scale_step::factor). Exact (nothing lost) for a
   //! power of two while the products stay normal floats. O(n).
   void rescale(float factor) noexcept {
-    for (float& r : residual_) {
-      r *= factor;
-    }
-    for (float& v : velocity_) {
-      v *= factor;
-    }
+    detail::scale_in_place(residual_, factor);
+    detail::scale_in_place(velocity_, factor);
   }
   //! Zeroes every NaN or infinity in the residual and the velocity and returns how many there
   //! were: after a step skipped for overflow (loss_scale), such values carry no information and a

@@ -515,27 +515,19 @@ public:
   //! Exact for a power of two while the products stay normal floats. Call between iterations.
   //! O(total elements). @throws std::logic_error if an iteration is under way.
   void rescale_state(float factor) {
-    if (started_) {
-      throw std::logic_error("pipeline: rescale_state() while an iteration is under way");
-    }
+    require_between_iterations("rescale_state");
     for (auto& f : feedback_) {
       f.rescale(factor);
     }
-    for (float& r : residual_) {
-      r *= factor;
-    }
-    for (float& v : velocity_) {
-      v *= factor;
-    }
+    gradcomp::detail::scale_in_place(residual_, factor);
+    gradcomp::detail::scale_in_place(velocity_, factor);
   }
   //! Zeroes every NaN and infinity in the residuals and velocities (every part and layer, either
   //! scope) and returns how many there were: after a step skipped for overflow (loss_scale), so
   //! that they do not stay in the error feedback for good. Call between iterations.
   //! O(total elements). @throws std::logic_error if an iteration is under way.
   std::size_t drop_non_finite_state() {
-    if (started_) {
-      throw std::logic_error("pipeline: drop_non_finite_state() while an iteration is under way");
-    }
+    require_between_iterations("drop_non_finite_state");
     std::size_t count =
         gradcomp::detail::zero_non_finite(residual_) + gradcomp::detail::zero_non_finite(velocity_);
     for (auto& f : feedback_) {
@@ -551,6 +543,14 @@ public:
 
 private:
   using clock = Clock;
+
+  //! @throws std::logic_error naming `what` if a layer of the current iteration was reported.
+  void require_between_iterations(const char* what) const {
+    if (started_) {
+      throw std::logic_error(std::string("pipeline: ") + what +
+                             "() while an iteration is under way");
+    }
+  }
 
   struct group_state {
     std::vector<std::size_t> layers; // forward indices, ascending
