@@ -17,7 +17,7 @@ core_packages=(
 )
 full_packages=(
   mpich libmpich-dev
-  libtorch-dev libopenblas0-pthread
+  libtorch-dev libblas-dev libopenblas0-pthread
   dataset-fashion-mnist iproute2
   python3-numpy python3-torch python3-pytest python3-matplotlib
 )
