@@ -5,11 +5,14 @@
 //! includes MPI or CUDA headers).
 #pragma once
 
+#include <gradcomp/compressor/adaptive_density.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/dense.hpp>
+#include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/compressor/gaussian_threshold.hpp>
+#include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>

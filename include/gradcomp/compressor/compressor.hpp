@@ -60,6 +60,19 @@ concept momentum_compressor = compressor<C> &&
   { c.compress_accumulate_momentum(r, r, x, m, msg) } -> std::same_as<selection_stats>;
 };
 
+//! @brief A compressor whose density can change between calls (a density schedule such as DGC's
+//! warm-up, or per-layer adaptive densities: density_schedule.hpp, adaptive_density.hpp):
+//! `density()` is the density the next call selects at, and `set_density(d)` (d in (0, 1], else
+//! std::invalid_argument naming it, nothing changed) sets it. A change takes effect from the next
+//! call; calls never straddle it, so error feedback's conservation (sent + new residual == old
+//! residual + grad, bit for bit) holds across it. Every host top-k / threshold compressor of this
+//! library models it, and gradcomp::size_switch when its large compressor does.
+template <class C>
+concept density_compressor = compressor<C> && requires(C& c, const C& cc, double d) {
+  { cc.density() } -> std::convertible_to<double>;
+  c.set_density(d);
+};
+
 //! @brief Checks that a momentum lies in [0, 1).
 //! @throws std::invalid_argument naming the value otherwise (NaN included).
 inline void check_momentum(double momentum) {

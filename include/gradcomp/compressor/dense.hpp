@@ -47,5 +47,6 @@ public:
 };
 
 static_assert(momentum_compressor<dense>);
+static_assert(!density_compressor<dense>);
 
 } // namespace gradcomp

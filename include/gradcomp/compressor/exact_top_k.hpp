@@ -48,5 +48,6 @@ private:
 };
 
 static_assert(momentum_compressor<exact_top_k>);
+static_assert(density_compressor<exact_top_k>);
 
 } // namespace gradcomp

@@ -182,5 +182,7 @@ using lognormal_threshold = detail::fitted_threshold<detail::lognormal_fit>;
 
 static_assert(momentum_compressor<gaussian_threshold>);
 static_assert(momentum_compressor<lognormal_threshold>);
+static_assert(density_compressor<gaussian_threshold>);
+static_assert(density_compressor<lognormal_threshold>);
 
 } // namespace gradcomp

@@ -15,7 +15,8 @@
 namespace gradcomp {
 
 //! @brief Reused threshold (S1, "dynamic" layer-wise sparsification): calls 0, s, 2s, ...
-//! (counting from this object's first call) compute the exact top-k and remember its threshold
+//! (counting from this object's first call, or from the first call after a set_density()) compute
+//! the exact top-k and remember its threshold
 //! H (the k-th largest magnitude); the calls between select |v| >= H in one filtering pass.
 //!
 //! Guard: a reused threshold selects roughly, not exactly, k values, and under error feedback
@@ -55,10 +56,19 @@ public:
   //! Calls made so far on non-empty gradients (the ones that count for the interval).
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
 
+  //! @private Hook of compressor_base::set_density: the remembered threshold selects about the
+  //! old k, so the next call computes the exact top-k at the new density (and restarts the
+  //! interval from it).
+  void density_changed() noexcept { refresh_ = true; }
+
   //! @private Implementation hook of compressor_base.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
-    const bool refresh = calls_ % options_.interval == 0;
+    if (refresh_) {
+      refresh_ = false;
+      phase_ = calls_;
+    }
+    const bool refresh = (calls_ - phase_) % options_.interval == 0;
     ++calls_;
     if (refresh) {
       threshold_key_ =
@@ -76,10 +86,13 @@ public:
 
 private:
   std::uint64_t calls_ = 0;
+  std::uint64_t phase_ = 0; // exact at calls phase_, phase_ + s, ... (moved by set_density)
+  bool refresh_ = false;    // set_density() was called: the next call is exact
   std::uint32_t threshold_key_ = 0;
   detail::selection_workspace ws_;
 };
 
 static_assert(momentum_compressor<reused_threshold>);
+static_assert(density_compressor<reused_threshold>);
 
 } // namespace gradcomp

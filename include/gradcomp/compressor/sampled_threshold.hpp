@@ -126,5 +126,6 @@ private:
 };
 
 static_assert(momentum_compressor<sampled_threshold>);
+static_assert(density_compressor<sampled_threshold>);
 
 } // namespace gradcomp

@@ -62,6 +62,21 @@ public:
                : large_.compress_accumulate_momentum(residual, velocity, g, momentum, out);
   }
 
+  //! The large compressor's density (gradcomp::density_compressor; layers below
+  //! min_large_elements() go to `Small`, whatever this says). O(1).
+  [[nodiscard]] double density() const noexcept requires density_compressor<Large> {
+    return large_.density();
+  }
+  //! Sets the density of the large compressor, and of the small one if it has a density too.
+  //! @throws std::invalid_argument naming `d` if it is outside (0, 1]; nothing changes then.
+  void set_density(double d) requires density_compressor<Large> {
+    check_density(d);
+    large_.set_density(d);
+    if constexpr (density_compressor<Small>) {
+      small_.set_density(d);
+    }
+  }
+
   [[nodiscard]] std::size_t min_large_elements() const noexcept { return min_large_; }
   [[nodiscard]] Small& small() noexcept { return small_; }
   [[nodiscard]] Large& large() noexcept { return large_; }

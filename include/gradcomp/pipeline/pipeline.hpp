@@ -535,6 +535,47 @@ public:
     }
     return count;
   }
+  //! @brief Sets the density of every compressor (every part and layer, or every part and group
+  //! with compression_scope::per_group, and the prototype that a re-plan copies): a density
+  //! schedule's step, e.g. `pipe.set_density(warmup.at_iteration(i, I))` (gradcomp::
+  //! density_warmup, DGC sec. 3.4). Takes effect from the next iteration; error feedback's
+  //! conservation stays exact (the residuals are kept). Call between iterations. O(layers x parts).
+  //! @throws std::invalid_argument naming `d` if it is outside (0, 1] (nothing changes), or
+  //! std::logic_error if an iteration is under way.
+  void set_density(double d) requires density_compressor<Compressor> {
+    require_between_iterations("set_density");
+    check_density(d);
+    prototype_.set_density(d);
+    for (auto& f : feedback_) {
+      f.compressor().set_density(d);
+    }
+    for (group_state& state : groups_) {
+      for (Compressor& c : state.compressors) {
+        c.set_density(d);
+      }
+    }
+  }
+  //! @brief Sets one density per layer (forward order; every part of a layer gets its layer's),
+  //! e.g. from gradcomp::adaptive_densities. compression_scope::per_layer only. Call between
+  //! iterations; takes effect from the next one. O(layers x parts).
+  //! @throws std::invalid_argument if there is not one density per layer, naming the first
+  //! density outside (0, 1], or if the scope is per_group (nothing changes then), or
+  //! std::logic_error if an iteration is under way.
+  void
+  set_layer_densities(std::span<const double> densities) requires density_compressor<Compressor> {
+    require_between_iterations("set_layer_densities");
+    gradcomp::detail::require(scope_ == compression_scope::per_layer,
+                              "pipeline: set_layer_densities() needs compression_scope::per_layer "
+                              "(per group, use set_density)");
+    gradcomp::detail::require(densities.size() == numel_.size(), "pipeline: ", densities.size(),
+                              " densities for ", numel_.size(), " layers");
+    for (const double d : densities) {
+      check_density(d);
+    }
+    for (std::size_t slot = 0; slot < feedback_.size(); ++slot) {
+      feedback_[slot].compressor().set_density(densities[slot % numel_.size()]);
+    }
+  }
   //! Messages per rank and operation: the transport's parts_per_rank() for a
   //! multi_part_transport, else 1. O(1).
   [[nodiscard]] std::size_t parts() const noexcept { return parts_; }

@@ -67,6 +67,28 @@ public:
     return k_for_density(n, options_.density);
   }
 
+  //! The density the next call selects at (k = k_for_density(n, density())). O(1).
+  [[nodiscard]] double density() const noexcept requires requires(const Options& o) { o.density; }
+  { return options_.density; }
+
+  //! @brief Sets the density of the following calls (gradcomp::density_compressor): a density
+  //! schedule's step (density_warmup) or a layer's adaptive density (adaptive_densities). State
+  //! that depends on the density (reused_threshold's remembered threshold) is refreshed at the
+  //! next call; setting the density it already has changes nothing. O(1).
+  //! @throws std::invalid_argument naming `d` if it is outside (0, 1] (NaN included); nothing
+  //! changes then.
+  void set_density(double d) requires requires(const Options& o) { o.density; }
+  {
+    check_density(d);
+    if (d == options_.density) {
+      return;
+    }
+    options_.density = d;
+    if constexpr (requires(Derived & self) { self.density_changed(); }) {
+      static_cast<Derived&>(*this).density_changed();
+    }
+  }
+
   //! @brief Compresses gradient `x` (n floats, host memory, read only) into `out`.
   //! @returns the call's selection_stats. @throws std::invalid_argument on bad input sizes.
   template <host_float_tensor Tensor>
