@@ -10,6 +10,7 @@
 #include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/coded_exchange.hpp>
 #include <gradcomp/mpi/coded_sparse.hpp>
+#include <gradcomp/mpi/column_parallel_linear.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>

@@ -7,6 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/column_split.hpp>
+#include <gradcomp/hybrid/fc_exchange.hpp>
 #include <gradcomp/hybrid/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/column_parallel_agreement.hpp>
@@ -29,17 +30,8 @@
 
 namespace gradcomp::mpi {
 
-//! @brief How column_parallel_linear exchanges outputs and output gradients.
-enum class fc_exchange {
-  //! Forward: MPI_Ialltoallv of output slices, each rank receiving only its own samples' N
-  //! outputs; backward: MPI_Ialltoallv of output-gradient columns; the inputs gathered in the
-  //! forward pass are kept for the backward pass (P M K floats of memory). 4 data collectives.
-  all_to_all,
-  //! S2 as published: forward gathers every rank's output slice (MPI_Iallgatherv, then each rank
-  //! reads its own rows), backward gathers every rank's output gradient (MPI_Iallgather) and
-  //! gathers the inputs again. 5 data collectives; moves exactly S2's 3 M K P + 2 M N P values.
-  s2_allgather,
-};
+//! The exchange choice (gradcomp/hybrid/fc_exchange.hpp), also spelled mpi::fc_exchange.
+using gradcomp::fc_exchange;
 
 //! @brief Options of column_parallel_linear. Every rank must pass the same options.
 struct column_parallel_linear_options {
