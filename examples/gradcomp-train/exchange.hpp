@@ -187,6 +187,10 @@ public:
   //! The pipeline's rescale_state / drop_non_finite_state (loss scaling, large_batch.hpp).
   virtual void rescale_state(float factor) = 0;
   virtual std::size_t drop_non_finite_state() = 0;
+  //! The pipeline's set_density / set_layer_densities (between iterations; fidelity.hpp).
+  //! @throws std::logic_error if the method has no density (dense, fp16).
+  virtual void set_density(double density) = 0;
+  virtual void set_layer_densities(std::span<const double> densities) = 0;
 };
 
 //! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
@@ -222,6 +226,20 @@ public:
   }
   void rescale_state(float factor) override { pipe_.rescale_state(factor); }
   std::size_t drop_non_finite_state() override { return pipe_.drop_non_finite_state(); }
+  void set_density(double density) override {
+    if constexpr (gradcomp::density_compressor<C>) {
+      pipe_.set_density(density);
+    } else {
+      throw std::logic_error("set_density: the method sends every value (no density)");
+    }
+  }
+  void set_layer_densities(std::span<const double> densities) override {
+    if constexpr (gradcomp::density_compressor<C>) {
+      pipe_.set_layer_densities(densities);
+    } else {
+      throw std::logic_error("set_layer_densities: the method sends every value (no density)");
+    }
+  }
 
 private:
   T transport_; // before pipe_: the pipeline holds a reference to it

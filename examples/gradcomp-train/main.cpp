@@ -405,12 +405,17 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   std::unique_ptr<gt::gradient_exchange> exchange;
   torch::Tensor keep;
   std::size_t current_part = 0; // transport coded: the part whose backward runs
+  // --density-warmup-epochs, --clip-norm, --adaptive-density (fidelity.hpp, docs/fidelity.md)
+  gt::fidelity_remedies remedies(o.fidelity, o.method, numel, ranks, iterations_per_epoch);
   if (alone) {
     on_gradient = [](std::size_t, const torch::Tensor&) {};
   } else {
     exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
     on_gradient = [&](std::size_t i, const torch::Tensor& g) {
-      exchange->gradient_ready(current_part, i, scaling.note(global_iteration, grad_span(g, keep)));
+      remedies.gradient(i, scaling.note(global_iteration, grad_span(g, keep)), scaling.scale(),
+                        [&](std::size_t l, std::span<const float> v) {
+                          exchange->gradient_ready(current_part, l, v);
+                        });
     };
   }
   const gradcomp::pipeline_iteration_stats no_stats{};
@@ -498,6 +503,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     int next_eval = 1;
     for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
       const auto t0 = clock_type::now();
+      if (!alone && remedies.active()) {
+        remedies.before_iteration(global_iteration, learning_rate.at(global_iteration), *exchange,
+                                  comm);
+      }
       backward_times c;
       if (coded) {
         c = coded_backward(order, it);
@@ -538,6 +547,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       }
       const auto t4 = clock_type::now();
       const auto& st = alone ? no_stats : exchange->last_stats();
+      remedies.after_iteration(st);
       const double iteration = std::chrono::duration<double>(t4 - t0).count();
       s.iteration += iteration;
       s.forward += c.forward;
@@ -676,6 +686,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                            {"loss_scale_final", scaling.scale()},
                            {"skipped_steps", scaling.skipped_steps()},
                            {"dropped_non_finite", scaling.dropped_values()}};
+  remedies.add_to(report);
   if (coded) {
     const gradcomp::coded::placement& pl = *coded;
     nlohmann::json& config = report["config"];
@@ -908,6 +919,21 @@ int main(int argc, char** argv) {
                  "testing: at this iteration the last rank's gradients get +inf (needs "
                  "--loss-scale; -1: never)")
       ->capture_default_str();
+  gt::fidelity_settings& fs = o.fidelity;
+  app.add_option("--density-warmup-epochs", fs.density_warmup_epochs,
+                 "sparse methods: DGC's density warm-up, from 0.25 down to --density "
+                 "exponentially over E epochs, one density per epoch (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--clip-norm", fs.clip_norm,
+                 "DGC's local gradient clipping: each rank clips its whole gradient's L2 norm at "
+                 "C / sqrt(P) before error feedback (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e30));
+  app.add_option("--adaptive-density", fs.adaptive_density,
+                 "sparse methods: per-layer densities from each layer's share of the gradient "
+                 "norm, the same elements in total (true/false)")
+      ->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()
@@ -934,6 +960,11 @@ int main(int argc, char** argv) {
       static_cast<void>(gt::make_loss_scale(lb.loss_scale));
     } catch (const std::invalid_argument& e) {
       throw CLI::ValidationError("--loss-scale", e.what());
+    }
+    if (const std::string why =
+            gt::fidelity_problem(fs, o.method.name, o.transport.name, o.method.scope, o.sync);
+        !why.empty()) {
+      throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density", why);
     }
     if (!(o.method.density > 0.0)) {
       throw CLI::ValidationError("--density",

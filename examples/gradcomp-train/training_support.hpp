@@ -27,6 +27,7 @@
 #include "../common/fashion_mnist.hpp"
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
+#include "fidelity.hpp"
 #include "large_batch.hpp"
 
 namespace gradcomp_train {
@@ -73,6 +74,8 @@ struct train_options {
   int staleness_bound = 0;
   //! precision, loss scaling, optimizer and warm-up (large_batch.hpp; sync only).
   large_batch_settings large_batch;
+  //! density warm-up, local clipping, adaptive density (fidelity.hpp; sync only).
+  fidelity_settings fidelity;
 };
 
 // ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------

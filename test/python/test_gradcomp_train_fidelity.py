@@ -1,0 +1,105 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp-train's accuracy remedies for sparse gradients (--density-warmup-epochs, --clip-norm,
+--adaptive-density; docs/fidelity.md), end to end on 2 ranks.
+
+The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E)) and the
+achieved density follows them down; the learning-rate warm-up (--warmup-epochs) works with SGD.
+Clipping with a tiny norm clips every iteration and changes the result, while a threshold never
+reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
+changes nothing). Adaptive density sends the same total as the uniform density with unequal
+per-layer densities. Bad combinations exit with status 2 naming the problem.
+"""
+import math
+import os
+import subprocess
+
+import pytest
+
+from train_runner import GRADCOMP_TRAIN, MPIEXEC, load, needs_train
+
+pytestmark = needs_train
+
+BASE = ["--train-limit", "256", "--batch-size", "32",
+        "--evals-per-epoch", "1", "--profile-iterations", "1"]
+ITERATIONS_PER_EPOCH = 4  # 256 samples over 2 ranks, batch 32
+
+
+def run(tmp_path, name, *args, epochs=1):
+    report = tmp_path / f"{name}.json"
+    method = [] if "--method" in args else ["--method", "exact_topk"]
+    p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, *BASE, *method, "--epochs", str(epochs),
+                        "--report", str(report), *args], capture_output=True, text=True,
+                       timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    return p, report
+
+
+def test_density_warmup_follows_dgc_schedule(tmp_path):
+    p, report = run(tmp_path, "warm", "--density", "0.01", "--density-warmup-epochs", "2",
+                    "--warmup-epochs", "1", epochs=3)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["config"]["density_warmup_epochs"] == 2
+    epochs = r["fidelity"]["epochs"]
+    assert [e["epoch"] for e in epochs] == [0, 1, 2]
+    expected = [0.25 * (0.01 / 0.25) ** (e / 2) for e in range(2)] + [0.01]
+    for e, d in zip(epochs, expected):
+        assert e["density"] == pytest.approx(d, rel=1e-12)
+    achieved = [e["achieved_density"] for e in epochs]
+    # exact top-k rounds each layer's k up: at least the density asked for, falling with it
+    assert all(a >= e["density"] for a, e in zip(achieved, epochs))
+    assert achieved[0] > achieved[1] > achieved[2]
+    assert achieved[0] < 0.26 and achieved[2] < 0.012
+    # the learning-rate warm-up with SGD: base / W at the first iteration, base from epoch 1 on
+    assert epochs[0]["learning_rate"] == pytest.approx(0.04 / ITERATIONS_PER_EPOCH)
+    assert epochs[1]["learning_rate"] == pytest.approx(0.04)
+    assert r["replicas_identical"]
+
+
+def test_clipping_with_a_tiny_norm_changes_the_result(tmp_path):
+    p, plain = run(tmp_path, "plain", "--density", "0.05")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, never = run(tmp_path, "never", "--density", "0.05", "--clip-norm", "1e12")
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, tiny = run(tmp_path, "tiny", "--density", "0.05", "--clip-norm", "1e-3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    a, n, t = load(plain), load(never), load(tiny)
+    assert t["config"]["clip_norm"] == 1e-3
+    assert t["fidelity"]["local_clip_threshold"] == pytest.approx(1e-3 / math.sqrt(2))
+    assert t["fidelity"]["epochs"][0]["clipped_iterations"] == ITERATIONS_PER_EPOCH
+    assert n["fidelity"]["epochs"][0]["clipped_iterations"] == 0
+    assert n["replica_hashes"] == a["replica_hashes"]  # a threshold never reached: no change
+    assert t["replica_hashes"] != a["replica_hashes"]
+    assert t["replicas_identical"]
+
+
+def test_adaptive_density_keeps_the_total(tmp_path):
+    p, uniform = run(tmp_path, "uniform", "--density", "0.05", epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, adaptive = run(tmp_path, "adaptive", "--density", "0.05", "--adaptive-density", "true",
+                      epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    u, a = load(uniform), load(adaptive)
+    f = a["fidelity"]
+    assert a["config"]["adaptive_density"] is True
+    d, n = f["last_layer_densities"], f["layer_numel"]
+    assert len(d) == len(n) == a["config"]["parameter_tensors"]
+    assert sum(x * y for x, y in zip(d, n)) == pytest.approx(0.05 * sum(n), rel=1e-9)
+    assert all(f["adaptive_min_density"] - 1e-12 <= x <= 1.0 for x in d)
+    assert max(d) > 1.5 * min(d)  # not the uniform density
+    # the same bytes: achieved densities within the per-layer rounding of k
+    assert a["achieved_density"] == pytest.approx(u["achieved_density"], rel=0.03)
+    assert a["replicas_identical"]
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--density-warmup-epochs", "1", "--method", "dense"], "need a sparse method"),
+    (["--adaptive-density", "true", "--compression-scope", "group"], "--compression-scope layer"),
+    (["--clip-norm", "1", "--transport", "coded"], "--transport coded"),
+    (["--clip-norm", "1", "--transport", "none"], "need a transport"),
+    (["--clip-norm", "-1"], "--clip-norm"),
+    (["--density-warmup-epochs", "-2"], "--density-warmup-epochs"),
+])
+def test_bad_combinations_are_named(tmp_path, args, named):
+    p, _ = run(tmp_path, "bad", *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert named in p.stderr
