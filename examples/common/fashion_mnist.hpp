@@ -12,6 +12,8 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -157,6 +159,26 @@ inline dataset load_fashion_mnist(const fs::path& dir, bool train, std::int64_t 
   return {x.contiguous(), y.contiguous()};
 }
 
+//! Replacements of a model's fully connected layers by name: gradcomp-train --parallel hybrid
+//! runs some of them model parallel (examples/gradcomp-train/hybrid.hpp). Empty, or disabled,
+//! every layer runs as itself.
+struct fc_overrides {
+  std::map<std::string, std::function<torch::Tensor(const torch::Tensor&)>> by_name;
+  bool enabled = true;
+  //! `layer` applied to x, or its replacement when there is one and replacements are enabled.
+  torch::Tensor operator()(const std::string& name,
+                           torch::nn::Linear& layer,
+                           const torch::Tensor& x) const {
+    if (enabled) {
+      const auto found = by_name.find(name);
+      if (found != by_name.end()) {
+        return found->second(x);
+      }
+    }
+    return layer->forward(x);
+  }
+};
+
 //! ddp-baseline.md's CNN: conv 1->32 5x5 (padding 2) + ReLU + max-pool 2, conv 32->64 5x5 +
 //! ReLU + max-pool 2, fc 3136->512 + ReLU, fc 512->10. 1.66 M parameters in 8 tensors.
 struct cnn_impl : torch::nn::Module {
@@ -171,14 +193,15 @@ struct cnn_impl : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x) {
     x = torch::max_pool2d(torch::relu(conv1->forward(x)), 2);
     x = torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
-    x = torch::relu(fc1->forward(x.flatten(1)));
-    return fc2->forward(x);
+    x = torch::relu(fc("fc1", fc1, x.flatten(1)));
+    return fc("fc2", fc2, x);
   }
 
   torch::nn::Conv2d conv1;
   torch::nn::Conv2d conv2;
   torch::nn::Linear fc1;
   torch::nn::Linear fc2;
+  fc_overrides fc;
 };
 TORCH_MODULE_IMPL(cnn, cnn_impl);
 
@@ -209,13 +232,14 @@ struct vgg_impl : torch::nn::Module {
         x = torch::max_pool2d(x, 2); // 28 -> 14 -> 7 -> 3
       }
     }
-    x = torch::relu(fc1->forward(x.flatten(1)));
-    x = torch::relu(fc2->forward(x));
-    return fc3->forward(x);
+    x = torch::relu(fc("fc1", fc1, x.flatten(1)));
+    x = torch::relu(fc("fc2", fc2, x));
+    return fc("fc3", fc3, x);
   }
 
   std::vector<torch::nn::Conv2d> convs;
   torch::nn::Linear fc1{nullptr}, fc2{nullptr}, fc3{nullptr};
+  fc_overrides fc;
 };
 TORCH_MODULE_IMPL(vgg, vgg_impl);
 
@@ -229,14 +253,15 @@ struct mlp_impl : torch::nn::Module {
         fc3(register_module("fc3", torch::nn::Linear(512, 10))) {}
 
   torch::Tensor forward(torch::Tensor x) {
-    x = torch::relu(fc1->forward(x.flatten(1)));
-    x = torch::relu(fc2->forward(x));
-    return fc3->forward(x);
+    x = torch::relu(fc("fc1", fc1, x.flatten(1)));
+    x = torch::relu(fc("fc2", fc2, x));
+    return fc("fc3", fc3, x);
   }
 
   torch::nn::Linear fc1;
   torch::nn::Linear fc2;
   torch::nn::Linear fc3;
+  fc_overrides fc;
 };
 TORCH_MODULE_IMPL(mlp, mlp_impl);
 

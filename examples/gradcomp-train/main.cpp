@@ -47,6 +47,7 @@
 #include "../common/tool_support.hpp"
 #include "async_training.hpp"
 #include "exchange.hpp"
+#include "hybrid.hpp"
 #include "report.hpp"
 #include "training_support.hpp"
 
@@ -200,13 +201,45 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     params.push_back(item.value());
     layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
   }
+  broadcast_parameters(comm, params);
+  // --parallel hybrid (S2, hybrid.hpp): the chosen FC layers run model parallel from here on;
+  // their full tensors leave the data-parallel exchange and the optimizer
+  gradcomp::cost::network hybrid_net;
+  if (o.parallel == "hybrid" && o.mp_layers == "auto" && ranks > 1) {
+    gradcomp::mpi::calibration_options co;
+    co.max_bytes = std::size_t{1} << 22;
+    co.repetitions = 3;
+    hybrid_net = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+  }
+  // its own communicator: the model-parallel collectives run on this thread while the
+  // pipeline's communication thread exchanges gradients
+  const gradcomp::mpi::communicator hybrid_comm(comm.native());
+  std::optional<gt::hybrid_parallelism> hybrid;
+  try { // a layer that cannot be split (N < P) fails here, the same way on every rank
+    hybrid.emplace(hybrid_comm, net, o, hybrid_net);
+  } catch (const std::invalid_argument& e) {
+    say(std::string("error: ") + e.what());
+    return exit_bad_input;
+  }
+  if (hybrid->active()) {
+    std::vector<torch::Tensor> kept;
+    std::vector<layer_info> kept_layers;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      if (!hybrid->owns(layers[i].name)) {
+        kept.push_back(params[i]);
+        kept_layers.push_back(layers[i]);
+      }
+    }
+    params = std::move(kept);
+    layers = std::move(kept_layers);
+  }
+  std::vector<torch::Tensor> mp_params = hybrid->parameters();
   std::vector<std::size_t> numel;
   std::size_t total_numel = 0;
   for (const layer_info& l : layers) {
     numel.push_back(l.numel);
     total_numel += l.numel;
   }
-  broadcast_parameters(comm, params);
   // DGC's momentum correction for sparse methods (Lin et al. 2018, eqs. 4-6), inside the
   // pipeline's error feedback (gradcomp::momentum_correction): each rank keeps its own velocity
   // u = m u + g per layer, accumulates u (not g) in the residual, sends the top of it and zeroes
@@ -219,6 +252,18 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // the update (momentum SGD, or LARS: --optimizer) at the learning rate of each step
   // (--warmup-epochs), and loss scaling (--loss-scale): large_batch.hpp, docs/large-batch.md
   gt::update_rule update(params, o.large_batch, o.lr, correction ? 0.0 : o.momentum);
+  // the model-parallel slices: complete gradients, plain momentum SGD (no exchange)
+  std::optional<gt::update_rule> mp_update;
+  if (hybrid->active()) {
+    mp_update.emplace(mp_params, o.large_batch, o.lr, o.momentum);
+  }
+  // evaluation with the model-parallel slices gathered into the full layers (collective)
+  const auto evaluate_model = [&] {
+    hybrid->begin_full_model();
+    const evaluation e = evaluate(comm, net, test_set);
+    hybrid->end_full_model();
+    return e;
+  };
   gt::loss_scaling scaling(o.large_batch, rank, ranks);
   std::int64_t global_iteration = 0;
 
@@ -487,7 +532,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --- training loop
   sums s;
   std::vector<eval_point> points;
-  const evaluation initial = evaluate(comm, net, test_set);
+  const evaluation initial = evaluate_model();
   points.push_back({0, 0, 0.0, 0.0, 0.0, initial});
   double loss_sum = 0;
   std::int64_t loss_count = 0;
@@ -513,6 +558,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       } else {
         const auto [x, y] = batch(mine, it * o.batch_size);
         gt::clear_gradients(params);
+        gt::clear_gradients(mp_params);
         const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
         const auto t1 = clock_type::now();
         backward_start = t1;
@@ -544,6 +590,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       const auto t3 = clock_type::now();
       if (apply) {
         update.step(learning_rate.at(global_iteration));
+        if (mp_update) {
+          mp_update->step(learning_rate.at(global_iteration));
+        }
       }
       const auto t4 = clock_type::now();
       const auto& st = alone ? no_stats : exchange->last_stats();
@@ -584,7 +633,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         ++next_eval;
         double l[2] = {loss_sum, static_cast<double>(loss_count)};
         allreduce(comm, std::span<double>(l), MPI_SUM);
-        const evaluation e = evaluate(comm, net, test_set);
+        const evaluation e = evaluate_model();
         points.push_back({epoch + 1, global_iteration,
                           epoch + static_cast<double>(it + 1) / iterations_per_epoch, train_seconds,
                           l[0] / std::max(1.0, l[1]), e});
@@ -608,6 +657,12 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const double wall_seconds = seconds_since(training_start);
 
   // --- replicas and statistics across ranks
+  // hybrid: the model-parallel slices against the model with the gathered full layers
+  double mp_difference = 0.0;
+  if (hybrid->active()) {
+    const auto [x, y] = batch(shard(train_set.size(), ranks, rank, o.seed, 0), 0);
+    mp_difference = hybrid->max_difference_to_gathered(comm, x);
+  }
   const std::uint64_t hash = parameter_hash(params);
   const std::vector<std::uint64_t> hashes = allgather(comm, hash);
   const bool identical =
@@ -656,6 +711,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
                                             iterations_per_epoch, total_numel, layers.size(), blas);
   config["transport"] = o.transport.name;
   config["sync"] = "sync";
+  config["parallel"] = o.parallel;
+  if (o.parallel == "hybrid") {
+    config["mp_layers"] = o.mp_layers;
+    config["hybrid_layers"] = hybrid->decisions();
+    config["model_parallel_check_max_difference"] = mp_difference;
+    config["model_parallel_sent_bytes_per_iteration"] =
+        hybrid->sent_bytes() / static_cast<double>(std::max<std::int64_t>(1, s.iterations));
+  }
   config["ps_pull"] = o.transport.name != "ps"    ? "n/a"
                       : o.transport.ps_dense_pull ? "dense"
                                                   : "adaptive";
@@ -934,6 +997,15 @@ int main(int argc, char** argv) {
                  "sparse methods: per-layer densities from each layer's share of the gradient "
                  "norm, the same elements in total (true/false)")
       ->capture_default_str();
+  app.add_option("--parallel", o.parallel,
+                 "data (every layer data parallel) or hybrid (S2: fully connected layers chosen "
+                 "by --mp-layers run model parallel, the rest data parallel; docs/hybrid.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"data", "hybrid"}));
+  app.add_option("--mp-layers", o.mp_layers,
+                 "--parallel hybrid: auto (the planner's cost choice per FC layer) or a list of "
+                 "FC layer names, e.g. fc1 or fc1,fc2")
+      ->capture_default_str();
   app.add_option("--require-accuracy", o.require_accuracy,
                  "exit with status 4 if the final test accuracy is below this fraction")
       ->capture_default_str()
@@ -952,6 +1024,16 @@ int main(int argc, char** argv) {
       throw CLI::ValidationError("--sync", "async trains with fp32 values and plain SGD: "
                                            "--precision, --loss-scale, --optimizer and "
                                            "--warmup-epochs are for --sync sync");
+    }
+    if (o.parallel == "hybrid" &&
+        (o.sync != "sync" || o.transport.name == "coded" || o.transport.name == "none" ||
+         lb.optimizer != "sgd" || lb.loss_scale != "none")) {
+      throw CLI::ValidationError("--parallel", "hybrid runs with --sync sync, a transport other "
+                                               "than coded and none, --optimizer sgd and no "
+                                               "--loss-scale");
+    }
+    if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
+      throw CLI::ValidationError("--mp-layers", why);
     }
     if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none") {
       throw CLI::ValidationError("--inject-overflow-at", "needs --loss-scale (dynamic or S)");

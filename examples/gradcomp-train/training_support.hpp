@@ -76,6 +76,9 @@ struct train_options {
   large_batch_settings large_batch;
   //! density warm-up, local clipping, adaptive density (fidelity.hpp; sync only).
   fidelity_settings fidelity;
+  //! --parallel data|hybrid and --mp-layers (hybrid.hpp; sync only).
+  std::string parallel = "data";
+  std::string mp_layers = "auto";
 };
 
 // ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------
@@ -127,20 +130,21 @@ inline void barrier(const gradcomp::mpi::communicator& comm) {
 struct network {
   torch::nn::AnyModule module;
   std::shared_ptr<torch::nn::Module> base;
+  gx::fc_overrides* fc = nullptr; //!< the model's FC-layer replacements (hybrid parallelism).
 };
 
 //! --model: "cnn", "vgg" or "mlp".
 inline network make_network(const std::string& name) {
   if (name == "vgg") {
     gx::vgg m;
-    return {torch::nn::AnyModule(m), m.ptr()};
+    return {torch::nn::AnyModule(m), m.ptr(), &m->fc};
   }
   if (name == "mlp") {
     gx::mlp m;
-    return {torch::nn::AnyModule(m), m.ptr()};
+    return {torch::nn::AnyModule(m), m.ptr(), &m->fc};
   }
   gx::cnn m;
-  return {torch::nn::AnyModule(m), m.ptr()};
+  return {torch::nn::AnyModule(m), m.ptr(), &m->fc};
 }
 
 //! FNV-1a over the bit patterns of every parameter, in order.
