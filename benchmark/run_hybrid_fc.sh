@@ -8,7 +8,9 @@
 # are the point).
 #
 #   benchmark/run_hybrid_fc.sh [OUT_DIR] [CONFIG...]
-#   CONFIG: emu2-1g emu4-1g local2 (default: emu2-1g emu4-1g)
+#   CONFIG: emu2-1g emu4-1g local2 (default: emu2-1g emu4-1g), each run twice: VGG-16's FC1-FC3
+#   (NAME.*) and the FC layers of gradcomp-train's CNN and VGG-style model (NAME-train.*),
+#   whose data/model crossover falls inside batches 1..128
 # Environment: BUILD_DIR (default: REPO/build), BIN (use this binary, do not build), SCALE
 # (default 1: full VGG-16 sizes), REPS (default 3), EMU_PREFIX (gchy), EMU_SUBNET (10.78.0).
 set -uo pipefail
@@ -34,13 +36,21 @@ fi
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 
+# gradcomp-train's models: cnn fc1 3136 -> 512, fc2 512 -> 10; vgg fc1 1152 -> 256, fc2, fc3
+train_layers=(--layer cnn.fc1:3136:512 --layer cnn.fc2:512:10 --layer vgg.fc1:1152:256
+  --layer vgg.fc2:256:256 --layer vgg.fc3:256:10)
+
 emu() { # emu NAME HOSTS RATE
-  local name=$1 hosts=$2 rate=$3
-  "$repo/scripts/emulated-cluster.sh" run --prefix "$prefix" --subnet "$subnet" --hosts "$hosts" \
-    --rate "$rate" --timeout 900 -- "$bin" --scale "$scale" --reps "$reps" \
-    --label "emulated cluster: $hosts hosts x 1 rank, $rate links" --json "$out/$name.json" \
-    >"$out/$name.md" 2>"$out/$name.log"
-  echo "$name: exit $?" >&2
+  local name=$1 hosts=$2 rate=$3 set
+  for set in vgg16 train; do
+    local file=$name extra=()
+    [[ $set == train ]] && file=$name-train extra=("${train_layers[@]}")
+    "$repo/scripts/emulated-cluster.sh" run --prefix "$prefix" --subnet "$subnet" \
+      --hosts "$hosts" --rate "$rate" --timeout 300 -- "$bin" --scale "$scale" --reps "$reps" \
+      "${extra[@]}" --label "emulated cluster: $hosts hosts x 1 rank, $rate links ($set)" \
+      --json "$out/$file.json" >"$out/$file.md" 2>"$out/$file.log"
+    echo "$file: exit $?" >&2
+  done
 }
 
 for c in "${configs[@]}"; do

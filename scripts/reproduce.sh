@@ -11,6 +11,11 @@
 #          setting: one server) and the sparse allgather; accuracy after equal epochs, time per
 #          iteration split into compute / sparsification / non-overlapped communication,
 #          speedup over dense (scripts/s1-table.py)
+#   s2     S2's hybrid parallelism on the CNN and the VGG-style model: data parallel against
+#          hybrid (FC layers model parallel: the planner's auto choice, and fc1 forced), dense over
+#          the ring and compressed (reused threshold, density 0.01, allgather); time per
+#          iteration, bytes and accuracy after equal epochs (scripts/compare-runs.py). The
+#          communication figures (S2 Figs. 14-16) come from benchmark/run_hybrid_fc.sh
 #   s3     S3 (CSSGD) against its baselines on S3's MLP and on the CNN: synchronous SGD with
 #          every worker's gradient unicast to every other (S3's "SSGD unicast": the coded exchange
 #          at redundancy 1), gradcomp's dense ring (the best synchronous baseline) and the coded
@@ -21,7 +26,7 @@
 #          --target-common)
 #   all    every experiment above
 #
-#   scripts/reproduce.sh [peers|s1|s3|all] [--quick] [--local] [--out DIR]
+#   scripts/reproduce.sh [peers|s1|s2|s3|all] [--quick] [--local] [--out DIR]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
 # about 5, s3 about 8). Without it: all 60,000 samples, 2 epochs (s1: 73 minutes, peers about
@@ -38,7 +43,7 @@ local_only=0
 out=results/reproduce
 while [[ $# -gt 0 ]]; do
   case $1 in
-    peers | s1 | s3 | all) what=$1; shift ;;
+    peers | s1 | s2 | s3 | all) what=$1; shift ;;
     --quick) quick=1; shift ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
@@ -96,6 +101,30 @@ s1() {
     "${runs_reports[@]}"
 }
 
+s2() {
+  local model
+  for model in cnn vgg; do
+    runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
+      --model "$model" --merge optimal)
+    training_runs_setup 4 "$local_only" "$out/s2-$model"
+    echo "reproduce s2 ($model): $runs_mode; $epochs epoch(s), train limit $limit" >&2
+    local dense=(--method dense --transport ring)
+    local sparse=(--method reused_threshold --density 0.01 --transport allgather)
+    run_gradcomp dense "dense ring, data parallel ($model)" "${dense[@]}"
+    run_gradcomp dense-hybrid-auto "dense ring, hybrid auto ($model)" "${dense[@]}" \
+      --parallel hybrid --mp-layers auto
+    run_gradcomp dense-hybrid-fc1 "dense ring, hybrid fc1 ($model)" "${dense[@]}" \
+      --parallel hybrid --mp-layers fc1
+    run_gradcomp sparse "reused threshold 0.01, data parallel ($model)" "${sparse[@]}"
+    run_gradcomp sparse-hybrid-fc1 "reused threshold 0.01, hybrid fc1 ($model)" "${sparse[@]}" \
+      --parallel hybrid --mp-layers fc1
+    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+      --title "### S2 on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
+      "${runs_reports[@]}" >/dev/null
+    cat "$runs_out/comparison.md"
+  done
+}
+
 s3() {
   local model
   for model in mlp cnn; do
@@ -124,6 +153,7 @@ s3() {
 case $what in
   peers) peers ;;
   s1) s1 ;;
+  s2) s2 ;;
   s3) s3 ;;
-  all) s1; s3; peers ;;
+  all) s1; s2; s3; peers ;;
 esac

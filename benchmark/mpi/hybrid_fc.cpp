@@ -11,7 +11,7 @@
 // arithmetic is the same on both sides (M K N multiply-adds per rank).
 //
 //   mpiexec -n P gradcomp_bench_hybrid_fc [--scale S] [--batches 1,2,...] [--reps N]
-//                                         [--label TEXT] [--json FILE]
+//                                         [--layer NAME:K:N ...] [--label TEXT] [--json FILE]
 // Markdown on stdout (rank 0), JSON to FILE. benchmark/run_hybrid_fc.sh runs it on the emulated
 // cluster; docs/hybrid.md has the results.
 #include <gradcomp/cost/hybrid.hpp>
@@ -44,6 +44,7 @@ struct config {
   unsigned reps = 3;
   std::string label;
   std::string json_path;
+  std::vector<gh::fc_layer> layers; // default: VGG-16's FC1-FC3
 };
 
 config parse(int argc, char** argv) {
@@ -75,13 +76,26 @@ config parse(int argc, char** argv) {
       if (c.reps == 0) {
         throw std::invalid_argument("--reps must be >= 1");
       }
+    } else if (a == "--layer") { // NAME:K:N
+      const std::string v = next();
+      const std::size_t x = v.find(':');
+      const std::size_t y = x == std::string::npos ? x : v.find(':', x + 1);
+      if (y == std::string::npos) {
+        throw std::invalid_argument("--layer " + v + " is not NAME:K:N");
+      }
+      c.layers.push_back(
+          {v.substr(0, x), std::stoul(v.substr(x + 1, y - x - 1)), std::stoul(v.substr(y + 1))});
+      if (c.layers.back().inputs_k == 0 || c.layers.back().outputs_n == 0) {
+        throw std::invalid_argument("--layer " + v + ": K and N must be >= 1");
+      }
     } else if (a == "--label") {
       c.label = next();
     } else if (a == "--json") {
       c.json_path = next();
     } else {
       throw std::invalid_argument("unknown option " + a +
-                                  " (--scale S --batches a,b --reps N --label T --json FILE)");
+                                  " (--scale S --batches a,b --reps N --layer NAME:K:N --label T "
+                                  "--json FILE)");
     }
   }
   return c;
@@ -90,10 +104,10 @@ config parse(int argc, char** argv) {
 struct row {
   std::string layer;
   std::size_t k, n, batch;
-  double dp_seconds, a2a_seconds, s2_seconds;             // measured
-  double dp_predicted, a2a_predicted, s2_predicted;       // alpha-beta
-  std::uint64_t s2_values;                                // counted, S2's accounting
-  gh::parallelism by_volume, by_cost, measured_faster;    // all_to_all vs dense ring
+  double dp_seconds, a2a_seconds, s2_seconds;          // measured
+  double dp_predicted, a2a_predicted, s2_predicted;    // alpha-beta
+  std::uint64_t s2_values;                             // counted, S2's accounting
+  gh::parallelism by_volume, by_cost, measured_faster; // all_to_all vs dense ring
 };
 
 int run(int argc, char** argv) {
@@ -106,7 +120,7 @@ int run(int argc, char** argv) {
   std::vector<float> sync(1, 0.0f);
   const auto line_up = [&] { ring(sync); };
   std::vector<row> rows;
-  for (gh::fc_layer layer : gh::vgg16_fc_layers()) {
+  for (gh::fc_layer layer : c.layers.empty() ? gh::vgg16_fc_layers() : c.layers) {
     layer.inputs_k = std::max<std::size_t>(1, static_cast<std::size_t>(layer.inputs_k * c.scale));
     layer.outputs_n = std::max<std::size_t>(static_cast<std::size_t>(p),
                                             static_cast<std::size_t>(layer.outputs_n * c.scale));
@@ -119,8 +133,8 @@ int run(int argc, char** argv) {
     }
     for (const std::size_t m : c.batches) {
       row r{layer.name, k, n, m, dp_seconds, 0, 0, 0, 0, 0, 0, {}, {}, {}};
-      for (const auto exchange : {gradcomp::fc_exchange::all_to_all,
-                                  gradcomp::fc_exchange::s2_allgather}) {
+      for (const auto exchange :
+           {gradcomp::fc_exchange::all_to_all, gradcomp::fc_exchange::s2_allgather}) {
         gm::column_parallel_linear<no_gemm> fc(comm, k, n, {}, {.exchange = exchange});
         const std::size_t rows_r = fc.slice().rows;
         std::vector<float> x(m * k, 1.0f), w(rows_r * k, 1.0f), b(rows_r, 0.0f), y(m * n);
@@ -131,9 +145,8 @@ int run(int argc, char** argv) {
           fc.backward(dy, x, w, dw, db, dx);
         });
         const gradcomp::cost::fc_cost_options o{.exchange = exchange};
-        const double predicted =
-            gradcomp::cost::fc_model_parallel_seconds(static_cast<double>(m), static_cast<double>(k),
-                                                      static_cast<double>(n), p, cal.net, o);
+        const double predicted = gradcomp::cost::fc_model_parallel_seconds(
+            static_cast<double>(m), static_cast<double>(k), static_cast<double>(n), p, cal.net, o);
         if (exchange == gradcomp::fc_exchange::all_to_all) {
           r.a2a_seconds = t;
           r.a2a_predicted = predicted;
@@ -144,12 +157,12 @@ int run(int argc, char** argv) {
         }
       }
       r.dp_predicted = gradcomp::cost::fc_data_parallel_seconds(static_cast<double>(k),
-                                                                 static_cast<double>(n), p, cal.net);
+                                                                static_cast<double>(n), p, cal.net);
       const gh::fc_choice choice = gh::choose(layer, m, p, cal.net);
       r.by_volume = choice.by_volume;
       r.by_cost = choice.by_cost;
-      r.measured_faster = r.a2a_seconds < r.dp_seconds ? gh::parallelism::model
-                                                       : gh::parallelism::data;
+      r.measured_faster =
+          r.a2a_seconds < r.dp_seconds ? gh::parallelism::model : gh::parallelism::data;
       rows.push_back(r);
       if (root) {
         std::fprintf(stderr, "%s M=%zu: dp %.2f ms, mp %.2f / %.2f ms\n", layer.name.c_str(), m,
@@ -173,15 +186,15 @@ int run(int argc, char** argv) {
   for (const row& r : rows) {
     matches += r.by_cost == r.measured_faster ? 1 : 0;
     rule_matches += r.by_volume == r.measured_faster ? 1 : 0;
-    std::printf("| %s | %zu | %zu | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %llu | %s | %s%s "
-                "| %s |\n",
-                r.layer.c_str(), r.k, r.n, r.batch, 1e3 * r.dp_seconds, 1e3 * r.dp_predicted,
-                1e3 * r.a2a_seconds, 1e3 * r.a2a_predicted, 1e3 * r.s2_seconds,
-                1e3 * r.s2_predicted, static_cast<unsigned long long>(r.s2_values),
-                std::string(gh::name(r.measured_faster)).c_str(),
-                std::string(gh::name(r.by_cost)).c_str(),
-                r.by_cost == r.measured_faster ? "" : " (miss)",
-                std::string(gh::name(r.by_volume)).c_str());
+    std::printf(
+        "| %s | %zu | %zu | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %llu | %s | %s%s "
+        "| %s |\n",
+        r.layer.c_str(), r.k, r.n, r.batch, 1e3 * r.dp_seconds, 1e3 * r.dp_predicted,
+        1e3 * r.a2a_seconds, 1e3 * r.a2a_predicted, 1e3 * r.s2_seconds, 1e3 * r.s2_predicted,
+        static_cast<unsigned long long>(r.s2_values),
+        std::string(gh::name(r.measured_faster)).c_str(), std::string(gh::name(r.by_cost)).c_str(),
+        r.by_cost == r.measured_faster ? "" : " (miss)",
+        std::string(gh::name(r.by_volume)).c_str());
   }
   std::printf("\nPlanner (cost) matches the measured faster side at %d of %zu points; S2's volume "
               "rule at %d.\n",
@@ -192,23 +205,24 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "cannot write %s\n", c.json_path.c_str());
       return 1;
     }
-    std::fprintf(f, "{\"label\": \"%s\", \"ranks\": %d, \"scale\": %g, \"alpha_seconds\": %g, "
-                    "\"beta_seconds_per_byte\": %g, \"rows\": [\n",
-                 c.label.c_str(), p, c.scale, cal.net.alpha_seconds,
-                 cal.net.beta_seconds_per_byte);
+    std::fprintf(f,
+                 "{\"label\": \"%s\", \"ranks\": %d, \"scale\": %g, \"alpha_seconds\": %g, "
+                 "\"beta_seconds_per_byte\": %g, \"rows\": [\n",
+                 c.label.c_str(), p, c.scale, cal.net.alpha_seconds, cal.net.beta_seconds_per_byte);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
-      std::fprintf(f,
-                   " {\"layer\": \"%s\", \"k\": %zu, \"n\": %zu, \"batch\": %zu, \"dp_seconds\": %g, "
-                   "\"dp_predicted\": %g, \"a2a_seconds\": %g, \"a2a_predicted\": %g, "
-                   "\"s2_seconds\": %g, \"s2_predicted\": %g, \"s2_values\": %llu, "
-                   "\"measured_faster\": \"%s\", \"by_cost\": \"%s\", \"by_volume\": \"%s\"}%s\n",
-                   r.layer.c_str(), r.k, r.n, r.batch, r.dp_seconds, r.dp_predicted,
-                   r.a2a_seconds, r.a2a_predicted, r.s2_seconds, r.s2_predicted,
-                   static_cast<unsigned long long>(r.s2_values),
-                   std::string(gh::name(r.measured_faster)).c_str(),
-                   std::string(gh::name(r.by_cost)).c_str(),
-                   std::string(gh::name(r.by_volume)).c_str(), i + 1 < rows.size() ? "," : "");
+      std::fprintf(
+          f,
+          " {\"layer\": \"%s\", \"k\": %zu, \"n\": %zu, \"batch\": %zu, \"dp_seconds\": %g, "
+          "\"dp_predicted\": %g, \"a2a_seconds\": %g, \"a2a_predicted\": %g, "
+          "\"s2_seconds\": %g, \"s2_predicted\": %g, \"s2_values\": %llu, "
+          "\"measured_faster\": \"%s\", \"by_cost\": \"%s\", \"by_volume\": \"%s\"}%s\n",
+          r.layer.c_str(), r.k, r.n, r.batch, r.dp_seconds, r.dp_predicted, r.a2a_seconds,
+          r.a2a_predicted, r.s2_seconds, r.s2_predicted,
+          static_cast<unsigned long long>(r.s2_values),
+          std::string(gh::name(r.measured_faster)).c_str(),
+          std::string(gh::name(r.by_cost)).c_str(), std::string(gh::name(r.by_volume)).c_str(),
+          i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");
     std::fclose(f);

@@ -6,7 +6,6 @@
 #pragma once
 
 #include <torch/torch.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -18,6 +17,7 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+#include <zlib.h>
 
 namespace gradcomp_examples {
 
@@ -166,9 +166,8 @@ struct fc_overrides {
   std::map<std::string, std::function<torch::Tensor(const torch::Tensor&)>> by_name;
   bool enabled = true;
   //! `layer` applied to x, or its replacement when there is one and replacements are enabled.
-  torch::Tensor operator()(const std::string& name,
-                           torch::nn::Linear& layer,
-                           const torch::Tensor& x) const {
+  torch::Tensor
+  operator()(const std::string& name, torch::nn::Linear& layer, const torch::Tensor& x) const {
     if (enabled) {
       const auto found = by_name.find(name);
       if (found != by_name.end()) {

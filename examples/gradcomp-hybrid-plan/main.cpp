@@ -46,8 +46,8 @@ gh::fc_layer parse_layer(const std::string& text) {
   if (a == std::string::npos || b == std::string::npos || a == 0) {
     throw usage_error(cat("--layer: '", text, "' is not NAME:K:N"));
   }
-  const auto k = parse_number<std::size_t>("--layer", text.substr(a + 1, b - a - 1),
-                                           "an integer K >= 1");
+  const auto k =
+      parse_number<std::size_t>("--layer", text.substr(a + 1, b - a - 1), "an integer K >= 1");
   const auto n = parse_number<std::size_t>("--layer", text.substr(b + 1), "an integer N >= 1");
   if (k == 0 || n == 0) {
     throw usage_error(cat("--layer: '", text, "' has K or N = 0"));

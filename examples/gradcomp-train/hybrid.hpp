@@ -41,8 +41,12 @@ struct torch_gemm {
                               {static_cast<std::int64_t>(ld), 1}, options);
     };
     torch::Tensor out = matrix(c.c, c.m, c.n, c.ldc);
-    if (c.k == 0) {
-      out.mul_(c.beta == 0.0f ? 0.0f : c.beta);
+    if (c.k == 0) { // C = beta C; beta == 0 writes zeros without reading C (BLAS's rule)
+      if (c.beta == 0.0f) {
+        out.zero_();
+      } else {
+        out.mul_(c.beta);
+      }
       return;
     }
     const bool ta = c.trans_a == gradcomp::transpose::yes;
@@ -59,9 +63,9 @@ inline std::string mp_layers_problem(const std::string& mp_layers, const std::st
   if (mp_layers == "auto") {
     return {};
   }
-  const std::vector<std::string> names = model == "cnn" ? std::vector<std::string>{"fc1", "fc2"}
-                                                        : std::vector<std::string>{"fc1", "fc2",
-                                                                                   "fc3"};
+  const std::vector<std::string> names = model == "cnn"
+                                             ? std::vector<std::string>{"fc1", "fc2"}
+                                             : std::vector<std::string>{"fc1", "fc2", "fc3"};
   std::stringstream list(mp_layers);
   std::size_t count = 0;
   for (std::string item; std::getline(list, item, ',');) {
@@ -126,7 +130,8 @@ public:
                     torch::nn::Linear full)
       : comm_(&comm), name_(std::move(name)), full_(std::move(full)),
         layer_(std::make_unique<hybrid_detail::layer_type>(
-            comm, static_cast<std::size_t>(full_->weight.size(1)),
+            comm,
+            static_cast<std::size_t>(full_->weight.size(1)),
             static_cast<std::size_t>(full_->weight.size(0)))) {
     const gradcomp::column_slice s = layer_->slice();
     torch::NoGradGuard no_grad;
@@ -208,11 +213,13 @@ public:
     if (o.mp_layers != "auto") {
       std::stringstream list(o.mp_layers);
       for (std::string item; std::getline(list, item, ',');) {
-        const bool known = std::any_of(fcs.begin(), fcs.end(),
-                                       [&](const auto& f) { return f.first == item; });
+        const bool known =
+            std::any_of(fcs.begin(), fcs.end(), [&](const auto& f) { return f.first == item; });
         if (!known) {
-          throw std::invalid_argument("--mp-layers: '" + item + "' is not a fully connected "
-                                      "layer of model " + o.model);
+          throw std::invalid_argument("--mp-layers: '" + item +
+                                      "' is not a fully connected "
+                                      "layer of model " +
+                                      o.model);
         }
         wanted.push_back(item);
       }
@@ -223,13 +230,15 @@ public:
       const gradcomp::hybrid::fc_choice c = gradcomp::hybrid::choose(
           shape, static_cast<std::size_t>(o.batch_size), comm.size(), net_model);
       const bool listed = std::find(wanted.begin(), wanted.end(), name) != wanted.end();
-      const bool model = o.mp_layers == "auto" ? c.by_cost == gradcomp::hybrid::parallelism::model
-                                               : listed;
-      if (model && shape.outputs_n < static_cast<std::size_t>(comm.size())) {
+      // auto never splits a layer with fewer outputs than ranks; a list asking for it fails
+      const bool splittable = shape.outputs_n >= static_cast<std::size_t>(comm.size());
+      const bool model = o.mp_layers == "auto"
+                             ? c.by_cost == gradcomp::hybrid::parallelism::model && splittable
+                             : listed;
+      if (model && !splittable) {
         throw std::invalid_argument("--mp-layers: layer " + name + " has " +
-                                    std::to_string(shape.outputs_n) +
-                                    " outputs, fewer than the " + std::to_string(comm.size()) +
-                                    " ranks it would be split over");
+                                    std::to_string(shape.outputs_n) + " outputs, fewer than the " +
+                                    std::to_string(comm.size()) + " ranks it would be split over");
       }
       decisions_.push_back({{"layer", name},
                             {"inputs_k", shape.inputs_k},

@@ -15,8 +15,8 @@ using namespace gradcomp;
 
 TEST_CASE("column_split covers N outputs in order, sizes differing by at most one", "[hybrid]") {
   for (int p = 1; p <= 9; ++p) {
-    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64},
-                          std::size_t{1000}}) {
+    for (std::size_t n :
+         {std::size_t{0}, std::size_t{1}, std::size_t{7}, std::size_t{64}, std::size_t{1000}}) {
       std::size_t next = 0;
       for (int r = 0; r < p; ++r) {
         const column_slice s = column_split(n, p, r);
@@ -75,7 +75,11 @@ TEST_CASE("the planner's volume choice is S2's rule; its cost choice the cheaper
         const bool rule = mp * (3 * k + 2 * n) < (k + 1) * n;
         CHECK((c.by_volume == hybrid::parallelism::model) == rule);
         CHECK((c.model_values < c.data_values) == rule);
-        CHECK((c.by_cost == hybrid::parallelism::model) == (c.model_seconds < c.data_seconds));
+        const double dp_s = cost::fc_data_parallel_seconds(k, n, p, net);
+        const double mp_s = cost::fc_model_parallel_seconds(static_cast<double>(m), k, n, p, net);
+        CHECK(c.data_seconds == dp_s);
+        CHECK(c.model_seconds == mp_s);
+        CHECK((c.by_cost == hybrid::parallelism::model) == (mp_s < dp_s));
       }
     }
   }

@@ -29,7 +29,10 @@ struct problem {
   std::vector<float> x, w, b, dy;
   std::vector<double> y, dw, db, dx; // reference: y = x w^T + b; dw, db averaged over ranks
 
-  problem(std::size_t ranks, std::size_t batch, std::size_t inputs, std::size_t outputs,
+  problem(std::size_t ranks,
+          std::size_t batch,
+          std::size_t inputs,
+          std::size_t outputs,
           std::uint64_t salt)
       : p(ranks), m(batch), k(inputs), n(outputs), x(test::rank_values(p * m * k, 0, salt)),
         w(test::rank_values(n * k, 1, salt)), b(test::rank_values(n, 2, salt)),
@@ -51,8 +54,8 @@ struct problem {
   }
   // rows [first, first + count) of a row-major matrix with `cols` columns
   template <class T>
-  static std::vector<T> rows(const std::vector<T>& a, std::size_t cols, std::size_t first,
-                             std::size_t count) {
+  static std::vector<T>
+  rows(const std::vector<T>& a, std::size_t cols, std::size_t first, std::size_t count) {
     return {a.begin() + static_cast<std::ptrdiff_t>(first * cols),
             a.begin() + static_cast<std::ptrdiff_t>((first + count) * cols)};
   }
@@ -60,8 +63,7 @@ struct problem {
 
 // fp32 tolerance: each value is a sum of at most max(K, P M) products of N(0,1) draws, so its
 // rounding error is below ~terms x 2^-24 x |terms|; 1e-5 x (terms + |ref|) bounds it.
-void check_close(const std::vector<float>& got, const std::vector<double>& ref,
-                 std::size_t terms) {
+void check_close(const std::vector<float>& got, const std::vector<double>& ref, std::size_t terms) {
   REQUIRE(got.size() == ref.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     INFO("element " << i);
@@ -98,8 +100,8 @@ TEST_CASE("column_parallel_linear equals a single-process linear layer on the wh
     std::size_t m, k, n;
   };
   // M = 1; N = P (one output per rank); uneven N; larger K and M
-  for (const shape sh : {shape{1, 5, p}, shape{3, 7, 2 * p + 1}, shape{4, 33, 3 * p + 2},
-                         shape{1, 64, 13}}) {
+  for (const shape sh :
+       {shape{1, 5, p}, shape{3, 7, 2 * p + 1}, shape{4, 33, 3 * p + 2}, shape{1, 64, 13}}) {
     if (sh.n < p) {
       continue;
     }
@@ -192,6 +194,14 @@ TEST_CASE("column_parallel_linear gathers again when the backward input is not t
   fc.backward(dy, x, w, dw, db, dx);
   CHECK(fc.traffic().collectives == 2);
   check_close(dw, problem::rows(second.dw, k, s.offset, s.rows), p * m);
+  // without the agreement no rank knows the others' inputs: every backward gathers again
+  layer unchecked(comm, k, n, {}, {.check_arguments = false});
+  unchecked.forward(x_forward, w, b, y);
+  unchecked.reset_traffic();
+  unchecked.backward(dy, x, w, dw, db, dx);
+  CHECK(unchecked.traffic().collectives == 3);
+  check_close(dw, problem::rows(second.dw, k, s.offset, s.rows), p * m);
+  check_close(dx, problem::rows(second.dx, k, r * m, m), n);
 }
 
 TEST_CASE("column_parallel_linear nonblocking form", "[column_parallel_linear]") {
@@ -225,7 +235,8 @@ TEST_CASE("column_parallel_linear nonblocking form", "[column_parallel_linear]")
   check_close(dx, problem::rows(pr.dx, k, r * m, m), n);
 }
 
-TEST_CASE("column_parallel_linear rejects bad arguments on every rank", "[column_parallel_linear]") {
+TEST_CASE("column_parallel_linear rejects bad arguments on every rank",
+          "[column_parallel_linear]") {
   const mpi::communicator comm(MPI_COMM_WORLD);
   const int p = comm.size();
   const int rank = comm.rank();
@@ -250,6 +261,23 @@ TEST_CASE("column_parallel_linear rejects bad arguments on every rank", "[column
       layer fc_n(comm, k, rank == 0 ? n + 1 : n);
       REQUIRE_THROWS_WITH(forward(fc_n, 2), Catch::Contains("different N"));
     }
+  }
+  SECTION("different exchanges") {
+    if (p > 1) {
+      layer fc(
+          comm, k, n, {},
+          {.exchange = rank == 0 ? mpi::fc_exchange::s2_allgather : mpi::fc_exchange::all_to_all});
+      REQUIRE_THROWS_WITH(forward(fc, 2), Catch::Contains("different exchange options"));
+    }
+  }
+  SECTION("bad arguments in the backward pass") {
+    layer fc(comm, k, n);
+    forward(fc, 2);
+    const column_slice s = fc.slice();
+    std::vector<float> x(2 * k, 1.0f), w(s.rows * k, 1.0f), dy(2 * n, 1.0f), dw(s.rows * k),
+        dx(2 * k + (rank == p - 1 ? 1 : 0));
+    REQUIRE_THROWS_WITH(fc.backward(dy, x, w, dw, {}, dx),
+                        Catch::Contains(rank == p - 1 ? "input gradient has" : "another rank"));
   }
   SECTION("N < P") {
     if (p > 1) {
@@ -278,10 +306,17 @@ TEST_CASE("column_parallel_linear rejects bad arguments on every rank", "[column
   }
 }
 
-TEST_CASE("cblas_gemm rejects leading dimensions below the row length", "[column_parallel_linear]") {
+TEST_CASE("cblas_gemm rejects leading dimensions below the row length",
+          "[column_parallel_linear]") {
   std::vector<float> a(6), b(6), c(4);
-  REQUIRE_THROWS_WITH(blas::cblas_gemm{}(gemm_call{.m = 2, .n = 2, .k = 3, .a = a.data(),
-                                                   .lda = 2, .b = b.data(), .ldb = 2,
-                                                   .c = c.data(), .ldc = 2}),
+  REQUIRE_THROWS_WITH(blas::cblas_gemm{}(gemm_call{.m = 2,
+                                                   .n = 2,
+                                                   .k = 3,
+                                                   .a = a.data(),
+                                                   .lda = 2,
+                                                   .b = b.data(),
+                                                   .ldb = 2,
+                                                   .c = c.data(),
+                                                   .ldc = 2}),
                       Catch::Contains("lda 2 is below the row length 3"));
 }

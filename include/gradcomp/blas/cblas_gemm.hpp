@@ -9,9 +9,9 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/gemm.hpp>
 
-#include <cblas.h>
-
 #include <climits>
+
+#include <cblas.h>
 #include <cstddef>
 
 namespace gradcomp::blas {

@@ -54,8 +54,8 @@ allgather_seconds(double bytes_per_rank, int ranks, const network& net) {
   return (p - 1) * (net.alpha_seconds + net.beta_seconds_per_byte * bytes_per_rank);
 }
 
-//! @brief Ring (or pairwise) reduce-scatter of a `bytes` buffer summed over P ranks, each rank
-//! keeping bytes / P: t = (P-1) (alpha + (beta + gamma) M / P). Zero for P = 1.
+//! @brief Ring (or pairwise) reduce-scatter of a buffer of B = `bytes` summed over P ranks, each
+//! rank keeping B / P: t = (P-1) (alpha + (beta + gamma) B / P). Zero for P = 1.
 //! @throws std::invalid_argument if ranks < 1.
 [[nodiscard]] inline double reduce_scatter_seconds(double bytes, int ranks, const network& net) {
   detail::check_ranks(ranks);
@@ -64,8 +64,8 @@ allgather_seconds(double bytes_per_rank, int ranks, const network& net) {
          (net.alpha_seconds + (net.beta_seconds_per_byte + net.gamma_seconds_per_byte) * bytes / p);
 }
 
-//! @brief Pairwise all-to-all where a rank sends at most `bytes_per_peer` to each of the P - 1
-//! others (and receives as much): t = (P-1) (alpha + beta M_peer). Zero for P = 1.
+//! @brief Pairwise all-to-all where a rank sends at most B = `bytes_per_peer` to each of the
+//! P - 1 others (and receives as much): t = (P-1) (alpha + beta B). Zero for P = 1.
 //! @throws std::invalid_argument if ranks < 1.
 [[nodiscard]] inline double
 all_to_all_seconds(double bytes_per_peer, int ranks, const network& net) {

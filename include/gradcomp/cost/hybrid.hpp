@@ -21,14 +21,14 @@ struct fc_cost_options {
   bool fused = false;
   //! Model parallel: the exchange (gradcomp::fc_exchange).
   fc_exchange exchange = fc_exchange::all_to_all;
-  //! Model parallel: each pass starts with the 80-byte argument agreement
+  //! Model parallel: each pass starts with the 96-byte argument agreement
   //! (column_parallel_linear_options::check_arguments), ceil(log2 P) alpha.
   bool argument_agreement = true;
 };
 
 namespace detail {
-inline void check_fc(double batch_m, double inputs_k, double outputs_n, int ranks,
-                     const fc_cost_options& o) {
+inline void
+check_fc(double batch_m, double inputs_k, double outputs_n, int ranks, const fc_cost_options& o) {
   check_ranks(ranks);
   gradcomp::detail::require(batch_m >= 0 && inputs_k >= 1 && outputs_n >= 1,
                             "FC layer cost: batch ", batch_m, ", K ", inputs_k, ", N ", outputs_n,
@@ -77,7 +77,7 @@ inline void check_fc(double batch_m, double inputs_k, double outputs_n, int rank
   const double p = ranks;
   const double b = o.bytes_per_value;
   const double n_max = std::ceil(outputs_n / p);
-  const double agreement = // two 80-byte allreduces, recursive doubling
+  const double agreement = // two 96-byte allreduces, recursive doubling
       o.argument_agreement ? 2.0 * std::ceil(std::log2(p)) * net.alpha_seconds : 0.0;
   const double common = allgather_seconds(batch_m * inputs_k * b, ranks, net) +
                         reduce_scatter_seconds(p * batch_m * inputs_k * b, ranks, net);

@@ -25,8 +25,8 @@ struct column_slice {
 //! @throws std::invalid_argument if ranks < 1 or rank is outside [0, ranks).
 [[nodiscard]] inline column_slice column_split(std::size_t outputs_n, int ranks, int rank) {
   detail::require(ranks >= 1, "column_split: rank count ", ranks, " is below 1");
-  detail::require(rank >= 0 && rank < ranks, "column_split: rank ", rank, " is outside [0, ",
-                  ranks, ")");
+  detail::require(rank >= 0 && rank < ranks, "column_split: rank ", rank, " is outside [0, ", ranks,
+                  ")");
   const auto p = static_cast<std::size_t>(ranks);
   const auto r = static_cast<std::size_t>(rank);
   const std::size_t base = outputs_n / p;

@@ -27,19 +27,19 @@ enum class transpose : bool {
 //! being read (BLAS's rule: NaNs in C are not propagated). A call with m, n or k equal to 0 is
 //! valid (k == 0 scales C by beta).
 struct gemm_call {
-  transpose trans_a = transpose::no;
-  transpose trans_b = transpose::no;
-  std::size_t m = 0; //!< rows of C.
-  std::size_t n = 0; //!< columns of C.
-  std::size_t k = 0; //!< the contracted dimension.
-  float alpha = 1.0f;
-  const float* a = nullptr;
-  std::size_t lda = 0;
-  const float* b = nullptr;
-  std::size_t ldb = 0;
-  float beta = 0.0f;
-  float* c = nullptr;
-  std::size_t ldc = 0;
+  transpose trans_a = transpose::no; //!< op(A).
+  transpose trans_b = transpose::no; //!< op(B).
+  std::size_t m = 0;                 //!< rows of C and of op(A).
+  std::size_t n = 0;                 //!< columns of C and of op(B).
+  std::size_t k = 0;                 //!< the contracted dimension.
+  float alpha = 1.0f;                //!< scale of the product.
+  const float* a = nullptr;          //!< A, row-major (see above).
+  std::size_t lda = 0;               //!< elements between rows of A.
+  const float* b = nullptr;          //!< B, row-major.
+  std::size_t ldb = 0;               //!< elements between rows of B.
+  float beta = 0.0f;                 //!< scale of C's old value (0: not read).
+  float* c = nullptr;                //!< C, row-major, written.
+  std::size_t ldc = 0;               //!< elements between rows of C.
 };
 
 //! @brief A type that runs a gemm_call: `g(call)` computes C = alpha op(A) op(B) + beta C as

@@ -29,9 +29,9 @@ enum class parallelism {
 
 //! @brief A fully connected layer: K inputs, N outputs (weights N x K, bias N).
 struct fc_layer {
-  std::string name;
-  std::size_t inputs_k = 0;
-  std::size_t outputs_n = 0;
+  std::string name;          //!< for tables and messages.
+  std::size_t inputs_k = 0;  //!< K, >= 1.
+  std::size_t outputs_n = 0; //!< N, >= 1.
 };
 
 //! @brief VGG-16's three fully connected layers (Simonyan and Zisserman 2015; S2's FC1-FC3 with
@@ -44,16 +44,17 @@ struct fc_layer {
 struct fc_choice {
   parallelism by_volume = parallelism::data; //!< S2's rule (cost::fc_prefer_model_parallel).
   parallelism by_cost = parallelism::data;   //!< the cheaper side under the alpha-beta model.
-  double data_values = 0.0;         //!< S2: K N + N (cost::fc_data_parallel_values).
-  double model_values = 0.0;        //!< S2: 3 M K P + 2 M N P (cost::fc_model_parallel_values).
-  double data_seconds = 0.0;        //!< cost::fc_data_parallel_seconds.
-  double model_seconds = 0.0;       //!< cost::fc_model_parallel_seconds.
+  double data_values = 0.0;                  //!< S2: K N + N (cost::fc_data_parallel_values).
+  double model_values = 0.0;  //!< S2: 3 M K P + 2 M N P (cost::fc_model_parallel_values).
+  double data_seconds = 0.0;  //!< cost::fc_data_parallel_seconds.
+  double model_seconds = 0.0; //!< cost::fc_model_parallel_seconds.
 };
 
 //! @brief Decides data or model parallelism for `layer` with local batch M on P ranks: by S2's
 //! volume rule (model parallel when M P < (K + 1) N / (3 K + 2 N)) and by the alpha-beta cost of
 //! both sides on `net` (model parallel when strictly cheaper; ties go to data parallelism, which
-//! needs no change to the model). The cost side counts the latency of the model-parallel
+//! needs no change to the model). Neither side checks N >= P, which splitting needs. The cost
+//! side counts the latency of the model-parallel
 //! collectives and the factor 2 of a ring allreduce's bandwidth term that the volume rule leaves
 //! out, so the two can differ near the boundary. O(1).
 //! @throws std::invalid_argument if K or N is 0, or ranks < 1.
@@ -74,8 +75,7 @@ struct fc_choice {
   c.model_seconds = cost::fc_model_parallel_seconds(m, k, n, ranks, net, o);
   c.data_values = cost::fc_data_parallel_values(k, n);
   c.model_values = cost::fc_model_parallel_values(m, k, n, p);
-  c.by_volume =
-      cost::fc_prefer_model_parallel(m, k, n, p) ? parallelism::model : parallelism::data;
+  c.by_volume = cost::fc_prefer_model_parallel(m, k, n, p) ? parallelism::model : parallelism::data;
   c.by_cost = c.model_seconds < c.data_seconds ? parallelism::model : parallelism::data;
   return c;
 }

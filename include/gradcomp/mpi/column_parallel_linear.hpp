@@ -15,10 +15,10 @@
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
+#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
-#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -36,9 +36,12 @@ using gradcomp::fc_exchange;
 //! @brief Options of column_parallel_linear. Every rank must pass the same options.
 struct column_parallel_linear_options {
   fc_exchange exchange = fc_exchange::all_to_all; //!< see fc_exchange.
-  //! Agree on (batch, K, N, direction) and on every rank's local checks with one 80-byte
+  //! Agree on (batch, K, N, pass, exchange) and on every rank's local checks with one 96-byte
   //! MPI_Iallreduce before each pass, so that bad or mismatched arguments throw on every rank
-  //! instead of hanging. Off: a local error throws on that rank only and the others hang.
+  //! instead of hanging. Off (saves one latency per pass): a local error throws
+  //! std::invalid_argument on that rank only and the OTHER RANKS HANG in the first collective,
+  //! and the backward pass always gathers the inputs again (no rank can know whether the
+  //! others' inputs changed). Leave it on unless the arguments are known to agree.
   bool check_arguments = true;
   //! Scale the weight and bias gradients by 1 / P, so that they equal the average over ranks of
   //! each rank's gradient of its own loss: what a data-parallel allreduce average gives. Off:
@@ -53,11 +56,14 @@ struct fc_traffic {
   //! S2's accounting: per collective the whole result (allgather: the gathered buffer; all-to-all:
   //! this rank's receive buffer) or the whole input (reduce-scatter: P M K). For
   //! fc_exchange::s2_allgather one forward + backward is exactly 3 M K P + 2 M N P
-  //! (cost::fc_model_parallel_values); for all_to_all 2 M K P + M N + M P n_r.
+  //! (cost::fc_model_parallel_values); for all_to_all 2 M K P + M N + M P n_r, plus P M K when
+  //! the backward pass gathers the inputs again.
   std::uint64_t collective_values = 0;
-  //! Values this rank sends to other ranks when each collective runs as a ring or direct
-  //! exchange (allgather and reduce-scatter: P - 1 blocks; all-to-all: every block to another
-  //! rank); the agreement's 80 bytes are not counted.
+  //! Values this rank sends to other ranks when each collective runs as a direct exchange
+  //! (allgather(v): its own block to each of the P - 1 others; reduce-scatter: P - 1 blocks;
+  //! all-to-all: every block meant for another rank). A ring allgatherv of uneven blocks
+  //! forwards the others' blocks instead, the same total over all ranks. The agreement's 96
+  //! bytes are not counted.
   std::uint64_t sent_values = 0;
   unsigned collectives = 0; //!< data collectives started (agreements not counted).
 };
@@ -89,13 +95,18 @@ struct fc_traffic {
 //! untouched) until then. One pass at a time per object. Results: the output and input gradient
 //! are bit-identical whichever exchange is used; they depend on the BLAS's summation order
 //! only (and on MPI's reduce-scatter order for the input gradient, which MPICH keeps the same
-//! on every rank). Memory: about P M (K + 2 N / P) floats of buffers per rank, kept between
-//! calls.
+//! on every rank). Memory: buffers of about 2 P M K + P M n_r + M N floats per rank with
+//! all_to_all (2 P M K + 2 P M n_r + P M N with s2_allgather), kept between calls.
 //!
 //! Errors: with check_arguments, every rank throws mpi_error (naming what disagreed, or the
-//! failing rank's message) when ranks pass different K, N or M, when any rank's batch is 0,
-//! when N < P, when one rank runs forward and another backward, or when a rank's buffers have
-//! the wrong sizes. After any exception the object is ready for a new pass.
+//! failing rank's message) when ranks pass different K, N, M or exchange options, when any
+//! rank's batch is 0, when N < P, when one rank runs forward and another backward, or when a
+//! rank's buffers have the wrong sizes or P M max(K, N) exceeds INT_MAX (MPI's counts). With
+//! P = 1 or check_arguments off, a local error throws std::invalid_argument on that rank. After
+//! any exception the object is ready for a new pass. An exception raised after the agreement
+//! (the GEMM backend throwing, memory exhausted while growing a buffer) is local to its rank:
+//! the other ranks then wait in the pass's next collective, as in any MPI program whose rank
+//! fails mid-way; use a GEMM backend that does not throw for valid sizes.
 //! @tparam Gemm a gradcomp::gemm_backend (e.g. gradcomp::blas::cblas_gemm).
 template <gemm_backend Gemm>
 class column_parallel_linear : public detail::nonblocking_operation<column_parallel_linear<Gemm>> {
@@ -135,10 +146,13 @@ public:
   }
   //! Values moved since construction or the last reset_traffic().
   [[nodiscard]] const fc_traffic& traffic() const noexcept { return traffic_; }
+  //! Sets traffic() back to zero. Local (no communication).
   void reset_traffic() noexcept { traffic_ = {}; }
 
   //! @brief Starts the forward pass. Shapes (row-major): input M x K (this rank's samples),
-  //! weight n_r x K (this rank's rows), bias n_r or empty (no bias), output M x N.
+  //! weight n_r x K (this rank's rows), bias n_r or empty (no bias), output M x N. Collective
+  //! (see the class). @throws as the class says (Errors); std::invalid_argument if a pass is
+  //! already in progress on this object.
   void start_forward(std::span<const float> input,
                      std::span<const float> weight,
                      std::span<const float> bias,
@@ -165,7 +179,8 @@ public:
   //! @brief Starts the backward pass after a forward pass of the same input. Shapes
   //! (row-major): output_grad M x N (dL/dy of this rank's samples), input M x K (the forward's
   //! input), weight n_r x K, weight_grad n_r x K and bias_grad n_r or empty (written, not
-  //! accumulated), input_grad M x K (written).
+  //! accumulated), input_grad M x K (written). Collective (see the class). @throws as
+  //! start_forward.
   void start_backward(std::span<const float> output_grad,
                       std::span<const float> input,
                       std::span<const float> weight,
@@ -194,10 +209,10 @@ public:
                 " elements, expected M x K = ", batch_, " x ", k_);
     check_int_limits();
     // the forward's gathered inputs can be reused when this rank's block is still this input
-    const bool cache_valid = options_.exchange == fc_exchange::all_to_all &&
-                             cached_batch_ == batch_ && input.size() == batch_ * k_ &&
-                             !gathered_.empty() &&
-                             std::equal(input.begin(), input.end(), own_block().begin());
+    const bool cache_valid =
+        options_.check_arguments && options_.exchange == fc_exchange::all_to_all &&
+        cached_batch_ == batch_ && input.size() == batch_ * k_ && !gathered_.empty() &&
+        std::equal(input.begin(), input.end(), own_block().begin());
     agree(cache_valid);
   }
 
@@ -287,12 +302,13 @@ private:
       if (!local_error_.empty()) {
         throw std::invalid_argument("gradcomp mpi: column_parallel_linear: " + local_error_);
       }
-      agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_), true, cache_valid);
+      agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_),
+                           static_cast<int>(options_.exchange), true, cache_valid && ranks() == 1);
       phase_ = phase::agreeing;
       return;
     }
-    agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_), local_error_.empty(),
-                         cache_valid);
+    agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_),
+                         static_cast<int>(options_.exchange), local_error_.empty(), cache_valid);
     agreement_.start(*comm_, request_);
     phase_ = phase::agreeing;
   }
@@ -366,9 +382,8 @@ private:
         std::copy(bias_.begin(), bias_.end(), local_out_.begin() + i * mine.rows);
       }
     }
-    gemm_(gemm_call{transpose::no, transpose::yes, rows, mine.rows, k_, 1.0f, gathered_.data(),
-                    k_, weight_.data(), k_, bias_.empty() ? 0.0f : 1.0f, local_out_.data(),
-                    mine.rows});
+    gemm_(gemm_call{transpose::no, transpose::yes, rows, mine.rows, k_, 1.0f, gathered_.data(), k_,
+                    weight_.data(), k_, bias_.empty() ? 0.0f : 1.0f, local_out_.data(), mine.rows});
   }
 
   void exchange_output() {
@@ -398,9 +413,9 @@ private:
         displs_[s] = static_cast<int>(p * batch_ * slices_[s].offset);
       }
       exchange_.resize(p * batch_ * n_);
-      detail::check(MPI_Iallgatherv(local_out_.data(), counts_[rank()], MPI_FLOAT,
-                                    exchange_.data(), counts_.data(), displs_.data(), MPI_FLOAT,
-                                    comm_->native(), &request_),
+      detail::check(MPI_Iallgatherv(local_out_.data(), counts_[rank()], MPI_FLOAT, exchange_.data(),
+                                    counts_.data(), displs_.data(), MPI_FLOAT, comm_->native(),
+                                    &request_),
                     "MPI_Iallgatherv (column_parallel_linear outputs)");
       count(p * batch_ * n_, (p - 1) * p * batch_ * mine.rows);
     }
@@ -480,9 +495,8 @@ private:
     const std::size_t rows = ranks() * batch_;
     const float scale = options_.average_over_ranks ? 1.0f / static_cast<float>(ranks()) : 1.0f;
     // dW_r = s dY_r^T X: (n_r x PM) (PM x K)
-    gemm_(gemm_call{transpose::yes, transpose::no, mine.rows, k_, rows, scale,
-                    grad_slice_.data(), mine.rows, gathered_.data(), k_, 0.0f,
-                    weight_grad_.data(), k_});
+    gemm_(gemm_call{transpose::yes, transpose::no, mine.rows, k_, rows, scale, grad_slice_.data(),
+                    mine.rows, gathered_.data(), k_, 0.0f, weight_grad_.data(), k_});
     if (!bias_grad_.empty()) {
       std::fill(bias_grad_.begin(), bias_grad_.end(), 0.0f);
       for (std::size_t i = 0; i < rows; ++i) {
