@@ -17,6 +17,9 @@
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/hybrid/column_split.hpp>
+#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/optimizer/lars.hpp>
 #include <gradcomp/precision/loss_scale.hpp>
 #include <gradcomp/sparse/concatenate.hpp>

@@ -157,15 +157,10 @@ public:
                      std::span<const float> weight,
                      std::span<const float> bias,
                      std::span<float> output) {
-    begin_pass(pass::forward);
-    input_ = input;
-    weight_ = weight;
+    begin_pass(pass::forward, input, weight);
     bias_ = bias;
     output_ = output;
-    batch_ = input.size() / k_;
     const std::size_t rows = slice().rows;
-    local_check(input.size() % k_ == 0, "input has ", input.size(),
-                " elements, not a multiple of K = ", k_);
     local_check(weight.size() == rows * k_, "weight slice has ", weight.size(),
                 " elements, expected n_r x K = ", rows, " x ", k_);
     local_check(bias.empty() || bias.size() == rows, "bias slice has ", bias.size(),
@@ -187,17 +182,12 @@ public:
                       std::span<float> weight_grad,
                       std::span<float> bias_grad,
                       std::span<float> input_grad) {
-    begin_pass(pass::backward);
+    begin_pass(pass::backward, input, weight);
     output_grad_ = output_grad;
-    input_ = input;
-    weight_ = weight;
     weight_grad_ = weight_grad;
     bias_grad_ = bias_grad;
     input_grad_ = input_grad;
-    batch_ = input.size() / k_;
     const std::size_t rows = slice().rows;
-    local_check(input.size() % k_ == 0, "input has ", input.size(),
-                " elements, not a multiple of K = ", k_);
     local_check(output_grad.size() == batch_ * n_, "output gradient has ", output_grad.size(),
                 " elements, expected M x N = ", batch_, " x ", n_);
     local_check(weight.size() == rows * k_ && weight_grad.size() == rows * k_,
@@ -274,12 +264,19 @@ private:
                                                      cached_batch_ * k_);
   }
 
-  void begin_pass(pass p) {
+  // The arguments both passes share: the pass, the input (M x K) and the weight slice; the
+  // batch M from the input's length.
+  void begin_pass(pass p, std::span<const float> input, std::span<const float> weight) {
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
                               "column_parallel_linear: a pass started while another is in "
                               "progress");
     pass_ = p;
     local_error_.clear();
+    input_ = input;
+    weight_ = weight;
+    batch_ = input.size() / k_;
+    local_check(input.size() % k_ == 0, "input has ", input.size(),
+                " elements, not a multiple of K = ", k_);
   }
 
   template <class... Parts>
