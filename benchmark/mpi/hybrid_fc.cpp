@@ -17,6 +17,7 @@
 #include <gradcomp/cost/hybrid.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/mpi.hpp>
+#include <gradcomp/mpi/calibrate_column_parallel.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>
 
 #include <mpi.h>
@@ -33,10 +34,6 @@ namespace {
 
 namespace gm = gradcomp::mpi;
 namespace gh = gradcomp::hybrid;
-
-struct no_gemm { // communication only: the products are not computed
-  void operator()(const gradcomp::gemm_call&) const {}
-};
 
 struct config {
   double scale = 1.0; // K and N are multiplied by this (>= 1 each)
@@ -108,6 +105,8 @@ struct row {
   double dp_predicted, a2a_predicted, s2_predicted;    // alpha-beta
   std::uint64_t s2_values;                             // counted, S2's accounting
   gh::parallelism by_volume, by_cost, measured_faster; // all_to_all vs dense ring
+  double a2a_predicted_fixed;                          // with the calibrated fixed cost
+  gh::parallelism by_cost_fixed;
 };
 
 int run(int argc, char** argv) {
@@ -116,6 +115,9 @@ int run(int argc, char** argv) {
   const int p = comm.size();
   const bool root = comm.rank() == 0;
   const gm::calibration cal = gm::calibrate_ring_allreduce(comm);
+  // the model-parallel pass's own fixed cost (MPI's small-message collectives)
+  const double mp_fixed = gm::calibrate_model_parallel_fixed_seconds(comm);
+  const gradcomp::cost::fc_cost_options fixed_options{.model_parallel_fixed_seconds = mp_fixed};
   gm::ring_allreduce ring(comm);
   std::vector<float> sync(1, 0.0f);
   const auto line_up = [&] { ring(sync); };
@@ -132,10 +134,10 @@ int run(int argc, char** argv) {
       dp_seconds = gm::detail::median_slowest_seconds(comm, c.reps, line_up, [&] { ring(grad); });
     }
     for (const std::size_t m : c.batches) {
-      row r{layer.name, k, n, m, dp_seconds, 0, 0, 0, 0, 0, 0, {}, {}, {}};
+      row r{layer.name, k, n, m, dp_seconds, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0, {}};
       for (const auto exchange :
            {gradcomp::fc_exchange::all_to_all, gradcomp::fc_exchange::s2_allgather}) {
-        gm::column_parallel_linear<no_gemm> fc(comm, k, n, {}, {.exchange = exchange});
+        gm::column_parallel_linear<gradcomp::no_gemm> fc(comm, k, n, {}, {.exchange = exchange});
         const std::size_t rows_r = fc.slice().rows;
         std::vector<float> x(m * k, 1.0f), w(rows_r * k, 1.0f), b(rows_r, 0.0f), y(m * n);
         std::vector<float> dy(m * n, 1.0f), dw(rows_r * k), db(rows_r), dx(m * k);
@@ -161,6 +163,9 @@ int run(int argc, char** argv) {
       const gh::fc_choice choice = gh::choose(layer, m, p, cal.net);
       r.by_volume = choice.by_volume;
       r.by_cost = choice.by_cost;
+      const gh::fc_choice fixed_choice = gh::choose(layer, m, p, cal.net, fixed_options);
+      r.by_cost_fixed = fixed_choice.by_cost;
+      r.a2a_predicted_fixed = fixed_choice.model_seconds;
       r.measured_faster =
           r.a2a_seconds < r.dp_seconds ? gh::parallelism::model : gh::parallelism::data;
       rows.push_back(r);
@@ -178,27 +183,35 @@ int run(int argc, char** argv) {
               "(slowest rank), ms per iteration (forward + backward for model parallel).\n\n",
               1e6 * cal.net.alpha_seconds, 1e9 * cal.net.beta_seconds_per_byte,
               8e-9 / cal.net.beta_seconds_per_byte, c.reps);
+  std::printf("Model-parallel fixed cost (one pass of the smallest layer, "
+              "calibrate_model_parallel_fixed_seconds): %.3f ms.\n\n",
+              1e3 * mp_fixed);
   std::printf("| layer | K | N | M | DP ring | DP pred | MP a2a | MP a2a pred | MP S2 | MP S2 pred "
-              "| S2 values (counted) | faster (measured) | planner (cost) | S2 rule |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| S2 values (counted) | faster (measured) | planner (cost) | S2 rule | MP a2a pred "
+              "(fixed cal.) "
+              "| planner (fixed cal.) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  int fixed_matches = 0;
   int matches = 0;
   int rule_matches = 0;
   for (const row& r : rows) {
     matches += r.by_cost == r.measured_faster ? 1 : 0;
     rule_matches += r.by_volume == r.measured_faster ? 1 : 0;
+    fixed_matches += r.by_cost_fixed == r.measured_faster ? 1 : 0;
     std::printf(
         "| %s | %zu | %zu | %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %llu | %s | %s%s "
-        "| %s |\n",
+        "| %s | %.2f | %s%s |\n",
         r.layer.c_str(), r.k, r.n, r.batch, 1e3 * r.dp_seconds, 1e3 * r.dp_predicted,
         1e3 * r.a2a_seconds, 1e3 * r.a2a_predicted, 1e3 * r.s2_seconds, 1e3 * r.s2_predicted,
         static_cast<unsigned long long>(r.s2_values),
         std::string(gh::name(r.measured_faster)).c_str(), std::string(gh::name(r.by_cost)).c_str(),
-        r.by_cost == r.measured_faster ? "" : " (miss)",
-        std::string(gh::name(r.by_volume)).c_str());
+        r.by_cost == r.measured_faster ? "" : " (miss)", std::string(gh::name(r.by_volume)).c_str(),
+        1e3 * r.a2a_predicted_fixed, std::string(gh::name(r.by_cost_fixed)).c_str(),
+        r.by_cost_fixed == r.measured_faster ? "" : " (miss)");
   }
   std::printf("\nPlanner (cost) matches the measured faster side at %d of %zu points; S2's volume "
-              "rule at %d.\n",
-              matches, rows.size(), rule_matches);
+              "rule at %d; the planner with the calibrated fixed cost at %d.\n",
+              matches, rows.size(), rule_matches, fixed_matches);
   if (!c.json_path.empty()) {
     std::FILE* f = std::fopen(c.json_path.c_str(), "w");
     if (f == nullptr) {
@@ -207,8 +220,10 @@ int run(int argc, char** argv) {
     }
     std::fprintf(f,
                  "{\"label\": \"%s\", \"ranks\": %d, \"scale\": %g, \"alpha_seconds\": %g, "
-                 "\"beta_seconds_per_byte\": %g, \"rows\": [\n",
-                 c.label.c_str(), p, c.scale, cal.net.alpha_seconds, cal.net.beta_seconds_per_byte);
+                 "\"beta_seconds_per_byte\": %g, \"model_parallel_fixed_seconds\": %g, "
+                 "\"rows\": [\n",
+                 c.label.c_str(), p, c.scale, cal.net.alpha_seconds, cal.net.beta_seconds_per_byte,
+                 mp_fixed);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
       std::fprintf(
@@ -216,12 +231,14 @@ int run(int argc, char** argv) {
           " {\"layer\": \"%s\", \"k\": %zu, \"n\": %zu, \"batch\": %zu, \"dp_seconds\": %g, "
           "\"dp_predicted\": %g, \"a2a_seconds\": %g, \"a2a_predicted\": %g, "
           "\"s2_seconds\": %g, \"s2_predicted\": %g, \"s2_values\": %llu, "
-          "\"measured_faster\": \"%s\", \"by_cost\": \"%s\", \"by_volume\": \"%s\"}%s\n",
+          "\"measured_faster\": \"%s\", \"by_cost\": \"%s\", \"by_volume\": \"%s\", "
+          "\"a2a_predicted_fixed\": %g, \"by_cost_fixed\": \"%s\"}%s\n",
           r.layer.c_str(), r.k, r.n, r.batch, r.dp_seconds, r.dp_predicted, r.a2a_seconds,
           r.a2a_predicted, r.s2_seconds, r.s2_predicted,
           static_cast<unsigned long long>(r.s2_values),
           std::string(gh::name(r.measured_faster)).c_str(),
           std::string(gh::name(r.by_cost)).c_str(), std::string(gh::name(r.by_volume)).c_str(),
+          r.a2a_predicted_fixed, std::string(gh::name(r.by_cost_fixed)).c_str(),
           i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "]}\n");

@@ -35,6 +35,7 @@ struct raw_options {
   std::vector<std::string> layers;
   std::string exchange = "all_to_all";
   double bytes_per_value = 4.0;
+  double mp_fixed_seconds = -1.0;
   bool fused = false;
   bool json = false;
 };
@@ -59,6 +60,7 @@ int run(const raw_options& raw) {
   gradcomp::cost::fc_cost_options o;
   o.bytes_per_value = raw.bytes_per_value;
   o.fused = raw.fused;
+  o.model_parallel_fixed_seconds = raw.mp_fixed_seconds;
   o.exchange = raw.exchange == "s2_allgather" ? gradcomp::fc_exchange::s2_allgather
                                               : gradcomp::fc_exchange::all_to_all;
   const gradcomp::cost::network net{raw.alpha, raw.beta, raw.gamma};
@@ -139,6 +141,10 @@ int main(int argc, char** argv) {
   app.add_option("--bytes-per-value", raw.bytes_per_value, "Wire bytes per value (4 fp32, 2 fp16)")
       ->check(CLI::Range(1.0, 8.0))
       ->capture_default_str();
+  app.add_option("--mp-fixed-seconds", raw.mp_fixed_seconds,
+                 "Model parallel: a measured fixed cost per forward + backward pass "
+                 "(mpi::calibrate_model_parallel_fixed_seconds) instead of the alpha terms")
+      ->check(CLI::NonNegativeNumber);
   app.add_flag("--fused", raw.fused,
                "Data parallel: the layer's gradient is fused with others (no latency term)");
   app.add_flag("--json", raw.json, "Print one JSON object instead of the table");

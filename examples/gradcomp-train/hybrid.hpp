@@ -9,6 +9,7 @@
 #include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/mpi.hpp>
+#include <gradcomp/mpi/calibrate_column_parallel.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -192,13 +193,15 @@ private:
 //! model_parallel_fc objects, installed as the model's fc_overrides.
 class hybrid_parallelism {
 public:
-  //! @param net_model the alpha-beta network the auto choice is priced on.
+  //! @param net_model the alpha-beta network the auto choice is priced on, with
+  //! `cost_options` (e.g. the calibrated model-parallel fixed cost).
   //! @throws std::invalid_argument for an unknown or unsplittable layer name (the same on
   //! every rank: every rank parses the same options).
   hybrid_parallelism(const gradcomp::mpi::communicator& comm,
                      network& net,
                      const train_options& o,
-                     const gradcomp::cost::network& net_model)
+                     const gradcomp::cost::network& net_model,
+                     const gradcomp::cost::fc_cost_options& cost_options = {})
       : net_(&net) {
     if (o.parallel != "hybrid") {
       return;
@@ -228,7 +231,7 @@ public:
       const gradcomp::hybrid::fc_layer shape{name, static_cast<std::size_t>(linear->weight.size(1)),
                                              static_cast<std::size_t>(linear->weight.size(0))};
       const gradcomp::hybrid::fc_choice c = gradcomp::hybrid::choose(
-          shape, static_cast<std::size_t>(o.batch_size), comm.size(), net_model);
+          shape, static_cast<std::size_t>(o.batch_size), comm.size(), net_model, cost_options);
       const bool listed = std::find(wanted.begin(), wanted.end(), name) != wanted.end();
       // auto never splits a layer with fewer outputs than ranks; a list asking for it fails
       const bool splittable = shape.outputs_n >= static_cast<std::size_t>(comm.size());

@@ -205,18 +205,22 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --parallel hybrid (S2, hybrid.hpp): the chosen FC layers run model parallel from here on;
   // their full tensors leave the data-parallel exchange and the optimizer
   gradcomp::cost::network hybrid_net;
+  gradcomp::cost::fc_cost_options hybrid_cost;
   if (o.parallel == "hybrid" && o.mp_layers == "auto" && ranks > 1) {
     gradcomp::mpi::calibration_options co;
     co.max_bytes = std::size_t{1} << 22;
     co.repetitions = 3;
     hybrid_net = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+    // the model-parallel side's fixed cost, measured (MPI's small-message collectives)
+    hybrid_cost.model_parallel_fixed_seconds =
+        gradcomp::mpi::calibrate_model_parallel_fixed_seconds(comm);
   }
   // its own communicator: the model-parallel collectives run on this thread while the
   // pipeline's communication thread exchanges gradients
   const gradcomp::mpi::communicator hybrid_comm(comm.native());
   std::optional<gt::hybrid_parallelism> hybrid;
   try { // a layer that cannot be split (N < P) fails here, the same way on every rank
-    hybrid.emplace(hybrid_comm, net, o, hybrid_net);
+    hybrid.emplace(hybrid_comm, net, o, hybrid_net, hybrid_cost);
   } catch (const std::invalid_argument& e) {
     say(std::string("error: ") + e.what());
     return exit_bad_input;

@@ -8,6 +8,7 @@
 #include <gradcomp/mpi/any_rank.hpp>
 #include <gradcomp/mpi/async_parameter_server.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
+#include <gradcomp/mpi/calibrate_column_parallel.hpp>
 #include <gradcomp/mpi/coded_exchange.hpp>
 #include <gradcomp/mpi/coded_sparse.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>

@@ -56,6 +56,12 @@ TEST_CASE("FC layer costs are the sums of their collectives", "[hybrid]") {
   CHECK(cost::fc_model_parallel_seconds(m, k, n, p, net, {.argument_agreement = false}) ==
         Approx(a2a - 4e-4));
   CHECK(cost::fc_model_parallel_seconds(m, k, n, 1, net) == 0.0);
+  // a measured fixed cost replaces every alpha term (agreements included) of the model side
+  const double bandwidth_only = a2a - 2 * 2 * 1e-4 - 3 * 1e-4 - 2 * 3 * 1e-4 - 3 * 1e-4;
+  CHECK(cost::fc_model_parallel_seconds(m, k, n, p, net, {.model_parallel_fixed_seconds = 2e-3}) ==
+        Approx(2e-3 + bandwidth_only));
+  CHECK(cost::fc_data_parallel_seconds(k, n, p, net, {.model_parallel_fixed_seconds = 2e-3}) ==
+        cost::fc_data_parallel_seconds(k, n, p, net));
   CHECK_THROWS_WITH(cost::fc_model_parallel_seconds(m, 0, n, p, net), Catch::Contains("K 0"));
   CHECK_THROWS_WITH(cost::fc_data_parallel_seconds(k, n, p, net, {.bytes_per_value = 0}),
                     Catch::Contains("bytes per value 0"));

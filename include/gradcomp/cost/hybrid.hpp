@@ -24,6 +24,12 @@ struct fc_cost_options {
   //! Model parallel: each pass starts with the 96-byte argument agreement
   //! (column_parallel_linear_options::check_arguments), ceil(log2 P) alpha.
   bool argument_agreement = true;
+  //! Model parallel: when >= 0, the measured seconds of one forward + backward pass of the
+  //! smallest layer (mpi::calibrate_model_parallel_fixed_seconds), used in place of every alpha
+  //! term of the model-parallel side (agreements and collectives): MPI's collectives for small
+  //! messages use log-depth algorithms whose latency the ring's alpha x (P - 1) overprices.
+  //! Negative (default): the alpha terms from the network.
+  double model_parallel_fixed_seconds = -1.0;
 };
 
 namespace detail {
@@ -60,9 +66,10 @@ check_fc(double batch_m, double inputs_k, double outputs_n, int ranks, const fc_
 //!  - s2_allgather: 2 allgather(M K) + allgather(P M n_max) + allgather(M N)
 //!                  + reduce_scatter(P M K)
 //! (sizes in values, times bytes_per_value), plus 2 ceil(log2 P) alpha for the two argument
-//! agreements. The GEMMs are not included: both schemes compute M K N multiply-adds per rank.
-//! Not modelled: MPI's choice of a log-depth algorithm for small messages (fewer alphas), the
-//! packing copies. O(1). Zero for P = 1 (no collective runs).
+//! agreements; with o.model_parallel_fixed_seconds >= 0, that measured fixed cost replaces all
+//! of these alpha terms (the beta and gamma terms stay). The GEMMs are not included: both
+//! schemes compute M K N multiply-adds per rank. Not modelled: the packing copies. O(1). Zero for
+//! P = 1 (no collective runs).
 //! @throws std::invalid_argument if ranks < 1, M < 0, K < 1, N < 1 or bytes_per_value <= 0.
 [[nodiscard]] inline double fc_model_parallel_seconds(double batch_m,
                                                       double inputs_k,
@@ -73,6 +80,15 @@ check_fc(double batch_m, double inputs_k, double outputs_n, int ranks, const fc_
   detail::check_fc(batch_m, inputs_k, outputs_n, ranks, o);
   if (ranks == 1) {
     return 0.0;
+  }
+  if (o.model_parallel_fixed_seconds >= 0.0) {
+    network no_latency = net;
+    no_latency.alpha_seconds = 0.0;
+    fc_cost_options rest = o;
+    rest.model_parallel_fixed_seconds = -1.0;
+    rest.argument_agreement = false;
+    return o.model_parallel_fixed_seconds +
+           fc_model_parallel_seconds(batch_m, inputs_k, outputs_n, ranks, no_latency, rest);
   }
   const double p = ranks;
   const double b = o.bytes_per_value;

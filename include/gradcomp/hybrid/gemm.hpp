@@ -51,6 +51,13 @@ concept gemm_backend = std::copy_constructible<G> && requires(const G& g, const 
   g(call);
 };
 
+//! @brief A gemm_backend that computes nothing (C is left as it was): for timing the
+//! communication of a model-parallel layer alone (mpi::calibrate_model_parallel_fixed_seconds,
+//! the hybrid benchmark). Its results are meaningless.
+struct no_gemm {
+  void operator()(const gemm_call&) const noexcept {}
+};
+
 namespace detail {
 
 //! Checks the leading dimensions of `call` (lda, ldb, ldc at least the row lengths, BLAS's
