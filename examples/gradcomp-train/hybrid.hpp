@@ -10,6 +10,7 @@
 #include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/mpi/calibrate_column_parallel.hpp>
+#include <gradcomp/tensor/torch.hpp>
 
 #include <nlohmann/json.hpp>
 #include <torch/torch.h>
@@ -83,11 +84,15 @@ namespace hybrid_detail {
 
 using layer_type = gradcomp::mpi::column_parallel_linear<torch_gemm>;
 
+// The layer's buffers: views of CPU, contiguous float32 tensors (gradcomp::torch_host_view
+// checks that).
 inline std::span<const float> in(const torch::Tensor& t) {
-  return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};
+  const gradcomp::host_view<float> v = gradcomp::torch_host_view(t);
+  return {v.data(), v.size()};
 }
 inline std::span<float> out(torch::Tensor& t) {
-  return {t.data_ptr<float>(), static_cast<std::size_t>(t.numel())};
+  const gradcomp::host_view<float> v = gradcomp::torch_host_view(t);
+  return {v.data(), v.size()};
 }
 
 //! The autograd function: forward and backward are the layer's collective passes.
