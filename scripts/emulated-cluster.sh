@@ -3,7 +3,8 @@
 # An emulated cluster on one machine (docs/emulated-cluster.md): N hosts as network namespaces,
 # each joined to one bridge by a veth pair whose both directions `tc` shapes (tbf rate, netem
 # delay), and MPICH jobs launched over them with hydra through scripts/nsexec, UCX restricted
-# to TCP on each host's eth0 so shared memory cannot bypass the links. Needs root.
+# to TCP on each host's eth0 so shared memory cannot bypass the links, with its eager protocol
+# for every size (UCX_RNDV_THRESH=inf unless set in the environment). Needs root.
 #
 #   scripts/emulated-cluster.sh run [UP OPTIONS] [EXEC OPTIONS] [JOB OPTIONS] -- PROGRAM ARGS...
 #       set up, run PROGRAM with mpiexec on every host, tear down (also on error, Ctrl-C,
@@ -324,11 +325,16 @@ launch() { # starts mpiexec in the background; sets mpiexec_pid
   local hostlist="${list[*]}"
   unset IFS
   export GRADCOMP_EMU_HOSTMAP=$map
-  export UCX_TLS=tcp,self UCX_NET_DEVICES=eth0
+  # UCX's eager protocol for every message size: a rendezvous (UCX's default above a few KB)
+  # waits for the receiver's progress before its data moves, which cost a 4-rank dense ring
+  # about 10 % of a training iteration on these 2-core machines (docs/transport-benchmarks.md,
+  # "Dense ring in training"); a value set by the caller is kept
+  local rndv_thresh=${UCX_RNDV_THRESH:-inf}
+  export UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 UCX_RNDV_THRESH=$rndv_thresh
   # shellcheck disable=SC2054  # tcp,self is one argument
   local cmd=(mpiexec -launcher ssh -launcher-exec "$nsexec" -iface "$(bridge)"
     -hosts "$hostlist" -ppn "$ppn" -n $((n * ppn))
-    -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0
+    -genv UCX_TLS tcp,self -genv UCX_NET_DEVICES eth0 -genv UCX_RNDV_THRESH "$rndv_thresh"
     "${mpiexec_extra[@]}" "${program[@]}")
   note "launching $((n * ppn)) ranks on $n hosts ($ppn per host): ${cmd[*]@Q}"
   # a background job of a non-interactive shell reads /dev/null: hand it the real stdin

@@ -212,6 +212,7 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
               secs(t0, t1),
               secs(t1, t2),
               0.0,
+              0.0,
               secs(t5, t6),
               static_cast<double>(ps.bytes_sent() - sent_before),
               static_cast<double>(ps.bytes_received() - received_before)};
@@ -347,9 +348,9 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
       format("| pull (waiting for the servers' parameters) | %.2f ms |\n", 1000 * mean_values[4]);
   table += format("| parameters into the model | %.2f ms |\n", 1000 * mean_values[5]);
   table += format("| push (posting; the SGD step runs on the servers) | %.2f ms |\n",
-                  1000 * mean_values[7]);
-  table += format("| bytes sent / received per worker | %.0f / %.0f |\n", mean_values[8],
-                  mean_values[9]);
+                  1000 * mean_values[8]);
+  table += format("| bytes sent / received per worker | %.0f / %.0f |\n", mean_values[9],
+                  mean_values[10]);
   table += format("| achieved density | %.5f |\n", density);
   table += format("| workers / servers / staleness bound | %d / %d / %d |\n", workers, servers,
                   o.staleness_bound);

@@ -10,6 +10,7 @@
 #include <gradcomp/pipeline.hpp>
 #include <gradcomp/pipeline/mpi_exchange.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -85,6 +86,9 @@ public:
   void start(const gradcomp::sparse_message& m, std::span<float> average) {
     impl_->start(m, average);
   }
+  //! In-place averaging (pipeline_policy::in_place_transport), if the wrapped type has it.
+  void start_in_place(std::span<float> values) { impl_->start_in_place(values); }
+  [[nodiscard]] bool accepts_in_place() const { return impl_->accepts_in_place(); }
   bool test() { return impl_->test(); }
   void wait() { impl_->wait(); }
   [[nodiscard]] std::size_t bytes_sent() const { return impl_->bytes_sent(); }
@@ -94,6 +98,8 @@ private:
   struct concept_t {
     virtual ~concept_t() = default;
     virtual void start(const gradcomp::sparse_message&, std::span<float>) = 0;
+    virtual void start_in_place(std::span<float>) = 0;
+    [[nodiscard]] virtual bool accepts_in_place() const = 0;
     virtual bool test() = 0;
     virtual void wait() = 0;
     [[nodiscard]] virtual std::size_t bytes_sent() const = 0;
@@ -104,6 +110,20 @@ private:
     template <class... Args>
     explicit model(Args&&... args) : t(std::forward<Args>(args)...) {}
     void start(const gradcomp::sparse_message& m, std::span<float> a) override { t.start(m, a); }
+    void start_in_place(std::span<float> values) override {
+      if constexpr (gradcomp::pipeline_policy::in_place_transport<T>) {
+        t.start_in_place(values);
+      } else {
+        throw std::logic_error("any_transport: start_in_place() on a transport without it");
+      }
+    }
+    [[nodiscard]] bool accepts_in_place() const override {
+      if constexpr (gradcomp::pipeline_policy::in_place_transport<T>) {
+        return t.accepts_in_place();
+      } else {
+        return false;
+      }
+    }
     bool test() override { return t.test(); }
     void wait() override { t.wait(); }
     [[nodiscard]] std::size_t bytes_sent() const override { return t.bytes_sent(); }
@@ -124,7 +144,38 @@ struct transport_settings {
   std::string coded_schedule = "concurrent"; //!< coded: concurrent or serialized.
   std::string coded_variant = "full";        //!< coded: full (S3) or reduce_scatter.
   bool uncoded = false; //!< coded: the uncoded baseline of the same placement (no coding).
+  //! ring: how the communication thread waits (a wait_kind name). sleep (with a 50 us cap)
+  //! measured fastest in training, where that thread shares the cores with backward
+  //! (docs/transport-benchmarks.md, "Dense ring in training").
+  std::string wait = "sleep";
+  std::size_t segment_kib = 256;   //!< ring: largest message of a ring step, KiB.
+  unsigned wait_yield_rounds = 0;  //!< ring, --wait sleep: yields before the first sleep.
+  unsigned wait_max_sleep_us = 50; //!< ring, --wait sleep: longest sleep, microseconds.
+  //! ring: where the ring appends its per-step timeline (--ring-trace), or nullptr.
+  gradcomp::mpi::ring_trace* trace = nullptr;
 };
+
+//! Names of gradcomp::mpi::wait_kind, as --wait takes them.
+inline const std::vector<std::string> wait_names = {"spin", "yield", "sleep"};
+
+//! The ring allreduce options of `s` (--wait, --segment-kib, --ring-trace).
+inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settings& s) {
+  namespace gm = gradcomp::mpi;
+  gm::ring_allreduce_options o;
+  o.segment_bytes = s.segment_kib * 1024;
+  // the pipeline's layout and grouping are agreed by every rank (mpi::agreed_grouping, at
+  // planning), so each group's length is the same everywhere: the per-group length check, a
+  // collective that took 10-15 ms per group on 4 ranks / 2 cores during backward
+  // (docs/transport-benchmarks.md), is left out
+  o.check_lengths = false;
+  o.wait.kind = s.wait == "spin"    ? gm::wait_kind::spin
+                : s.wait == "sleep" ? gm::wait_kind::sleep
+                                    : gm::wait_kind::yield;
+  o.wait.yield_rounds = s.wait_yield_rounds;
+  o.wait.max_sleep = std::chrono::microseconds(s.wait_max_sleep_us);
+  o.trace = s.trace;
+  return o;
+}
 
 //! The coded exchange options of transport coded (make_exchange builds a multi-part pipeline
 //! over mpi::coded_dense_exchange or mpi::coded_sparse_exchange with them).
@@ -147,7 +198,7 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
     return any_transport::make<gm::native_dense_exchange>(comm);
   }
   if (s.name == "ring") {
-    return any_transport::make<gm::dense_exchange>(comm);
+    return any_transport::make<gm::dense_exchange>(comm, ring_options(s));
   }
   if (s.name == "allgather") {
     return any_transport::make<gm::sparse_exchange>(comm);

@@ -143,7 +143,7 @@ std::function<double(std::uint64_t)> transport_cost(const gt::transport_settings
 
 struct sums {
   double iteration = 0, forward = 0, backward = 0, compress = 0, finish_wait = 0, apply = 0,
-         communicate = 0, step = 0;
+         communicate = 0, communicate_cpu = 0, step = 0;
   double bytes_sent = 0, bytes_received = 0, selected = 0, numel = 0;
   std::size_t fallbacks = 0, compress_calls = 0;
   std::int64_t iterations = 0;
@@ -301,11 +301,17 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --- hooks: each parameter's gradient goes to `on_gradient` as backward produces it
   std::function<void(std::size_t, const torch::Tensor&)> on_gradient;
   std::vector<double> ready_at(params.size(), 0.0); // seconds since backward started
+  std::vector<std::array<double, 3>> layer_trace;   // --ring-trace: layer, hook entered, left
   clock_type::time_point backward_start;
   for (std::size_t i = 0; i < params.size(); ++i) {
     params[i].register_hook([&, i](torch::Tensor grad) {
       ready_at[i] = seconds_since(backward_start);
+      const double t_in = o.ring_trace.empty() ? 0.0 : gradcomp::mpi::ring_trace::now_seconds();
       on_gradient(i, grad);
+      if (!o.ring_trace.empty()) {
+        layer_trace.push_back(
+            {static_cast<double>(i), t_in, gradcomp::mpi::ring_trace::now_seconds()});
+      }
     });
   }
   const auto grad_span = [](const torch::Tensor& g, torch::Tensor& keep) {
@@ -391,6 +397,11 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       gradcomp::mpi::calibration_options co;
       co.max_bytes = std::size_t{1} << 22;
       co.repetitions = 3;
+      if (o.transport.name == "ring") { // the ring as training runs it (wait policy, segments)
+        co.transport = gt::ring_options(o.transport);
+        co.transport.trace = nullptr;
+        co.transport.check_lengths = true;
+      }
       net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
       net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
       net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
@@ -451,6 +462,8 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   // --transport none: every rank trains alone on its own gradients, no pipeline at all (the
   // no-communication floor: nothing but forward, backward and the optimizer step)
   const bool alone = o.transport.name == "none";
+  gradcomp::mpi::ring_trace ring_trace; // --ring-trace; outlives the exchange that appends to it
+  std::vector<std::array<double, 5>> iteration_trace; // --ring-trace: t0 .. t4 of each iteration
   std::unique_ptr<gt::gradient_exchange> exchange;
   torch::Tensor keep;
   std::size_t current_part = 0; // transport coded: the part whose backward runs
@@ -459,7 +472,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   if (alone) {
     on_gradient = [](std::size_t, const torch::Tensor&) {};
   } else {
-    exchange = gt::make_exchange(comm, o.method, o.transport, numel, proposal, mc);
+    gt::transport_settings transport = o.transport;
+    transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
+    exchange = gt::make_exchange(comm, o.method, transport, numel, proposal, mc);
     on_gradient = [&](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, scaling.note(global_iteration, grad_span(g, keep)), scaling.scale(),
                         [&](std::size_t l, std::span<const float> v) {
@@ -599,6 +614,12 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         }
       }
       const auto t4 = clock_type::now();
+      if (!o.ring_trace.empty()) {
+        const auto at = [](clock_type::time_point t) {
+          return std::chrono::duration<double>(t.time_since_epoch()).count();
+        };
+        iteration_trace.push_back({at(t0), at(backward_start), at(t2), at(t3), at(t4)});
+      }
       const auto& st = alone ? no_stats : exchange->last_stats();
       remedies.after_iteration(st);
       const double iteration = std::chrono::duration<double>(t4 - t0).count();
@@ -609,6 +630,7 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
       s.finish_wait += st.finish_wait_seconds;
       s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
       s.communicate += st.communicate_seconds;
+      s.communicate_cpu += st.communicate_cpu_seconds;
       s.step += std::chrono::duration<double>(t4 - t3).count();
       s.bytes_sent += static_cast<double>(st.bytes_sent);
       s.bytes_received += static_cast<double>(st.bytes_received);
@@ -659,6 +681,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     }
   }
   const double wall_seconds = seconds_since(training_start);
+  if (!o.ring_trace.empty()) {
+    gt::write_ring_trace(o.ring_trace, rank, ring_trace, iteration_trace, layer_trace);
+  }
 
   // --- replicas and statistics across ranks
   // hybrid: the model-parallel slices against the model with the gathered full layers
@@ -680,9 +705,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   const auto n_it = static_cast<double>(std::max<std::int64_t>(1, s.iterations));
   constexpr std::size_t n_values = gt::per_iteration_count;
   double per_rank_values[n_values] = {
-      s.iteration / n_it,   s.forward / n_it,       s.backward / n_it,    s.compress / n_it,
-      s.finish_wait / n_it, s.apply / n_it,         s.communicate / n_it, s.step / n_it,
-      s.bytes_sent / n_it,  s.bytes_received / n_it};
+      s.iteration / n_it,   s.forward / n_it,    s.backward / n_it,      s.compress / n_it,
+      s.finish_wait / n_it, s.apply / n_it,      s.communicate / n_it,   s.communicate_cpu / n_it,
+      s.step / n_it,        s.bytes_sent / n_it, s.bytes_received / n_it};
   double mean_values[n_values];
   std::copy(std::begin(per_rank_values), std::end(per_rank_values), std::begin(mean_values));
   allreduce(comm, std::span<double>(mean_values), MPI_SUM);
@@ -787,9 +812,10 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
   table +=
       format("| averages into .grad (copy, momentum masking) | %.2f ms |\n", 1000 * mean_values[5]);
   table += format("| communication thread busy | %.2f ms |\n", 1000 * mean_values[6]);
-  table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[7]);
+  table += format("| communication thread CPU time | %.2f ms |\n", 1000 * mean_values[7]);
+  table += format("| optimizer step | %.2f ms |\n", 1000 * mean_values[8]);
   table +=
-      format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[8], mean_values[9]);
+      format("| bytes sent / received per rank | %.0f / %.0f |\n", mean_values[9], mean_values[10]);
   table += format("| achieved density | %.5f |\n", density);
   if (coded) {
     const gradcomp::coded::placement& pl = *coded;
@@ -935,6 +961,26 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   app.add_flag("--ps-dense-pull", o.transport.ps_dense_pull,
                "ps: pull the dense average (default: the pushes' union when that is smaller)");
+  app.add_option("--wait", o.transport.wait,
+                 "ring: how the communication thread waits between MPI_Test calls: spin, yield "
+                 "(sched_yield) or sleep (5 us doubling to --wait-max-sleep-us)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::wait_names));
+  app.add_option("--wait-yield-rounds", o.transport.wait_yield_rounds,
+                 "ring, --wait sleep: MPI_Test rounds that yield before the first sleep")
+      ->capture_default_str();
+  app.add_option("--wait-max-sleep-us", o.transport.wait_max_sleep_us,
+                 "ring, --wait sleep: the longest sleep between MPI_Test calls, microseconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--segment-kib", o.transport.segment_kib,
+                 "ring: largest message of a ring step, KiB (a step's block is sent as segments "
+                 "of this size, at most 64)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ring-trace", o.ring_trace,
+                 "ring: write every rank's per-step ring timeline as CSV to FILE.<rank>.csv "
+                 "(steady-clock seconds; docs/transport-benchmarks.md)");
   app.add_option("--group-size", o.transport.group_size, "hierarchical: ranks per group")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

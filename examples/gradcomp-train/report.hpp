@@ -5,13 +5,17 @@
 //! and writing it out (JSON for scripts/compare-runs.py, Markdown on stdout).
 #pragma once
 
+#include <gradcomp/mpi/ring_trace.hpp>
+
 #include <nlohmann/json.hpp>
 
+#include <array>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +58,7 @@ inline constexpr const char* per_iteration_names[] = {"iteration",
                                                       "exchange_wait",
                                                       "gradient_apply",
                                                       "communication_thread_busy",
+                                                      "communication_thread_cpu",
                                                       "optimizer_step",
                                                       "bytes_sent",
                                                       "bytes_received"};
@@ -174,6 +179,49 @@ inline nlohmann::json hash_list_json(const std::vector<std::uint64_t>& hashes) {
     list.push_back(gradcomp_tools::format("%016llx", static_cast<unsigned long long>(h)));
   }
   return list;
+}
+
+//! --ring-trace: writes this rank's ring timeline to `<prefix>.<rank>.csv` (one row per ring
+//! step: operation, step, segments, bytes, the operation's start() time, the step's posted /
+//! received / sent times, reduction seconds, polls) and its iterations to
+//! `<prefix>.<rank>.iterations.csv` (start, backward start, backward end, finish end, step end) and
+//! gradient hooks to `<prefix>.<rank>.layers.csv` (parameter, hook entered, hook left: compression
+//! included). Times are steady-clock seconds of this rank's process.
+//! @throws std::runtime_error if a file cannot be written.
+inline void write_ring_trace(const std::string& prefix,
+                             int rank,
+                             const gradcomp::mpi::ring_trace& trace,
+                             const std::vector<std::array<double, 5>>& iterations,
+                             const std::vector<std::array<double, 3>>& layers) {
+  const std::string base = prefix + "." + std::to_string(rank);
+  std::ofstream steps(base + ".csv");
+  steps << "operation,step,segments,bytes_sent,bytes_received,started_s,posted_s,received_s,"
+           "sent_s,reduce_s,polls\n";
+  steps.precision(9);
+  steps << std::fixed;
+  for (const auto& r : trace.steps) {
+    steps << r.operation << ',' << r.step << ',' << r.segments << ',' << r.bytes_sent << ','
+          << r.bytes_received << ',' << trace.started_seconds.at(r.operation) << ','
+          << r.posted_seconds << ',' << r.received_seconds << ',' << r.sent_seconds << ','
+          << r.reduce_seconds << ',' << r.polls << '\n';
+  }
+  std::ofstream its(base + ".iterations.csv");
+  its << "start_s,backward_start_s,backward_end_s,finish_end_s,step_end_s\n";
+  its.precision(9);
+  its << std::fixed;
+  for (const auto& t : iterations) {
+    its << t[0] << ',' << t[1] << ',' << t[2] << ',' << t[3] << ',' << t[4] << '\n';
+  }
+  std::ofstream hooks(base + ".layers.csv");
+  hooks << "parameter,entered_s,left_s\n";
+  hooks.precision(9);
+  hooks << std::fixed;
+  for (const auto& l : layers) {
+    hooks << static_cast<int>(l[0]) << ',' << l[1] << ',' << l[2] << '\n';
+  }
+  if (!steps || !its || !hooks) {
+    throw std::runtime_error("gradcomp-train: cannot write the ring trace " + base + ".*.csv");
+  }
 }
 
 } // namespace gradcomp_train

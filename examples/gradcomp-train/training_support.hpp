@@ -61,6 +61,7 @@ struct train_options {
   std::string data = gx::debian_fashion_mnist_dir;
   std::string report;
   std::string label;
+  std::string ring_trace; //!< --ring-trace: per-rank CSV prefix of the ring's timeline.
   int threads = 1;
   int evals_per_epoch = 4;
   int profile_iterations = 5;

@@ -18,5 +18,6 @@
 #include <gradcomp/mpi/native_allreduce.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
+#include <gradcomp/mpi/ring_trace.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>

@@ -8,7 +8,9 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 #include <string>
@@ -103,6 +105,14 @@ struct not_a_transport {
   void start(const sparse_message&, std::span<float>) {}
 };
 
+// loopback_exchange without start_in_place: the pipeline then takes the message path.
+struct message_only_exchange {
+  loopback_exchange inner;
+  void start(const sparse_message& m, std::span<float> out) { inner.start(m, out); }
+  bool test() { return inner.test(); }
+  void wait() { inner.wait(); }
+};
+
 } // namespace
 
 static_assert(pipeline_policy::transport<loopback_exchange>);
@@ -122,6 +132,9 @@ TEST_CASE("pipeline output equals per-layer error feedback bit for bit", "[pipel
   SECTION("reused threshold (per-layer compressor state)") {
     check_against_error_feedback(
         reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups, mode);
+  }
+  SECTION("dense fp32 (the in-place path)") {
+    check_against_error_feedback(dense(), groups, mode);
   }
   SECTION("dense fp16 (dense group messages)") {
     check_against_error_feedback(dense(value_type::fp16), groups, mode);
@@ -361,4 +374,68 @@ TEST_CASE("pipeline per-group refuses momentum correction its compressor cannot 
   CHECK_THROWS_WITH(pipe(sizes, fixed_grouping{schedule::single(5)}, plain{}, t,
                          momentum_correction{0.5}, compression_scope::per_group),
                     Catch::Contains("momentum_compressor"));
+}
+
+TEST_CASE("in-place dense path: taken only where lossless, bit-identical to the message path",
+          "[pipeline]") {
+  loopback_exchange loopback;
+  message_only_exchange messages;
+  const fixed_grouping groups{schedule::grouping{{0, 2}, {2, 5}}};
+  pipeline<dense, loopback_exchange> in_place(sizes, groups, dense(), loopback);
+  pipeline<dense, message_only_exchange> reference(sizes, groups, dense(), messages);
+  CHECK(in_place.in_place());
+  CHECK_FALSE(reference.in_place());
+  // not lossless, or not a dense compressor: the message path
+  loopback_exchange other;
+  CHECK_FALSE((pipeline<dense, loopback_exchange>(sizes, groups, dense(value_type::fp16), other)
+                   .in_place()));
+  CHECK_FALSE((pipeline<dense, loopback_exchange>(sizes, groups, dense(), other,
+                                                  momentum_correction{.momentum = 0.9})
+                   .in_place()));
+  CHECK_FALSE((pipeline<dense, loopback_exchange>(sizes, groups, dense(), other, {},
+                                                  compression_scope::per_group)
+                   .in_place()));
+  CHECK_FALSE((
+      pipeline<exact_top_k, loopback_exchange>(sizes, groups, exact_top_k(1.0), other).in_place()));
+  for (int it = 0; it < 3; ++it) {
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      std::vector<float> g = gradient(l, it);
+      g[0] = -0.0f; // error feedback sends 0.0f + g: +0.0f; the in-place copy must match
+      if (g.size() > 1) {
+        g[1] = std::numeric_limits<float>::denorm_min();
+      }
+      in_place.gradient_ready(l, g);
+      reference.gradient_ready(l, g);
+    }
+    in_place.finish();
+    reference.finish();
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      CAPTURE(it, l);
+      REQUIRE(same_bits(in_place.averaged(l), reference.averaged(l)));
+      REQUIRE(std::signbit(in_place.averaged(l)[0]) == false);
+      CHECK(in_place.last_stats().layers[l].k_selected == sizes[l]);
+      CHECK(in_place.last_stats().layers[l].numel == sizes[l]);
+    }
+    CHECK(in_place.last_stats().selected == reference.last_stats().selected);
+  }
+}
+
+TEST_CASE("in-place dense path: the last averages stay readable until the group completes again",
+          "[pipeline]") {
+  loopback_exchange loopback;
+  // one group of layers 0 and 1 (backward positions 3..5 are forward 0..1)
+  const std::vector<std::size_t> two{8, 4};
+  pipeline<dense, loopback_exchange> p(two, fixed_grouping{schedule::single(2)}, dense(), loopback);
+  REQUIRE(p.in_place());
+  const std::vector<float> first0(8, 1.5f), first1(4, -2.0f), next0(8, 7.0f);
+  p.gradient_ready(0, first0);
+  p.gradient_ready(1, first1);
+  p.finish();
+  // the next iteration has reported one layer of the group: the group has not completed
+  p.gradient_ready(0, next0);
+  CHECK(same_bits(p.averaged(0), first0));
+  CHECK(same_bits(p.averaged(1), first1));
+  p.gradient_ready(1, first1);
+  p.finish();
+  CHECK(same_bits(p.averaged(0), next0));
 }

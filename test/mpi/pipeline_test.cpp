@@ -80,18 +80,21 @@ reference_group(const schedule::layer_group& g, int iteration, std::vector<Feedb
   return in;
 }
 
-} // namespace
-
-TEST_CASE("pipeline with dense_exchange equals a group-wise ring allreduce", "[pipeline]") {
+// The pipeline over dense_exchange (the ring) equals compressing each layer with its own error
+// feedback, concatenating each group and ring-allreducing it outside the pipeline, bit for bit;
+// `in_place`: whether the pipeline must take its in-place path (gradcomp::dense, float32).
+template <class Compressor>
+void check_dense_exchange(const Compressor& prototype, bool in_place) {
   const int ranks = test::world_size();
   mpi::communicator comm(MPI_COMM_WORLD);
   mpi::communicator reference_comm(MPI_COMM_WORLD);
   mpi::dense_exchange exchange(comm);
-  pipeline<exact_top_k, mpi::dense_exchange> p(sizes, pipeline_policy::fixed_grouping{groups},
-                                               exact_top_k(0.1), exchange);
-  std::vector<error_feedback<exact_top_k>> reference;
+  pipeline<Compressor, mpi::dense_exchange> p(sizes, pipeline_policy::fixed_grouping{groups},
+                                              prototype, exchange);
+  REQUIRE(p.in_place() == in_place);
+  std::vector<error_feedback<Compressor>> reference;
   for (const std::size_t n : sizes) {
-    reference.emplace_back(n, exact_top_k(0.1));
+    reference.emplace_back(n, prototype);
   }
   mpi::ring_allreduce ring(reference_comm);
   for (int it = 0; it < iterations; ++it) {
@@ -113,6 +116,17 @@ TEST_CASE("pipeline with dense_exchange equals a group-wise ring allreduce", "[p
     CHECK((ranks == 1) == (stats.bytes_sent == 0));
     CHECK(stats.selected > 0);
   }
+}
+
+} // namespace
+
+TEST_CASE("pipeline with dense_exchange equals a group-wise ring allreduce", "[pipeline]") {
+  check_dense_exchange(exact_top_k(0.1), false);
+}
+
+TEST_CASE("pipeline of uncompressed groups in place equals a group-wise ring allreduce",
+          "[pipeline]") {
+  check_dense_exchange(dense(), true);
 }
 
 TEST_CASE("pipeline with sparse_exchange equals a per-layer sparse allgather", "[pipeline]") {

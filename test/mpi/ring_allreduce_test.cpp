@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Ring allreduce against MPI_Allreduce (tolerance for reassociation), bit-identical results on
 // every rank, any size and segment size, nonblocking progress, and a length mismatch that
-// every rank reports instead of hanging, and an operation dropped during its length check.
+// every rank reports instead of hanging, an operation dropped during its length check, and the
+// optional per-step trace (counted against the ring's traffic, same results).
 // Collective: every rank runs every test.
 #include <gradcomp/mpi.hpp>
 
@@ -134,4 +135,56 @@ TEST_CASE("ring allreduce dropped during its length check completes the check in
   mpi::ring_allreduce ring(comm);
   ring(data);
   CHECK(data[999] == static_cast<float>(comm.size()));
+}
+
+TEST_CASE("ring trace: one record per step, the ring's exact bytes, ordered times, same result",
+          "[mpi][ring_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const std::size_t n = 100003; // blocks of unequal size
+  mpi::ring_trace trace;
+  mpi::ring_allreduce traced(comm, {.segment_bytes = 16384, .trace = &trace});
+  mpi::ring_allreduce plain(comm, {.segment_bytes = 16384});
+  for (int operation = 0; operation < 2; ++operation) {
+    std::vector<float> a = rank_values(n, world_rank(), 7 + operation);
+    std::vector<float> b = a;
+    traced(a);
+    plain(b);
+    CHECK(a == b); // tracing changes no arithmetic
+  }
+  CHECK(trace.operations == 2);
+  REQUIRE(trace.started_seconds.size() == 2);
+  const std::size_t steps = p == 1 ? 0 : static_cast<std::size_t>(2 * (p - 1));
+  REQUIRE(trace.steps.size() == 2 * steps);
+  // independent count of the ring's traffic: a rank sends every block but r + 1 in the
+  // reduce-scatter and every block but r + 2 in the allgather (block b: n (b+1)/P - n b/P)
+  const auto block = [&](int b) {
+    const auto w = static_cast<std::size_t>(((b % p) + p) % p);
+    return n * (w + 1) / static_cast<std::size_t>(p) - n * w / static_cast<std::size_t>(p);
+  };
+  const int r = comm.rank();
+  const std::size_t expected_sent =
+      p == 1 ? 0 : sizeof(float) * (2 * n - block(r + 1) - block(r + 2));
+  for (std::uint64_t op = 0; op < 2; ++op) {
+    std::size_t sent = 0, received = 0;
+    double previous_end = trace.started_seconds[op];
+    for (std::size_t s = 0; s < steps; ++s) {
+      const mpi::ring_step_record& rec = trace.steps[op * steps + s];
+      CAPTURE(op, s);
+      CHECK(rec.operation == op);
+      CHECK(rec.step == static_cast<int>(s));
+      CHECK(rec.segments == (rec.bytes_sent + 16383) / 16384);
+      CHECK(rec.posted_seconds >= previous_end);
+      CHECK(rec.received_seconds >= rec.posted_seconds);
+      CHECK(rec.sent_seconds >= rec.received_seconds);
+      CHECK(rec.reduce_seconds >= 0.0);
+      CHECK((rec.reduce_seconds == 0.0) == (s >= static_cast<std::size_t>(p - 1)));
+      CHECK(rec.polls >= 1);
+      previous_end = rec.sent_seconds;
+      sent += rec.bytes_sent;
+      received += rec.bytes_received;
+    }
+    CHECK(sent == expected_sent);
+    CHECK(received == (p == 1 ? 0 : sizeof(float) * (2 * n - block(r) - block(r + 1))));
+  }
 }

@@ -8,6 +8,7 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/ring_trace.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
 #include <mpi.h>
@@ -37,6 +38,9 @@ struct ring_allreduce_options {
   //! flight at the same time on one communicator need disjoint tag ranges (MPI matches
   //! point-to-point messages by source, tag and communicator). >= 0.
   int tag_base = 0;
+  //! Where to append a per-step timeline (ring_trace.hpp); nullptr (the default) traces
+  //! nothing. Must outlive the operations traced.
+  ring_trace* trace = nullptr;
 };
 
 //! @brief Ring allreduce, sum of float vectors (Patarasuk & Yuan; the ring of S4): a
@@ -81,6 +85,10 @@ public:
     segment_elements_ = std::max({std::size_t{1}, options_.segment_bytes / sizeof(float),
                                   (largest_block + max_segments - 1) / max_segments});
     step_ = 0;
+    if (options_.trace != nullptr) {
+      operation_ = options_.trace->operations++;
+      options_.trace->started_seconds.push_back(ring_trace::now_seconds());
+    }
     if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
       phase_ = phase::checking;
     } else {
@@ -104,6 +112,9 @@ public:
         begin_ring();
         continue;
       case phase::ring:
+        if (options_.trace != nullptr) {
+          ++options_.trace->steps.back().polls;
+        }
         if (!progress_step()) {
           return false;
         }
@@ -172,6 +183,16 @@ private:
     }
     first_recv_ = send_segments;
     next_recv_ = send_segments;
+    if (options_.trace != nullptr) {
+      ring_step_record record;
+      record.operation = operation_;
+      record.step = step_;
+      record.segments = send_segments;
+      record.bytes_sent = sizeof(float) * (send_end - send_begin_);
+      record.bytes_received = sizeof(float) * recv_length_;
+      record.posted_seconds = ring_trace::now_seconds();
+      options_.trace->steps.push_back(record);
+    }
   }
 
   [[nodiscard]] std::size_t segments(std::size_t elements) const noexcept {
@@ -187,6 +208,7 @@ private:
         return false;
       }
       if (scatter) {
+        const double t0 = options_.trace != nullptr ? ring_trace::now_seconds() : 0.0;
         const std::size_t offset = (next_recv_ - first_recv_) * segment_elements_;
         const std::size_t count = std::min(segment_elements_, recv_length_ - offset);
         float* target = data_.data() + recv_begin_ + offset;
@@ -194,8 +216,14 @@ private:
         for (std::size_t i = 0; i < count; ++i) {
           target[i] += incoming[i];
         }
+        if (options_.trace != nullptr) {
+          options_.trace->steps.back().reduce_seconds += ring_trace::now_seconds() - t0;
+        }
       }
       ++next_recv_;
+      if (next_recv_ == requests_.size() && options_.trace != nullptr) {
+        options_.trace->steps.back().received_seconds = ring_trace::now_seconds();
+      }
     }
     int sent = 0;
     detail::check(
@@ -203,6 +231,9 @@ private:
         "MPI_Testall");
     if (!sent) {
       return false;
+    }
+    if (options_.trace != nullptr) {
+      options_.trace->steps.back().sent_seconds = ring_trace::now_seconds();
     }
     ++step_;
     if (step_ == 2 * (p - 1)) {
@@ -233,6 +264,7 @@ private:
   std::span<float> data_;
   std::size_t segment_elements_ = 1;
   int step_ = 0;
+  std::uint64_t operation_ = 0; // the traced operation's number (options_.trace)
   std::size_t send_begin_ = 0, recv_begin_ = 0, recv_length_ = 0;
   std::size_t first_recv_ = 0, next_recv_ = 0;
   std::vector<MPI_Request> requests_;

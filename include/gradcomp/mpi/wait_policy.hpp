@@ -24,16 +24,27 @@ namespace gradcomp::mpi {
 enum class wait_kind {
   spin,  //!< test again at once (lowest latency when every rank has its own core).
   yield, //!< std::this_thread::yield() (sched_yield): the default; cheap and gives the core away.
-  sleep, //!< sleep, doubling from initial_sleep up to max_sleep (least CPU for long waits).
+  //! sleep, doubling from initial_sleep up to max_sleep, after yield_rounds yields (least CPU
+  //! for long waits; a sleeping thread is woken ahead of threads that computed meanwhile).
+  sleep,
 };
 
 //! @brief A completion policy for every gradcomp MPI wait. Value type; the default (yield) was
 //! chosen by measurement on 4 ranks / 2 cores (toolchain notes: yield and a 20 us sleep are both
 //! ~260x faster than MPICH's blocking call; yield keeps the latency of short waits lower).
+//! A pipeline's communication thread, which waits while backward computes on the same cores,
+//! does better with sleep: a yielding thread stays runnable and gets only its fair share of a
+//! core, a sleeping one is woken ahead of the computing threads. Measured on 4 emulated hosts
+//! (2 cores) training the CNN with the dense ring: sleep with max_sleep 50 us 173 ms per
+//! iteration, yield 212 ms, in one run of runs (docs/transport-benchmarks.md, "Dense ring in
+//! training"); gradcomp-train uses it by default.
 struct wait_policy {
   wait_kind kind = wait_kind::yield;
   std::chrono::microseconds initial_sleep{5}; //!< first sleep (kind == sleep).
   std::chrono::microseconds max_sleep{200};   //!< back-off cap (kind == sleep).
+  //! kind == sleep: the first rounds yield instead of sleeping (short waits then end without a
+  //! timer's latency).
+  unsigned yield_rounds = 0;
 
   //! Called between tests; `round` counts the unsuccessful tests so far.
   void pause(unsigned round) const {
@@ -44,7 +55,11 @@ struct wait_policy {
       std::this_thread::yield();
       return;
     case wait_kind::sleep: {
-      const auto factor = std::chrono::microseconds::rep{1} << std::min(round, 20u);
+      if (round < yield_rounds) {
+        std::this_thread::yield();
+        return;
+      }
+      const auto factor = std::chrono::microseconds::rep{1} << std::min(round - yield_rounds, 20u);
       std::this_thread::sleep_for(std::min(max_sleep, initial_sleep * factor));
       return;
     }

@@ -66,10 +66,19 @@ public:
 
   void start(const sparse_message& m, std::span<float> average) {
     decompress(m, average);
-    average_ = average;
-    done_ = false;
-    allreduce_.start(average);
+    start_in_place(average);
   }
+
+  //! Sums `values` (this rank's dense group, n floats) across ranks in place and divides by P
+  //! on completion: start() without the decompression (pipeline_policy::in_place_transport).
+  //! Collective, as start().
+  void start_in_place(std::span<float> values) {
+    average_ = values;
+    done_ = false;
+    allreduce_.start(values);
+  }
+  //! Always true: every allreduce here sums in place.
+  [[nodiscard]] bool accepts_in_place() const noexcept { return true; }
 
   bool test() {
     if (!done_ && allreduce_.test()) {
@@ -369,6 +378,9 @@ using coded_dense_exchange = basic_coded_exchange<coded_allreduce>;
 using coded_sparse_exchange = basic_coded_exchange<coded_sparse_allreduce>;
 
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<dense_exchange>);
+static_assert(gradcomp::pipeline_policy::in_place_transport<dense_exchange>);
+static_assert(gradcomp::pipeline_policy::in_place_transport<native_dense_exchange>);
+static_assert(gradcomp::pipeline_policy::in_place_transport<hierarchical_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<native_dense_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<hierarchical_exchange>);
 static_assert(gradcomp::pipeline_policy::byte_counting_transport<parameter_server_exchange>);

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
+#include <gradcomp/detail/parallel.hpp>
+#include <gradcomp/detail/thread_cpu_time.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/pipeline/grouping_policy.hpp>
 #include <gradcomp/pipeline/transport.hpp>
@@ -63,6 +66,10 @@ enum class compression_scope { per_layer, per_group };
 struct pipeline_iteration_stats {
   double compress_seconds = 0.0;    //!< caller's thread, compressing in gradient_ready (s).
   double communicate_seconds = 0.0; //!< communication thread busy: start() to wait() (s).
+  //! CPU time the communication thread used from start() to wait() (s; its polling and the
+  //! transport's own work, e.g. reductions); negative where the platform has no per-thread
+  //! CPU clock (detail::thread_cpu_seconds).
+  double communicate_cpu_seconds = 0.0;
   double finish_wait_seconds = 0.0; //!< finish() blocked on communication (not overlapped, s).
   bool bytes_reported = false;      //!< the transport models byte_counting_transport.
   std::size_t bytes_sent = 0;       //!< summed over groups (0 unless bytes_reported).
@@ -98,6 +105,16 @@ struct pipeline_iteration_stats {
 //!
 //! Results are deterministic: the same gradients give bit-identical averages whatever the hook
 //! order (the transport decides cross-rank identity; the MPI adapters give it).
+//!
+//! Uncompressed groups in place: with the lossless gradcomp::dense compressor (float32 values,
+//! per-layer scope, no momentum correction) and a pipeline_policy::in_place_transport that
+//! accepts it (mpi::dense_exchange and the other dense allreduces, loopback_exchange), no
+//! message is built: gradient_ready() copies the layer's gradient straight into its group's
+//! buffer (one pass of 4n bytes instead of error feedback, message, concatenation and
+//! decompression: five) and the transport sums that buffer in place. The averages are
+//! bit-identical to the message path's (its residual stays exactly 0, and each value is
+//! copied as 0.0f + g, as error feedback adds it). The buffers are double: the averages of
+//! the last finish() stay readable while the next iteration fills the other one.
 //!
 //! Several parts per rank (a pipeline_policy::multi_part_transport, e.g. S3's coded exchange,
 //! where every part of the batch is computed by r ranks): the pipeline asks the transport's
@@ -149,6 +166,10 @@ template <compressor Compressor,
 class pipeline {
   static constexpr bool can_replan = pipeline_policy::replanning_policy<Grouping>;
   static constexpr bool multi_part = pipeline_policy::multi_part_transport<Transport>;
+  // the in-place path (see the class): a lossless dense compressor over an in-place transport
+  static constexpr bool in_place_capable = !multi_part &&
+                                           pipeline_policy::in_place_transport<Transport> &&
+                                           std::is_same_v<Compressor, dense>;
 
 public:
   //! @param layer_numel elements per layer, forward order; at least one layer.
@@ -169,9 +190,10 @@ public:
   //!                    restarts); the residuals carry over element by element.
   //! Memory: 4n bytes of residual per layer and part (8n with momentum correction; per group
   //! add 4n of staging), message buffers, and one dense average buffer per group (4 bytes per
-  //! element of the model); with re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for
-  //! the timestamps (W = warmup_iterations(), allocated here: nothing is allocated per iteration
-  //! for them). Starts the communication thread.
+  //! element of the model; two on the in-place path, which builds no messages instead); with
+  //! re-planning also 8 (W + 1) bytes per layer plus 8 W bytes for the timestamps (W =
+  //! warmup_iterations(), allocated here: nothing is allocated per iteration for them). Starts the
+  //! communication thread.
   //! @throws std::invalid_argument if there are no layers, the grouping is not a partition
   //! of the layers into consecutive groups in backward order, a multi-part transport reports
   //! 0 parts per rank (or so many that the state's size overflows), or mc is refused by
@@ -236,6 +258,11 @@ public:
       if (momentum_ > 0.0f) {
         velocity_.assign(all, 0.0f);
       }
+    }
+    if constexpr (in_place_capable) {
+      in_place_ = scope_ == compression_scope::per_layer && momentum_ == 0.0f &&
+                  prototype_.get_options().values == value_type::fp32 &&
+                  transport.accepts_in_place();
     }
     layer_messages_.resize(slots);
     reported_.assign(slots, false);
@@ -345,7 +372,9 @@ public:
       samples_[finished_ * numel_.size() + layer] =
           std::max(0.0, std::chrono::duration<double>(t0 - last_event_).count());
     }
-    if (scope_ == compression_scope::per_layer) {
+    if (in_place_) {
+      current_.layers[slot] = copy_in_place(layer, g);
+    } else if (scope_ == compression_scope::per_layer) {
       current_.layers[slot] = feedback_[slot].compress(g, layer_messages_[slot]);
     } else {
       std::copy(g.begin(), g.end(),
@@ -356,7 +385,7 @@ public:
     const std::size_t g_index = group_of_[layer];
     group_state& state = groups_[g_index];
     if (--state.pending == 0) {
-      for (std::size_t p = 0; p < parts_; ++p) {
+      for (std::size_t p = 0; p < parts_ && !in_place_; ++p) {
         if (scope_ == compression_scope::per_layer) {
           sparse_message& message = state.messages[p];
           begin_concatenation(message, state.numel);
@@ -581,6 +610,8 @@ public:
   [[nodiscard]] std::size_t parts() const noexcept { return parts_; }
   //! The scope of error feedback and selection. O(1).
   [[nodiscard]] compression_scope scope() const noexcept { return scope_; }
+  //! Whether groups are averaged in place, without messages (see the class). O(1).
+  [[nodiscard]] bool in_place() const noexcept { return in_place_; }
 
 private:
   using clock = Clock;
@@ -600,6 +631,9 @@ private:
     // one per part: written by the caller before ready_, read by the comm thread
     std::vector<sparse_message> messages;
     std::vector<float> average; // written by the comm thread, read after finish()
+    // in place: this iteration's gradients (caller), summed by the transport (comm thread),
+    // then swapped with `average`
+    std::vector<float> staging;
     // compression_scope::per_group: the group's compressor state, one per part
     std::vector<Compressor> compressors;
   };
@@ -662,6 +696,9 @@ private:
       state.pending = state.layers.size() * parts_;
       state.messages.resize(parts_);
       state.average.assign(static_cast<std::size_t>(offset), 0.0f);
+      if (in_place_) {
+        state.staging.assign(static_cast<std::size_t>(offset), 0.0f);
+      }
       if (scope_ == compression_scope::per_group) {
         state.compressors.assign(parts_, prototype_);
       }
@@ -704,6 +741,25 @@ private:
     }
   }
 
+  // The in-place path: layer `layer`'s gradient into its group's staging buffer, as 0.0f + g
+  // (error feedback's sum with its zero residual: the same bits, -0.0f included); the
+  // statistics dense compression reports.
+  selection_stats copy_in_place(std::size_t layer, std::span<const float> g) {
+    if constexpr (in_place_capable) {
+      group_state& state = groups_[group_of_[layer]];
+      float* const out = state.staging.data() + offset_of_[layer];
+      gradcomp::detail::parallel_chunks(g.size(), prototype_.get_options().threads,
+                                        [&](std::size_t, std::size_t b, std::size_t e) {
+                                          for (std::size_t i = b; i < e; ++i) {
+                                            out[i] = 0.0f + g[i];
+                                          }
+                                        });
+    }
+    selection_stats s;
+    s.numel = s.k_target = s.k_selected = g.size();
+    return s;
+  }
+
   [[nodiscard]] bool measuring() const noexcept { return finished_ < warmup_; }
 
   // finish() without the re-planning step.
@@ -715,6 +771,7 @@ private:
       done_cv_.wait(lock, [this] { return !busy_ && (next_ == groups_.size() || !ready_[next_]); });
       error = std::exchange(error_, nullptr);
       current_.communicate_seconds = std::exchange(comm_seconds_, 0.0);
+      current_.communicate_cpu_seconds = std::exchange(comm_cpu_seconds_, 0.0);
       current_.bytes_sent = std::exchange(bytes_sent_, 0);
       current_.bytes_received = std::exchange(bytes_received_, 0);
       next_ = 0;
@@ -834,19 +891,28 @@ private:
       busy_ = true;
       lock.unlock();
       double seconds = 0.0;
+      double cpu_seconds = 0.0;
       std::size_t sent = 0;
       std::size_t received = 0;
       std::exception_ptr error;
       if (!skip) {
         const auto t0 = clock::now();
+        const double cpu0 = gradcomp::detail::thread_cpu_seconds();
         try {
           if constexpr (multi_part) {
             transport_->start(std::span<const sparse_message>(state.messages),
                               std::span<float>(state.average));
+          } else if (in_place_) {
+            if constexpr (in_place_capable) {
+              transport_->start_in_place(std::span<float>(state.staging));
+            }
           } else {
             transport_->start(state.messages.front(), std::span<float>(state.average));
           }
           transport_->wait();
+          if (in_place_) {
+            state.average.swap(state.staging);
+          }
           if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
             sent = transport_->bytes_sent();
             received = transport_->bytes_received();
@@ -855,9 +921,12 @@ private:
           error = std::current_exception();
         }
         seconds = seconds_since(t0);
+        cpu_seconds = cpu0 < 0.0 ? -1.0 : gradcomp::detail::thread_cpu_seconds() - cpu0;
       }
       lock.lock();
       comm_seconds_ += seconds;
+      comm_cpu_seconds_ =
+          comm_cpu_seconds_ < 0.0 || cpu_seconds < 0.0 ? -1.0 : comm_cpu_seconds_ + cpu_seconds;
       bytes_sent_ += sent;
       bytes_received_ += received;
       if (error && !error_) {
@@ -879,6 +948,7 @@ private:
   std::vector<std::size_t> group_of_;
   std::vector<std::uint64_t> offset_of_;
   compression_scope scope_;
+  bool in_place_ = false; // the in-place path (see the class); fixed at construction
   Compressor prototype_;
   float momentum_;
   std::size_t parts_ = 1;         // messages per rank and operation
@@ -910,6 +980,7 @@ private:
   bool stop_ = false;
   std::exception_ptr error_;
   double comm_seconds_ = 0.0;
+  double comm_cpu_seconds_ = 0.0; // negative: no per-thread CPU clock
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
   std::thread comm_thread_; // last: starts after every other member exists
 };

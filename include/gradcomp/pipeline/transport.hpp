@@ -54,6 +54,25 @@ concept multi_part_transport =
   t.wait();
 };
 
+//! @brief A transport that can also average an uncompressed float32 group in place, which lets
+//! the pipeline of a lossless gradcomp::dense compressor skip the message: each layer's
+//! gradient is copied once, straight into the group's buffer, and the transport sums it there.
+//!
+//! Required members, besides transport's:
+//! * `start_in_place(values)`: `values` (n floats) holds this rank's group gradient; on
+//!   completion (test() / wait(), as for start()) it holds the element-wise mean over the
+//!   workers, exactly what start(m, values) gives for a dense float32 message m of the same
+//!   values. `values` must not be touched until then.
+//! * `bool accepts_in_place() const`: whether start_in_place() may be used (a type-erased
+//!   transport may decline at run time); asked once, when the pipeline is built.
+//! Adapters: gradcomp::loopback_exchange, gradcomp::mpi::dense_exchange,
+//! native_dense_exchange and hierarchical_exchange (pipeline/mpi_exchange.hpp).
+template <class T>
+concept in_place_transport = transport<T> && requires(T& t, const T& ct, std::span<float> values) {
+  t.start_in_place(values);
+  { ct.accepts_in_place() } -> std::convertible_to<bool>;
+};
+
 //! @brief What gradcomp::pipeline accepts: a transport (one message per rank) or a
 //! multi_part_transport (several; preferred when a type models both).
 template <class T>

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""Summarises the ring timelines that `gradcomp-train --ring-trace PREFIX` writes (one set of
+files per rank: PREFIX.<rank>.csv, .iterations.csv, .layers.csv; docs/transport-benchmarks.md,
+"Dense ring in training"). Medians over the iterations after --skip, per rank:
+
+* when each merge group's allreduce started (start(), before any length check), first posted
+  and ended, in ms since the iteration started, and when backward started and ended;
+* each group's steps: bytes, duration, wire rate (bytes sent / step duration);
+* the rate while backward runs: bytes of the steps of at least --min-step-kib that ended
+  before backward did, over their durations (smaller steps mostly wait for peers), against
+  --link-gbit (the nominal link) and --beta-ns (a calibrated beta);
+* when each gradient hook ran and how long it took (compression included).
+
+    scripts/ring-timeline.py PREFIX [--skip 10] [--link-gbit 1] [--beta-ns B] [--min-step-kib 256]
+"""
+import argparse
+import csv
+import glob
+import statistics
+
+
+def rows(path):
+    with open(path, newline="") as f:
+        return [{k: float(v) for k, v in r.items()} for r in csv.DictReader(f)]
+
+
+def med(values):
+    return statistics.median(values) if values else float("nan")
+
+
+def summarise(prefix, rank, skip, link_gbit, beta_ns, min_step_bytes):
+    steps = rows(f"{prefix}.{rank}.csv")
+    iterations = rows(f"{prefix}.{rank}.iterations.csv")
+    hooks = rows(f"{prefix}.{rank}.layers.csv")
+    if not steps or not iterations:
+        print(f"rank {rank}: no steps or no iterations traced")
+        return
+    operations = {}
+    for s in steps:
+        operations.setdefault(int(s["operation"]), []).append(s)
+    groups = len(operations) // len(iterations)
+    if groups * len(iterations) != len(operations):
+        print(f"rank {rank}: {len(operations)} operations for {len(iterations)} iterations; "
+              "the groups per iteration are not constant (re-planned?), not summarised")
+        return
+    # the hooks of the training iterations are the last ones (the profile's come first)
+    layers = len({int(h["parameter"]) for h in hooks}) if hooks else 0
+    hooks = hooks[len(hooks) - len(iterations) * layers:] if layers else []
+    kept = range(min(skip, len(iterations) - 1), len(iterations))
+    print(f"### rank {rank}: {len(iterations)} iterations ({len(kept)} summarised), "
+          f"{groups} groups per iteration")
+    print()
+    print("| event | ms since the iteration started (median) |")
+    print("|---|---|")
+    for name, key in (("backward starts", "backward_start_s"), ("backward ends", "backward_end_s"),
+                      ("finish() returns", "finish_end_s"), ("optimizer step ends", "step_end_s")):
+        print(f"| {name} | {1e3 * med([iterations[i][key] - iterations[i]['start_s'] for i in kept]):.1f} |")
+    for g in range(groups):
+        ops = [operations[i * groups + g] for i in kept]
+        t0 = [iterations[i]["start_s"] for i in kept]
+        start = med([o[0]["started_s"] - t for o, t in zip(ops, t0)])
+        post = med([o[0]["posted_s"] - t for o, t in zip(ops, t0)])
+        end = med([max(s["sent_s"] for s in o) - t for o, t in zip(ops, t0)])
+        sent = med([sum(s["bytes_sent"] for s in o) for o in ops])
+        print(f"| group {g}: start(), first post, end ({sent / 1e6:.3f} MB sent) | "
+              f"{1e3 * start:.1f}, {1e3 * post:.1f}, {1e3 * end:.1f} |")
+    print()
+    print("| group | step | MB sent | segments | ms (median) | Gbit/s | polls | reduce ms |")
+    print("|---|---|---|---|---|---|---|---|")
+    for g in range(groups):
+        ops = [operations[i * groups + g] for i in kept]
+        for k in range(len(ops[0])):
+            d = [o[k]["sent_s"] - o[k]["posted_s"] for o in ops]
+            b = ops[0][k]["bytes_sent"]
+            m = med(d)
+            rate = 8 * b / m / 1e9 if m > 0 else float("inf")
+            print(f"| {g} | {k} | {b / 1e6:.3f} | {int(ops[0][k]['segments'])} | {1e3 * m:.2f} | "
+                  f"{rate:.2f} | {med([o[k]['polls'] for o in ops]):.0f} | "
+                  f"{1e3 * med([o[k]['reduce_s'] for o in ops]):.2f} |")
+    # the wire while backward runs
+    sent_bytes = 0.0
+    seconds = 0.0
+    for i in kept:
+        end = iterations[i]["backward_end_s"]
+        for g in range(groups):
+            for s in operations[i * groups + g]:
+                if s["sent_s"] <= end and s["bytes_sent"] >= min_step_bytes:
+                    sent_bytes += s["bytes_sent"]
+                    seconds += s["sent_s"] - s["posted_s"]
+    print()
+    if seconds > 0:
+        rate = 8 * sent_bytes / seconds / 1e9
+        text = f"{rate:.2f} Gbit/s ({rate / link_gbit:.2f}x the {link_gbit:g} Gbit/s link"
+        if beta_ns:
+            text += f", {rate / (8 / beta_ns):.2f}x the calibrated {8 / beta_ns:.2f} Gbit/s"
+        print(f"Steps of at least {min_step_bytes / 1024:g} KiB that ended while backward ran: "
+              f"{sent_bytes / len(kept) / 1e6:.2f} MB per "
+              f"iteration at {text}).")
+    else:
+        print(f"No step of at least {min_step_bytes / 1024:g} KiB ended while backward ran.")
+    if hooks:
+        print()
+        print("| parameter | hook entered, ms since the iteration started | ms in the hook |")
+        print("|---|---|---|")
+        per = {}
+        for n, i in enumerate(kept):
+            for h in hooks[i * layers:(i + 1) * layers]:
+                per.setdefault(int(h["parameter"]), []).append(
+                    (h["entered_s"] - iterations[i]["start_s"], h["left_s"] - h["entered_s"]))
+        for p, v in sorted(per.items(), key=lambda kv: med([a for a, _ in kv[1]])):
+            print(f"| {p} | {1e3 * med([a for a, _ in v]):.1f} | {1e3 * med([b for _, b in v]):.2f} |")
+    print()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("prefix")
+    ap.add_argument("--skip", type=int, default=10, help="first iterations left out")
+    ap.add_argument("--link-gbit", type=float, default=1.0, help="nominal link rate")
+    ap.add_argument("--beta-ns", type=float, default=0.0,
+                    help="a calibrated beta (ns per byte) to compare the rate with")
+    ap.add_argument("--min-step-kib", type=float, default=256,
+                    help="smallest step counted in the rate while backward runs")
+    ap.add_argument("--ranks", type=int, nargs="*", help="ranks to show (default: all)")
+    a = ap.parse_args()
+    found = sorted(int(p.split(".")[-2]) for p in glob.glob(f"{a.prefix}.*.csv")
+                   if p.split(".")[-2].isdigit())
+    for r in a.ranks if a.ranks else found:
+        summarise(a.prefix, r, a.skip, a.link_gbit, a.beta_ns, 1024 * a.min_step_kib)
+
+
+if __name__ == "__main__":
+    main()
