@@ -24,9 +24,13 @@
 #          same 4 workers plus one dedicated server rank on a fifth emulated host); time and
 #          bytes to the highest accuracy every run reaches (scripts/compare-runs.py
 #          --target-common)
+#   dense  the dense exchange against PyTorch DDP (issue 24) on the CNN and the VGG-style model:
+#          gradcomp's ring with the optimal merge (WFBP overlap), the same ring as one group
+#          after backward (no overlap, as DDP's 25 MiB bucket), MPICH's MPI_Iallreduce in 25 MiB
+#          buckets, and DDP dense over gloo; time per iteration and to DDP's final accuracy
 #   all    every experiment above
 #
-#   scripts/reproduce.sh [peers|s1|s2|s3|all] [--quick] [--local] [--out DIR]
+#   scripts/reproduce.sh [peers|s1|s2|s3|dense|all] [--quick] [--local] [--out DIR]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
 # about 5, s3 about 8). Without it: all 60,000 samples, 2 epochs (s1: 73 minutes, peers about
@@ -43,7 +47,7 @@ local_only=0
 out=results/reproduce
 while [[ $# -gt 0 ]]; do
   case $1 in
-    peers | s1 | s2 | s3 | all) what=$1; shift ;;
+    peers | s1 | s2 | s3 | dense | all) what=$1; shift ;;
     --quick) quick=1; shift ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
@@ -150,10 +154,32 @@ s3() {
   done
 }
 
+dense() {
+  local model
+  for model in cnn vgg; do
+    runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
+      --model "$model")
+    training_runs_setup 4 "$local_only" "$out/dense-$model"
+    echo "reproduce dense ($model): $runs_mode; $epochs epoch(s), train limit $limit" >&2
+    run_gradcomp ring-optimal "gradcomp ring, optimal merge ($model)" --method dense \
+      --transport ring --merge optimal
+    run_gradcomp ring-single "gradcomp ring, one group after backward ($model)" --method dense \
+      --transport ring --merge single
+    run_gradcomp mpich "gradcomp MPICH allreduce, 25 MiB buckets ($model)" --method dense \
+      --transport allreduce --merge size_threshold
+    run_ddp ddp-dense "PyTorch DDP dense, gloo ($model)" --exchange dense
+    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+      --title "### Dense exchange on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
+      "${runs_reports[@]}" >/dev/null
+    cat "$runs_out/comparison.md"
+  done
+}
+
 case $what in
   peers) peers ;;
+  dense) dense ;;
   s1) s1 ;;
   s2) s2 ;;
   s3) s3 ;;
-  all) s1; s2; s3; peers ;;
+  all) s1; s2; s3; dense; peers ;;
 esac

@@ -402,7 +402,37 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         co.transport.trace = nullptr;
         co.transport.check_lengths = true;
       }
-      net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+      // under the load training puts on the cores: this rank's forward and backward passes run
+      // in a second thread while the ring sweep measures (--calibrate-under-load; the exchange
+      // overlaps backward in training, and on shared cores both slow down)
+      // (not with --parallel hybrid, whose forward runs collectives of its own)
+      std::atomic<bool> stop_load{false};
+      std::thread load;
+      const bool under_load = o.calibrate_under_load && o.parallel != "hybrid";
+      if (under_load) {
+        on_gradient = [](std::size_t, const torch::Tensor&) {};
+        const auto [x, y] = batch(shard(train_set.size(), ranks, rank, o.seed, 0), 0);
+        load = std::thread([&, x = x, y = y] {
+          while (!stop_load.load(std::memory_order_relaxed)) {
+            gt::clear_gradients(params);
+            torch::nn::functional::cross_entropy(net.module.forward(x), y).backward();
+          }
+        });
+      }
+      try {
+        net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+      } catch (...) {
+        stop_load = true;
+        if (load.joinable()) {
+          load.join();
+        }
+        throw;
+      }
+      stop_load = true;
+      if (load.joinable()) {
+        load.join();
+      }
+      gt::clear_gradients(params);
       net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
       net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
     }
@@ -426,12 +456,14 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&comm,
                                                                                        planner};
     proposal = agreed.groups(numel);
-    plan_info = {{"strategy", o.merge},
-                 {"alpha_seconds", net_model.alpha_seconds},
-                 {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
-                 {"forward_seconds", forward_median},
-                 {"backward_seconds_rank0", backward_median},
-                 {"profile_iterations", o.profile_iterations}};
+    plan_info = {
+        {"strategy", o.merge},
+        {"alpha_seconds", net_model.alpha_seconds},
+        {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
+        {"forward_seconds", forward_median},
+        {"backward_seconds_rank0", backward_median},
+        {"profile_iterations", o.profile_iterations},
+        {"calibrated_under_load", calibrated && o.calibrate_under_load && o.parallel != "hybrid"}};
     if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
       plan_info["predicted_iteration_seconds"] =
           planner.predicted_iteration_seconds(numel, proposal);
@@ -950,6 +982,10 @@ int main(int argc, char** argv) {
   app.add_option("--evals-per-epoch", o.evals_per_epoch, "test-set evaluations per epoch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--calibrate-under-load", o.calibrate_under_load,
+                 "calibrate the network model's alpha and beta while this rank's forward and "
+                 "backward passes run in a second thread, as in training (true/false)")
+      ->capture_default_str();
   app.add_option("--profile-iterations", o.profile_iterations,
                  "forward/backward passes timed before planning the merge")
       ->capture_default_str()

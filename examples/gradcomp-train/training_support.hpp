@@ -65,6 +65,8 @@ struct train_options {
   int threads = 1;
   int evals_per_epoch = 4;
   int profile_iterations = 5;
+  //! Calibrate the planner's network model while forward and backward passes load the cores.
+  bool calibrate_under_load = true;
   double bucket_mib = 25.0;
   double require_accuracy = 0.0;
   bool momentum_correction = true;
