@@ -366,15 +366,16 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
           forwards.push_back(seconds_since(t0));
           backward_start = clock_type::now();
           loss.backward();
-          // each layer's backward time: from the previous ready event (time order) to its own
-          std::vector<std::size_t> order(params.size());
-          std::iota(order.begin(), order.end(), std::size_t{0});
-          std::stable_sort(order.begin(), order.end(),
-                           [&](std::size_t a, std::size_t c) { return ready_at[a] < ready_at[c]; });
-          double previous = 0;
-          for (const std::size_t i : order) {
-            per_layer[i].push_back(std::max(0.0, ready_at[i] - previous));
-            previous = ready_at[i];
+          // each layer's backward time in the planner's order (backward order: the last
+          // forward layer first): from the latest ready event of the layers before it in that
+          // order to its own, so that the model's cumulative sums are the running maximum of
+          // the observed ready times. A layer whose hook fires after a later one's (a bias
+          // reported after its weight) is then ready with it, not earlier: the time order
+          // alone would let the planner merge a layer with a group it cannot join in time
+          double latest = 0;
+          for (std::size_t k = params.size(); k-- > 0;) {
+            per_layer[k].push_back(std::max(0.0, ready_at[k] - latest));
+            latest = std::max(latest, ready_at[k]);
           }
         }
       });
