@@ -155,10 +155,15 @@ struct transport_settings {
   gradcomp::mpi::ring_trace* trace = nullptr;
 };
 
-//! Names of gradcomp::mpi::wait_kind, as --wait takes them.
-inline const std::vector<std::string> wait_names = {"spin", "yield", "sleep"};
+//! --wait: gradcomp::mpi::wait_kind by name.
+inline constexpr named<gradcomp::mpi::wait_kind> wait_kinds[] = {
+    {"spin", gradcomp::mpi::wait_kind::spin},
+    {"yield", gradcomp::mpi::wait_kind::yield},
+    {"sleep", gradcomp::mpi::wait_kind::sleep}};
+inline const std::vector<std::string> wait_names = names_of(wait_kinds);
 
 //! The ring allreduce options of `s` (--wait, --segment-kib, --ring-trace).
+//! @throws std::invalid_argument on an unknown wait name.
 inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settings& s) {
   namespace gm = gradcomp::mpi;
   gm::ring_allreduce_options o;
@@ -168,9 +173,7 @@ inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settin
   // collective that took 10-15 ms per group on 4 ranks / 2 cores during backward
   // (docs/transport-benchmarks.md), is left out
   o.check_lengths = false;
-  o.wait.kind = s.wait == "spin"    ? gm::wait_kind::spin
-                : s.wait == "sleep" ? gm::wait_kind::sleep
-                                    : gm::wait_kind::yield;
+  o.wait.kind = value_of(wait_kinds, s.wait, "wait");
   o.wait.yield_rounds = s.wait_yield_rounds;
   o.wait.max_sleep = std::chrono::microseconds(s.wait_max_sleep_us);
   o.trace = s.trace;

@@ -394,6 +394,9 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     const bool calibrated = ranks > 1 && o.transport.name != "none" && merge &&
                             *merge != strategy::per_layer && *merge != strategy::single &&
                             *merge != strategy::size_threshold;
+    // calibrate under the load training puts on the cores (not with --parallel hybrid, whose
+    // forward runs collectives of its own)
+    const bool under_load = calibrated && o.calibrate_under_load && o.parallel != "hybrid";
     if (calibrated) {
       gradcomp::mpi::calibration_options co;
       co.max_bytes = std::size_t{1} << 22;
@@ -403,35 +406,23 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
         co.transport.trace = nullptr;
         co.transport.check_lengths = true;
       }
-      // under the load training puts on the cores: this rank's forward and backward passes run
-      // in a second thread while the ring sweep measures (--calibrate-under-load; the exchange
-      // overlaps backward in training, and on shared cores both slow down)
-      // (not with --parallel hybrid, whose forward runs collectives of its own)
-      std::atomic<bool> stop_load{false};
-      std::thread load;
-      const bool under_load = o.calibrate_under_load && o.parallel != "hybrid";
-      if (under_load) {
-        on_gradient = [](std::size_t, const torch::Tensor&) {};
-        const auto [x, y] = batch(shard(train_set.size(), ranks, rank, o.seed, 0), 0);
-        load = std::thread([&, x = x, y = y] {
-          while (!stop_load.load(std::memory_order_relaxed)) {
-            gt::clear_gradients(params);
-            torch::nn::functional::cross_entropy(net.module.forward(x), y).backward();
-          }
-        });
-      }
-      try {
-        net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
-      } catch (...) {
-        stop_load = true;
-        if (load.joinable()) {
-          load.join();
+      // under load: this rank's forward and backward passes run in a second thread while the
+      // ring sweep measures (--calibrate-under-load; the exchange overlaps backward in training,
+      // and on shared cores both slow down). The jthread stops and joins when the block ends,
+      // an exception included
+      {
+        std::jthread load;
+        if (under_load) {
+          on_gradient = [](std::size_t, const torch::Tensor&) {};
+          const auto [x, y] = batch(shard(train_set.size(), ranks, rank, o.seed, 0), 0);
+          load = std::jthread([&, x = x, y = y](const std::stop_token& stop) {
+            while (!stop.stop_requested()) {
+              gt::clear_gradients(params);
+              torch::nn::functional::cross_entropy(net.module.forward(x), y).backward();
+            }
+          });
         }
-        throw;
-      }
-      stop_load = true;
-      if (load.joinable()) {
-        load.join();
+        net_model = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
       }
       gt::clear_gradients(params);
       net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
@@ -457,14 +448,13 @@ int train(const options& o, const gradcomp::mpi::communicator& comm) {
     gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&comm,
                                                                                        planner};
     proposal = agreed.groups(numel);
-    plan_info = {
-        {"strategy", o.merge},
-        {"alpha_seconds", net_model.alpha_seconds},
-        {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
-        {"forward_seconds", forward_median},
-        {"backward_seconds_rank0", backward_median},
-        {"profile_iterations", o.profile_iterations},
-        {"calibrated_under_load", calibrated && o.calibrate_under_load && o.parallel != "hybrid"}};
+    plan_info = {{"strategy", o.merge},
+                 {"alpha_seconds", net_model.alpha_seconds},
+                 {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
+                 {"forward_seconds", forward_median},
+                 {"backward_seconds_rank0", backward_median},
+                 {"profile_iterations", o.profile_iterations},
+                 {"calibrated_under_load", under_load}};
     if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
       plan_info["predicted_iteration_seconds"] =
           planner.predicted_iteration_seconds(numel, proposal);

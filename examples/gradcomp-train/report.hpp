@@ -194,28 +194,27 @@ inline void write_ring_trace(const std::string& prefix,
                              const std::vector<std::array<double, 5>>& iterations,
                              const std::vector<std::array<double, 3>>& layers) {
   const std::string base = prefix + "." + std::to_string(rank);
-  std::ofstream steps(base + ".csv");
-  steps << "operation,step,segments,bytes_sent,bytes_received,started_s,posted_s,received_s,"
-           "sent_s,reduce_s,polls\n";
-  steps.precision(9);
-  steps << std::fixed;
+  // a CSV file with its header, times written to the nanosecond
+  const auto csv = [](const std::string& path, const char* header) {
+    std::ofstream f(path);
+    f.precision(9);
+    f << std::fixed << header << '\n';
+    return f;
+  };
+  std::ofstream steps = csv(base + ".csv", "operation,step,segments,bytes_sent,bytes_received,"
+                                           "started_s,posted_s,received_s,sent_s,reduce_s,polls");
   for (const auto& r : trace.steps) {
     steps << r.operation << ',' << r.step << ',' << r.segments << ',' << r.bytes_sent << ','
           << r.bytes_received << ',' << trace.started_seconds.at(r.operation) << ','
           << r.posted_seconds << ',' << r.received_seconds << ',' << r.sent_seconds << ','
           << r.reduce_seconds << ',' << r.polls << '\n';
   }
-  std::ofstream its(base + ".iterations.csv");
-  its << "start_s,backward_start_s,backward_end_s,finish_end_s,step_end_s\n";
-  its.precision(9);
-  its << std::fixed;
+  std::ofstream its = csv(base + ".iterations.csv",
+                          "start_s,backward_start_s,backward_end_s,finish_end_s,step_end_s");
   for (const auto& t : iterations) {
     its << t[0] << ',' << t[1] << ',' << t[2] << ',' << t[3] << ',' << t[4] << '\n';
   }
-  std::ofstream hooks(base + ".layers.csv");
-  hooks << "parameter,entered_s,left_s\n";
-  hooks.precision(9);
-  hooks << std::fixed;
+  std::ofstream hooks = csv(base + ".layers.csv", "parameter,entered_s,left_s");
   for (const auto& l : layers) {
     hooks << static_cast<int>(l[0]) << ',' << l[1] << ',' << l[2] << '\n';
   }
