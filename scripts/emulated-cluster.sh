@@ -327,7 +327,7 @@ launch() { # starts mpiexec in the background; sets mpiexec_pid
   export GRADCOMP_EMU_HOSTMAP=$map
   # UCX's eager protocol for every message size: a rendezvous (UCX's default above a few KB)
   # waits for the receiver's progress before its data moves, which cost a 4-rank dense ring
-  # about 10 % of a training iteration on these 2-core machines (docs/transport-benchmarks.md,
+  # 4-11 % of a training iteration on these 2-core machines (docs/transport-benchmarks.md,
   # "Dense ring in training"); a value set by the caller is kept
   local rndv_thresh=${UCX_RNDV_THRESH:-inf}
   export UCX_TLS=tcp,self UCX_NET_DEVICES=eth0 UCX_RNDV_THRESH=$rndv_thresh
