@@ -5,7 +5,7 @@
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
-#include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/normal_quantile.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>

@@ -4,7 +4,7 @@
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
-#include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
 #include <gradcomp/sparse/value_type.hpp>
