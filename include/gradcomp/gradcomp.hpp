@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Umbrella header of gradcomp's core: tensors, sparse messages and their wire format,
-//! and every host compressor with error feedback. Needs only the C++20 standard library (never
-//! includes MPI or CUDA headers).
+//! every host compressor with error feedback, and compressor_base for writing your own. Needs
+//! only the C++20 standard library (never includes MPI or CUDA headers).
 #pragma once
 
 #include <gradcomp/compressor/adaptive_density.hpp>
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>

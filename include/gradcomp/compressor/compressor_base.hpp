@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief CRTP base that gives every host compressor its public entry points (plain and with
-//! fused error feedback, for any host float tensor) on top of one `run(source, n, out)`.
+//! @brief gradcomp::compressor_base: the CRTP base that gives a host compressor every public
+//! entry point (compress, compress_accumulate, compress_accumulate_momentum for any host float
+//! tensor; density / set_density) from one selection hook, `run(source, n, stats, out)`. Every
+//! host compressor of the library derives from it, and a user's own compressor can too
+//! (examples/04_custom_compressor, docs/extending.md).
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
@@ -17,31 +20,105 @@
 #include <span>
 #include <type_traits>
 
-namespace gradcomp::detail {
+namespace gradcomp {
 
-//! Derived must provide `template <class Source> void run(const Source&, std::size_t n,
-//! selection_stats& stats, sparse_message& out)` (see source.hpp for the Source contract); it is
-//! called with n >= 1 and stats.numel / stats.k_target already set. `Options` must have a
-//! `values` member (gradcomp::value_type) and a `threads` member (0 = all hardware threads); a
-//! `density` and a `guard_factor` member, if present,
-//! are validated here, and k_target = k_for_density(n, density) unless Derived declares its own
-//! `target_k(n)`.
+//! @brief Base of a host compressor: derive `class my : public compressor_base<my, my_options>`
+//! and write the selection once, in `run()`; the base supplies everything gradcomp::compressor,
+//! gradcomp::momentum_compressor and (with a `density` option) gradcomp::density_compressor ask
+//! for, error feedback and DGC's momentum correction included, for any host float tensor
+//! (std::vector, std::span, gradcomp::host_view, a user type through tensor_traits).
+//!
+//! **Options** (a plain struct, kept by value, readable as the protected member `options_`):
+//! * required: `value_type values` (the type the sent values are rounded to, e.g.
+//!   value_type::fp32) and `unsigned threads` (threads for the base's O(nnz) pass; 0 = all
+//!   hardware threads; run() may use it too);
+//! * optional: `double density` (k / n in (0, 1]; validated by the constructor; gives
+//!   target_k(n) = k_for_density(n, density), density() and set_density()), `double
+//!   guard_factor` (validated to [1, 1e6]); any other member is the Derived class's to check.
+//!
+//! **The hook**, which Derived must declare (public, or private with `friend class
+//! gradcomp::compressor_base<Derived, Options>;`):
+//! @code
+//! template <class Source>
+//! void run(const Source& src, std::size_t n, gradcomp::selection_stats& stats,
+//!          gradcomp::sparse_message& out);
+//! @endcode
+//! * It is called once per compression call, with n >= 1 (a 0-element gradient never reaches
+//!   it), on the caller's thread.
+//! * `stats.numel == n` and `stats.k_target == target_k(n)` are already set; run() may set
+//!   `threshold`, `exact`, `fallback` and `adjust_rounds`; the base sets `k_selected =
+//!   out.nnz()` afterwards.
+//! * `out` arrives cleared: dense length n, sparse layout, no pairs (capacity kept). run() must
+//!   leave either sparse pairs, indices strictly ascending and below n with `values[j]` the
+//!   source's value of element `indices[j]` (see below), or `out.dense = true` with n values,
+//!   the source's values in order. Leave `values_type` alone, and do not round: the base
+//!   rounds every value to `values` afterwards and keeps the rounding error in the residual.
+//! * `src` (a read-only view; never store it) says where the values come from: the gradient
+//!   itself (compress), the error-feedback sum residual + grad (compress_accumulate), or
+//!   residual + (momentum x velocity + grad) (compress_accumulate_momentum). Its public surface:
+//!   - `src.materialize(b, e)`: computes the values of elements [b, e) (with error feedback it
+//!     writes residual[i] += grad[i] in place, so it is not idempotent). Call it exactly once
+//!     for every element of [0, n), before reading them; disjoint ranges may be materialized
+//!     from different threads at the same time.
+//!   - `src.materialized()`: `const float*` to the n values; element i may be read only after
+//!     it was materialized.
+//!   - `src.peek(i)`: element i's value without materializing it (e.g. to sample before the
+//!     pass); O(1), any time before materialize() covers i.
+//!   - `Source::accumulates`: `static constexpr bool`, true with error feedback.
+//!   Its other members (`finish`, `scan_first_pass`) are for the base and the library's kernels.
+//!   A one-pass compressor calls `src.materialize(0, n)` and then reads `src.materialized()`.
+//!
+//! **Customisation points**, found on Derived by name:
+//! * `std::size_t target_k(std::size_t n) const`: hides the base's (k_for_density(n, density))
+//!   to give stats.k_target another meaning (gradcomp::dense: n); required when Options has no
+//!   `density`.
+//! * `void density_changed()`: called by set_density() after the density changed (not when it
+//!   is set to its current value), to refresh state that depends on it (reused_threshold
+//!   forgets its remembered threshold).
+//!
+//! **What the base guarantees** on top of run(): with error feedback, for every element, sent +
+//! new residual == old residual + grad bit for bit when run() follows the rules above (sent
+//! elements keep only their rounding error in the residual; unsent ones keep the sum), and with
+//! momentum correction the velocity of every sent element becomes 0; the message satisfies
+//! sparse_message's invariants when run()'s output does.
+//!
+//! **Complexity**: run()'s cost, plus O(nnz) for rounding and the residual update (parallel over
+//! `threads`), plus O(1) for the checks. No allocation beyond what `out` and run() need.
+//! **Determinism**: the base adds none of its own nondeterminism; a Derived compressor models
+//! gradcomp::compressor only if run() is deterministic for a given input, state and seed,
+//! whatever the thread count (the pipeline and the MPI transports rely on it for identical
+//! results across ranks).
+//! **Throws**: std::invalid_argument from the constructor (density outside (0, 1], guard_factor
+//! outside [1, 1e6]), from compress_accumulate / compress_accumulate_momentum (lengths differ,
+//! momentum outside [0, 1)) and from set_density (density outside (0, 1]), each naming the
+//! value and its limit; whatever run() throws propagates (the message is then unspecified, and
+//! a residual may already hold the accumulated values of the elements run() materialized).
+//! A device-memory tensor passed to compress() does not compile.
+//! @tparam Derived the compressor class itself (CRTP).
+//! @tparam Options its options struct, as above.
 template <class Derived, class Options>
 class compressor_base {
 public:
+  //! Opts in to gradcomp::compressor (the concept also checks the entry points below).
   using compressor_concept = compressor_tag;
+  //! The options struct (`Derived::options o{...}` in constructors).
   using options = Options;
 
+  //! @brief Keeps a copy of `o` and validates `density` and `guard_factor` where Options has
+  //! them; Derived's constructor checks its own members. O(1).
   //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor outside [1,
   //! 1e6].
-  explicit compressor_base(const Options& o) : options_(o) { check_common_options(o); }
+  explicit compressor_base(const Options& o) : options_(o) { detail::check_common_options(o); }
 
-  //! The options this compressor was built with.
+  //! The options this compressor was built with (the density as set_density() last set it).
+  //! O(1).
   [[nodiscard]] const Options& get_options() const noexcept { return options_; }
-  //! The type the sent values are rounded to (and encoded as).
+  //! The type the sent values are rounded to (and encoded as): `get_options().values`. O(1).
   [[nodiscard]] value_type values_type() const noexcept { return options_.values; }
 
-  //! k for an n-element gradient: ceil(density x n) clamped to [1, n] (0 when n == 0).
+  //! @brief k for an n-element gradient: ceil(density x n) clamped to [1, n] (0 when n == 0),
+  //! the value stats.k_target gets before run(). O(1). Derived may hide it with its own
+  //! `target_k(n)` (then this one is never instantiated: required where Options has no density).
   [[nodiscard]] std::size_t target_k(std::size_t n) const {
     return k_for_density(n, options_.density);
   }
@@ -68,25 +145,34 @@ public:
     }
   }
 
-  //! @brief Compresses gradient `x` (n floats, host memory, read only) into `out`.
-  //! @returns the call's selection_stats. @throws std::invalid_argument on bad input sizes.
+  //! @brief Compresses gradient `x` (n floats, host memory, read only) into `out` (overwritten;
+  //! its capacity is reused): run() on the gradient's values, then rounding to values_type().
+  //! Cost: run()'s plus O(nnz). Deterministic when run() is.
+  //! @returns the call's selection_stats (numel, k_target, k_selected = out.nnz(), and what
+  //! run() set).
+  //! @throws whatever run() throws.
   template <host_float_tensor Tensor>
   selection_stats compress(const Tensor& x, sparse_message& out) {
     const auto s = host_span(x);
-    return dispatch(read_source{s.data()}, s.size(), out);
+    return dispatch(detail::read_source{s.data()}, s.size(), out);
   }
 
   //! @brief Error feedback fused into compression: acc = residual + grad; out = C(acc);
   //! residual = acc - out (exactly: for every element, sent + new residual == acc bit for bit).
-  //! @pre residual and grad have the same length (else std::invalid_argument).
+  //! run() sees an accumulating source: its first pass computes acc in place in `residual`.
+  //! Cost: run()'s plus O(nnz). Deterministic when run() is.
+  //! @pre residual and grad have the same length.
+  //! @throws std::invalid_argument naming both lengths if they differ (nothing changed then);
+  //! whatever run() throws.
   template <host_float_tensor Residual, host_float_tensor Grad>
   selection_stats compress_accumulate(Residual& residual, const Grad& grad, sparse_message& out) {
     const auto r = host_span(residual);
     const auto g = host_span(grad);
     static_assert(!std::is_const_v<std::remove_reference_t<decltype(r[0])>>,
                   "gradcomp: the residual must be writable");
-    require(r.size() == g.size(), "residual has ", r.size(), " elements, gradient has ", g.size());
-    return dispatch(accumulate_source{r.data(), g.data()}, g.size(), out);
+    detail::require(r.size() == g.size(), "residual has ", r.size(), " elements, gradient has ",
+                    g.size());
+    return dispatch(detail::accumulate_source{r.data(), g.data()}, g.size(), out);
   }
 
   //! @brief Error feedback with DGC's momentum correction fused into compression (Lin et al.
@@ -108,23 +194,25 @@ public:
     static_assert(!std::is_const_v<std::remove_reference_t<decltype(r[0])>> &&
                       !std::is_const_v<std::remove_reference_t<decltype(u[0])>>,
                   "gradcomp: the residual and the velocity must be writable");
-    require(r.size() == g.size() && u.size() == g.size(), "residual has ", r.size(),
-            " elements, velocity ", u.size(), ", gradient ", g.size());
+    detail::require(r.size() == g.size() && u.size() == g.size(), "residual has ", r.size(),
+                    " elements, velocity ", u.size(), ", gradient ", g.size());
     check_momentum(momentum);
-    return dispatch(momentum_accumulate_source{r.data(), u.data(), g.data(), momentum}, g.size(),
-                    out);
+    return dispatch(detail::momentum_accumulate_source{r.data(), u.data(), g.data(), momentum},
+                    g.size(), out);
   }
 
-  //! Device-memory tensors are refused at compile time with this message.
+  //! Device-memory tensors are refused at compile time with this message (a host compressor
+  //! cannot read them; the CUDA compressors of <gradcomp/cuda/...> can).
   template <tensor Tensor>
   requires(!host_tensor<Tensor>) selection_stats compress(const Tensor&, sparse_message&) {
-    static_assert(dependent_false_v<Tensor>,
+    static_assert(detail::dependent_false_v<Tensor>,
                   "gradcomp: this is a host compressor and the tensor lives in device memory; "
                   "use the CUDA compressor of the same name from <gradcomp/cuda/...>");
     return {};
   }
 
 protected:
+  //! The options, for run() and Derived's members (set_density() changes `density`).
   Options options_;
 
 private:
@@ -139,13 +227,14 @@ private:
       self.run(src, n, stats, out);
     }
     out.values_type = self.values_type();
-    parallel_chunks(out.nnz(), options_.threads, [&](std::size_t, std::size_t b, std::size_t e) {
-      round_values_to(out.values_type, std::span<float>(out.values).subspan(b, e - b));
-      src.finish(out, b, e);
-    });
+    detail::parallel_chunks(
+        out.nnz(), options_.threads, [&](std::size_t, std::size_t b, std::size_t e) {
+          round_values_to(out.values_type, std::span<float>(out.values).subspan(b, e - b));
+          src.finish(out, b, e);
+        });
     stats.k_selected = out.nnz();
     return stats;
   }
 };
 
-} // namespace gradcomp::detail
+} // namespace gradcomp

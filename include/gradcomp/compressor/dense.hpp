@@ -25,7 +25,7 @@ struct dense_options {
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
-class dense : public detail::compressor_base<dense, dense_options> {
+class dense : public compressor_base<dense, dense_options> {
 public:
   explicit dense(options o = {}) : compressor_base(o) {}
   explicit dense(value_type values) : dense(options{values}) {}
@@ -33,7 +33,11 @@ public:
   //! Every element is sent: k = n.
   [[nodiscard]] std::size_t target_k(std::size_t n) const noexcept { return n; }
 
-  //! @private Implementation hook of compressor_base.
+  //! @brief compressor_base's selection hook: every element, in order, as a dense message
+  //! (`out.dense`, n values; the base then casts them to fp16 / bf16 if asked). One parallel
+  //! pass over `threads`: each chunk is materialized (the error-feedback sum, where there is
+  //! one) and copied. Leaves stats' threshold at 0 and exact false. O(n); deterministic;
+  //! throws only std::bad_alloc.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats&, sparse_message& out) {
     out.dense = true;

@@ -29,13 +29,17 @@ struct exact_top_k_options {
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
-class exact_top_k : public detail::compressor_base<exact_top_k, exact_top_k_options> {
+class exact_top_k : public compressor_base<exact_top_k, exact_top_k_options> {
 public:
   //! @throws std::invalid_argument if the density is outside (0, 1].
   explicit exact_top_k(options o = {}) : compressor_base(o) {}
   explicit exact_top_k(double density) : exact_top_k(options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @brief compressor_base's selection hook: the exact top-`stats.k_target` by magnitude
+  //! (ties by lower index) into `out`, ascending indices, by radix select (the first pass
+  //! materializes the source). Sets `stats.exact` and `stats.threshold` (the k-th largest
+  //! magnitude). O(n) work over `threads`; deterministic whatever the thread count; throws only
+  //! std::bad_alloc (its workspace is kept and reused across calls).
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     stats.exact = true;

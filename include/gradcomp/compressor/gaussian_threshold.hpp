@@ -81,16 +81,24 @@ template <class Fit>
 //! tile after the error-feedback accumulation, while the tile is in L1), `Fit::threshold(total, k,
 //! n)` gives the magnitude threshold, then one filtering pass and the guard.
 template <class Fit>
-class fitted_threshold : public compressor_base<fitted_threshold<Fit>, fitted_threshold_options> {
+class fitted_threshold
+    : public gradcomp::compressor_base<fitted_threshold<Fit>, fitted_threshold_options> {
 public:
-  using base = compressor_base<fitted_threshold<Fit>, fitted_threshold_options>;
+  using base = gradcomp::compressor_base<fitted_threshold<Fit>, fitted_threshold_options>;
   using typename base::options;
 
   //! @throws std::invalid_argument on density outside (0, 1] or guard_factor outside [1, 1e6].
   explicit fitted_threshold(options o = {}) : base(o) {}
   explicit fitted_threshold(double density) : fitted_threshold(options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @brief compressor_base's selection hook: the first pass materializes the source tile by tile
+  //! and accumulates `Fit::transform`'s count, sum and sum of squares (per chunk, combined in
+  //! chunk order), `Fit::threshold(sums, k, n)` turns them into a magnitude threshold, and one
+  //! filtering pass keeps every element at or above it, re-adjusted up to `max_adjust_rounds`
+  //! times while the count is outside the guard band [k / c, c k], else an exact top-k
+  //! (`stats.fallback`). Sets `stats.threshold`, `exact`, `fallback`, `adjust_rounds`. O(n)
+  //! per pass over `threads`; deterministic whatever the thread count (fixed chunking and
+  //! combination order); throws only std::bad_alloc.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     const fitted_threshold_options& o = this->options_;

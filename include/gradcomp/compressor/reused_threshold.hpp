@@ -44,8 +44,7 @@ inline void check_interval(std::uint64_t interval) {
 }
 } // namespace detail
 
-class reused_threshold
-    : public detail::compressor_base<reused_threshold, reused_threshold_options> {
+class reused_threshold : public compressor_base<reused_threshold, reused_threshold_options> {
 public:
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside [1,
   //! 1e6].
@@ -56,12 +55,18 @@ public:
   //! Calls made so far on non-empty gradients (the ones that count for the interval).
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
 
-  //! @private Hook of compressor_base::set_density: the remembered threshold selects about the
-  //! old k, so the next call computes the exact top-k at the new density (and restarts the
-  //! interval from it).
+  //! @brief compressor_base's density hook, called by set_density() when the density changed:
+  //! the remembered threshold selects about the old k, so the next call computes the exact
+  //! top-k at the new density (and restarts the interval from it). O(1); never throws.
   void density_changed() noexcept { refresh_ = true; }
 
-  //! @private Implementation hook of compressor_base.
+  //! @brief compressor_base's selection hook: every `interval`-th call since construction (or
+  //! since the last density change) computes the exact top-k and remembers its k-th magnitude;
+  //! the calls between select every element at or above the remembered threshold in one
+  //! materializing pass, accepted if the count lies in the guard band [k / c, c k], else an
+  //! exact top-k (`stats.fallback`) whose threshold is remembered instead. Counts the call (see
+  //! calls()). Sets `stats.threshold`, `exact`, `fallback`. O(n) over `threads`; deterministic
+  //! for a given call sequence, whatever the thread count; throws only std::bad_alloc.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     if (refresh_) {

@@ -83,8 +83,7 @@ inline void check_sample_options(const sampled_threshold_options& o) {
 //! Cost: O(m log m) + one pass (error feedback: read residual and gradient, write residual) in
 //! the common case. Wire bytes (u32/fp32): 32 + 8 x selected. Deterministic for a given seed and
 //! call sequence, whatever the thread count.
-class sampled_threshold
-    : public detail::compressor_base<sampled_threshold, sampled_threshold_options> {
+class sampled_threshold : public compressor_base<sampled_threshold, sampled_threshold_options> {
 public:
   //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
   //! min_samples 0, or guard_factor outside [1, 1e6].
@@ -93,7 +92,15 @@ public:
   }
   explicit sampled_threshold(double density) : sampled_threshold(options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @brief compressor_base's selection hook: draws this call's sample positions (advancing the
+  //! seeded RNG once per call), reads them with `src.peek` before the pass, takes the sample's
+  //! top-`rank` magnitude as the threshold and selects every element at or above it in one
+  //! materializing pass, re-adjusting the threshold up to `max_adjust_rounds` times while the
+  //! count is outside the guard band [k / c, c k], else falling back to exact top-k. When
+  //! sampling cannot pay (sample >= n / 2), an exact top-k. Sets `stats.threshold`, `exact`,
+  //! `fallback`, `adjust_rounds`. Cost: O(m log m) for the sample plus O(n) per pass;
+  //! deterministic for a given seed and call sequence, whatever the thread count; throws only
+  //! std::bad_alloc.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
     const detail::threshold_sample plan =
