@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// A user-defined compressor (a fixed absolute threshold on gradcomp::compressor_base) and a
+// A user-defined compressor (a fixed absolute threshold on gradcomp::compressor_base), a
 // user-defined in-process transport (W simulated workers that exchange wire-encoded messages
-// through a shared hub, nonblocking) pushed through W gradcomp::pipelines: several layers,
-// merged groups, several iterations. The reference recomputes error feedback and the average in
+// through a shared hub, nonblocking) and a user-defined grouping policy (forward pairs of
+// layers) pushed through W gradcomp::pipelines: several layers, merged groups, several
+// iterations. The reference recomputes error feedback and the average in
 // one process without the library's compressors, messages or pipeline: residuals bit for bit,
 // averages to float rounding, selected counts and wire bytes exactly.
 #include <gradcomp/gradcomp.hpp>
@@ -170,11 +171,27 @@ static_assert(pipeline_policy::transport<hub_exchange>);
 static_assert(pipeline_policy::byte_counting_transport<hub_exchange>);
 static_assert(!pipeline_policy::in_place_transport<hub_exchange>);
 
+// ---- the user's grouping policy -------------------------------------------------------------
+
+// Consecutive forward pairs of layers (0, 1), (2, 3), ... (an odd last layer alone), sent last
+// pair first. Deterministic, so every worker gets the same grouping.
+struct forward_pairs {
+  [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
+    std::vector<std::size_t> ends; // group ends in backward positions
+    for (std::size_t end = numel.size() % 2 == 0 ? 2 : 1; end <= numel.size(); end += 2) {
+      ends.push_back(end);
+    }
+    return schedule::grouping_from_ends(ends, numel.size());
+  }
+};
+
+static_assert(pipeline_policy::grouping_policy<forward_pairs>);
+
 // ---- the reference --------------------------------------------------------------------------
 
 constexpr std::size_t workers = 3;
 const std::vector<std::size_t> sizes{500, 7, 1200, 1, 64};
-// Groups in sending (backward) order, as forward layer indices: {4}, {3, 2}, {1, 0}.
+// forward_pairs' groups in sending (backward) order, as forward layer indices.
 const std::vector<std::vector<std::size_t>> group_layers{{4}, {3, 2}, {1, 0}};
 
 std::vector<float> gradient(std::size_t worker, std::size_t layer, int iteration) {
@@ -194,12 +211,13 @@ TEST_CASE("a user's compressor and transport run through the pipeline as the ref
   for (std::size_t w = 0; w < workers; ++w) {
     transports.emplace_back(hub, w);
   }
-  std::vector<std::unique_ptr<pipeline<fixed_threshold, hub_exchange>>> pipes;
+  std::vector<std::unique_ptr<pipeline<fixed_threshold, hub_exchange, forward_pairs>>> pipes;
   for (std::size_t w = 0; w < workers; ++w) {
-    pipes.push_back(std::make_unique<pipeline<fixed_threshold, hub_exchange>>(
-        sizes, pipeline_policy::fixed_grouping{schedule::grouping_from_ends({1, 3, 5}, 5)},
-        prototype, transports[w]));
+    pipes.push_back(std::make_unique<pipeline<fixed_threshold, hub_exchange, forward_pairs>>(
+        sizes, forward_pairs{}, prototype, transports[w]));
   }
+  // backward positions [0, 1) = layer 4, [1, 3) = layers 3 and 2, [3, 5) = layers 1 and 0
+  REQUIRE(pipes[0]->groups() == schedule::grouping{{0, 1}, {1, 3}, {3, 5}});
   // reference state: every worker's residual per layer
   std::vector<std::vector<std::vector<float>>> residual(workers);
   for (auto& r : residual) {
