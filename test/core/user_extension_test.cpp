@@ -21,6 +21,7 @@
 #include <mutex>
 #include <span>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "../common/generators.hpp"
@@ -42,7 +43,13 @@ struct fixed_threshold_options {
 // is overridden (the count depends on the values; 0 = no target). O(n), one pass.
 class fixed_threshold : public compressor_base<fixed_threshold, fixed_threshold_options> {
 public:
-  explicit fixed_threshold(options o) : compressor_base(o) {}
+  // compressor_base checks what it knows (values, threads, a density); the rest is ours
+  explicit fixed_threshold(options o) : compressor_base(o) {
+    if (!(std::isfinite(o.threshold) && o.threshold >= 0.0f)) {
+      throw std::invalid_argument("fixed_threshold: threshold " + std::to_string(o.threshold) +
+                                  " is not a finite value >= 0");
+    }
+  }
 
   [[nodiscard]] std::size_t target_k(std::size_t) const noexcept { return 0; }
 
@@ -314,4 +321,11 @@ TEST_CASE("a user's transport completes through test() only once every worker ha
     REQUIRE(test::same_bits(average[w], std::vector<float>{1, 1, 1, 0, 0, 0, 0, 0, 0, 1}));
   }
   REQUIRE_THROWS_AS(t[0].start(m, std::span<float>(average[0]).first(9)), std::invalid_argument);
+}
+
+TEST_CASE("a user's compressor refuses a bad option with a message naming it",
+          "[user_extension][errors]") {
+  REQUIRE_THROWS_WITH(fixed_threshold({.threshold = -1.0f}),
+                      Catch::Contains("threshold -1") && Catch::Contains(">= 0"));
+  REQUIRE_THROWS_AS(fixed_threshold({.threshold = std::nanf("")}), std::invalid_argument);
 }
