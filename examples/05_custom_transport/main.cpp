@@ -48,8 +48,12 @@ public:
   }
 
   //! Starts averaging `m` (dense length n) into `average` (n floats, untouched until done).
-  //! @throws std::invalid_argument if the lengths differ or n exceeds INT_MAX.
+  //! @throws std::invalid_argument if the lengths differ or n exceeds INT_MAX;
+  //! std::logic_error if the previous operation has not completed.
   void start(const gradcomp::sparse_message& m, std::span<float> average) {
+    if (!done_) {
+      throw std::logic_error("iallreduce_exchange: the previous operation is still in flight");
+    }
     if (average.size() > static_cast<std::size_t>(INT_MAX)) {
       throw std::invalid_argument("iallreduce_exchange: " + std::to_string(average.size()) +
                                   " elements exceed MPI's int count " + std::to_string(INT_MAX));
