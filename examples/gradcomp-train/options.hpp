@@ -1,0 +1,272 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp-train's command line: the CLI11 definition of every option (docs/train.md) and
+//! the checks across options that CLI11's validators cannot express.
+#pragma once
+
+#include <gradcomp/schedule.hpp>
+
+#include <CLI/CLI.hpp>
+
+#include <string>
+#include <vector>
+
+#include "../common/tool_support.hpp"
+#include "exchange.hpp"
+#include "fidelity.hpp"
+#include "hybrid.hpp"
+#include "large_batch.hpp"
+#include "training_support.hpp"
+
+namespace gradcomp_train {
+
+//! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
+//! values are the defaults).
+inline void add_options(CLI::App& app, train_options& o) {
+  namespace gt = gradcomp_train;
+  using gradcomp::schedule::strategy;
+  app.add_option("--method", o.method.name, "gradient compressor")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::method_names));
+  app.add_option("--density", o.method.density, "fraction of each gradient sent, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--interval", o.method.interval,
+                 "reused_threshold: exact top-k every S iterations")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--transport", o.transport.name,
+                 "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
+                 "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
+                 "the no-communication floor; --method is then ignored), coded (CSSGD's coded "
+                 "multicast through a multi-part pipeline, --redundancy, --coding, "
+                 "--coded-schedule, --coded-variant)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::transport_names));
+  std::vector<std::string> merges;
+  for (const strategy st : gradcomp::schedule::all_strategies) {
+    merges.emplace_back(gradcomp::schedule::name(st));
+  }
+  app.add_option("--merge", o.merge, "merge strategy (layers per message)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(merges));
+  app.add_option("--bucket-mib", o.bucket_mib, "size_threshold's bucket cap, MiB")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--model", o.model,
+                 "cnn (ddp-baseline's CNN), vgg (deeper, 18 tensors) or mlp (S3's 784-512-512-10 "
+                 "MLP)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"cnn", "vgg", "mlp"}));
+  app.add_option("--epochs", o.epochs, "epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--batch-size", o.batch_size, "batch per rank")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--train-limit", o.train_limit, "use the first N training samples (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--lr", o.lr, "SGD learning rate")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--momentum", o.momentum, "SGD momentum")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--compression-scope", o.method.scope,
+                 "error feedback and top-k selection per layer (each layer its k) or per merge "
+                 "group (one selection over the group's concatenated gradient)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::scope_names));
+  app.add_option("--momentum-correction", o.momentum_correction,
+                 "sparse methods: DGC's momentum correction and factor masking (true/false)")
+      ->capture_default_str();
+  app.add_option("--dense-below", o.method.dense_below,
+                 "sparse methods: send layers of fewer elements than this dense (0 = none)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the model, the shards and the samplers")
+      ->capture_default_str();
+  app.add_option("--data", o.data, "folder with the Fashion-MNIST IDX files (.gz or not)")
+      ->capture_default_str();
+  app.add_option("--report", o.report, "write the report as JSON to this file (rank 0)");
+  app.add_option("--label", o.label, "name of the run in the report");
+  app.add_option("--threads", o.threads, "LibTorch and compressor threads per rank")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--evals-per-epoch", o.evals_per_epoch, "test-set evaluations per epoch")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--calibrate-under-load", o.calibrate_under_load,
+                 "calibrate the network model's alpha and beta while this rank's forward and "
+                 "backward passes run in a second thread, as in training (true/false)")
+      ->capture_default_str();
+  app.add_option("--profile-iterations", o.profile_iterations,
+                 "forward/backward passes timed before planning the merge")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--servers", o.transport.servers,
+                 "ps: co-located server ranks (0 = every rank); --sync async: dedicated server "
+                 "ranks (0 = 1)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--ps-dense-pull", o.transport.ps_dense_pull,
+               "ps: pull the dense average (default: the pushes' union when that is smaller)");
+  app.add_option("--wait", o.transport.wait,
+                 "ring: how the communication thread waits between MPI_Test calls: spin, yield "
+                 "(sched_yield) or sleep (5 us doubling to --wait-max-sleep-us)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::wait_names));
+  app.add_option("--wait-yield-rounds", o.transport.wait_yield_rounds,
+                 "ring, --wait sleep: MPI_Test rounds that yield before the first sleep")
+      ->capture_default_str();
+  app.add_option("--wait-max-sleep-us", o.transport.wait_max_sleep_us,
+                 "ring, --wait sleep: the longest sleep between MPI_Test calls, microseconds")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--segment-kib", o.transport.segment_kib,
+                 "ring: largest message of a ring step, KiB (a step's block is sent as segments "
+                 "of this size, at most 64)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ring-trace", o.ring_trace,
+                 "ring: write every rank's per-step ring timeline as CSV to FILE.<rank>.csv "
+                 "(steady-clock seconds; docs/transport-benchmarks.md)");
+  app.add_option("--group-size", o.transport.group_size, "hierarchical: ranks per group")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--redundancy", o.transport.redundancy,
+                 "coded: R, the ranks that compute each part of the global batch, 1 <= R < P")
+      ->capture_default_str();
+  app.add_option("--coding", o.transport.coding,
+                 "coded: packet coding, fixed_point (int32, agreed scale) or xor (float bits)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coding_names));
+  app.add_flag("--uncoded", o.transport.uncoded,
+               "coded: the uncoded baseline of the same placement (each slice unicast to the "
+               "rank that lacks it; no coding)");
+  app.add_option("--coded-schedule", o.transport.coded_schedule,
+                 "coded: concurrent (all groups at once) or serialized (one sender at a time)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coded_schedule_names));
+  app.add_option("--coded-variant", o.transport.coded_variant,
+                 "coded: full (S3: every rank decodes whole missing parts) or reduce_scatter "
+                 "(each rank decodes one block of coordinates, then a ring allgather)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::coded_variant_names));
+  app.add_option("--sync", o.sync,
+                 "sync (every transport) or async: asynchronous SGD through a parameter server of "
+                 "--servers dedicated ranks (the last ones; 0 means 1), the others train without "
+                 "a barrier (--transport ps only)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"sync", "async"}));
+  app.add_option("--staleness-bound", o.staleness_bound,
+                 "--sync async: SSP bound k (a worker at most k pushes ahead of the slowest; 0: "
+                 "pure ASGD)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  gt::large_batch_settings& lb = o.large_batch;
+  app.add_option("--precision", lb.precision,
+                 "type of every sent value (all methods): fp32, fp16 or bf16 (fp16 and bf16 "
+                 "round, the rounding error stays in error feedback's residual)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::precision_names));
+  app.add_option("--loss-scale", lb.loss_scale,
+                 "none, dynamic (2^16, halved on overflow, doubled after 2000 clean steps) or a "
+                 "fixed scale S; an overflowing step is skipped on every rank")
+      ->capture_default_str();
+  app.add_option("--optimizer", lb.optimizer,
+                 "sgd (momentum SGD) or lars (layer-wise adaptive rate scaling, no weight decay "
+                 "on biases and batch norm)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::optimizer_names));
+  app.add_option("--warmup-epochs", lb.warmup_epochs,
+                 "linear learning-rate warm-up, epochs (lars then decays as (1 - t)^2)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--trust-coefficient", lb.trust_coefficient, "lars: eta")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  app.add_option("--weight-decay", lb.weight_decay,
+                 "lars: weight decay (not on 1-D tensors: biases, batch norm)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--inject-overflow-at", lb.inject_overflow_at,
+                 "testing: at this iteration the last rank's gradients get +inf (needs "
+                 "--loss-scale; -1: never)")
+      ->capture_default_str();
+  gt::fidelity_settings& fs = o.fidelity;
+  app.add_option("--density-warmup-epochs", fs.density_warmup_epochs,
+                 "sparse methods: DGC's density warm-up, from 0.25 down to --density "
+                 "exponentially over E epochs, one density per epoch (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--clip-norm", fs.clip_norm,
+                 "DGC's local gradient clipping: each rank clips its whole gradient's L2 norm at "
+                 "C / sqrt(P) before error feedback (0 = off)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e30));
+  app.add_option("--adaptive-density", fs.adaptive_density,
+                 "sparse methods: per-layer densities from each layer's share of the gradient "
+                 "norm, the same elements in total (true/false)")
+      ->capture_default_str();
+  app.add_option("--parallel", o.parallel,
+                 "data (every layer data parallel) or hybrid (S2: fully connected layers chosen "
+                 "by --mp-layers run model parallel, the rest data parallel; docs/hybrid.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"data", "hybrid"}));
+  app.add_option("--mp-layers", o.mp_layers,
+                 "--parallel hybrid: auto (the planner's cost choice per FC layer) or a list of "
+                 "FC layer names, e.g. fc1 or fc1,fc2")
+      ->capture_default_str();
+  app.add_option("--require-accuracy", o.require_accuracy,
+                 "exit with status 4 if the final test accuracy is below this fraction")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+//! Checks the options against each other after parsing (what CLI11's validators cannot).
+//! @throws CLI::ValidationError naming the option and the problem.
+inline void check_options(const train_options& o) {
+  namespace gt = gradcomp_train;
+  using gradcomp_tools::format;
+  const gt::large_batch_settings& lb = o.large_batch;
+  const gt::fidelity_settings& fs = o.fidelity;
+  if (o.sync == "async" && o.transport.name != "ps") {
+    throw CLI::ValidationError(
+        "--sync", "async runs through the parameter server: pass --transport ps (not '" +
+                      o.transport.name + "')");
+  }
+  if (o.sync == "async" && (lb.precision != "fp32" || lb.loss_scale != "none" ||
+                            lb.optimizer != "sgd" || lb.warmup_epochs != 0.0)) {
+    throw CLI::ValidationError("--sync", "async trains with fp32 values and plain SGD: "
+                                         "--precision, --loss-scale, --optimizer and "
+                                         "--warmup-epochs are for --sync sync");
+  }
+  if (o.parallel == "hybrid" &&
+      (o.sync != "sync" || o.transport.name == "coded" || o.transport.name == "none" ||
+       lb.optimizer != "sgd" || lb.loss_scale != "none")) {
+    throw CLI::ValidationError("--parallel", "hybrid runs with --sync sync, a transport other "
+                                             "than coded and none, --optimizer sgd and no "
+                                             "--loss-scale");
+  }
+  if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
+    throw CLI::ValidationError("--mp-layers", why);
+  }
+  if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none") {
+    throw CLI::ValidationError("--inject-overflow-at", "needs --loss-scale (dynamic or S)");
+  }
+  try { // a malformed --loss-scale fails here, on every rank
+    static_cast<void>(gt::make_loss_scale(lb.loss_scale));
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--loss-scale", e.what());
+  }
+  if (const std::string why =
+          gt::fidelity_problem(fs, o.method.name, o.transport.name, o.method.scope, o.sync);
+      !why.empty()) {
+    throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density", why);
+  }
+  if (!(o.method.density > 0.0)) {
+    throw CLI::ValidationError("--density",
+                               format("density %g is outside (0, 1]", o.method.density));
+  }
+}
+
+} // namespace gradcomp_train
