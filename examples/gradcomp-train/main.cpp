@@ -10,6 +10,10 @@
 // averages all parts.
 // Prints a table on stdout (rank 0), writes the same as JSON (--report), and fails unless every
 // rank ends with bit-identical parameters.
+// This file parses the command line (options.hpp) and starts MPI; --sync sync trains in
+// sync_training.hpp (its steps: setup.hpp with data.hpp, model.hpp and hooks.hpp; merge_plan.hpp;
+// training_loop.hpp with coded_training.hpp; sync_report.hpp), --sync async in
+// async_training.hpp.
 #include <CLI/CLI.hpp>
 #include <mpi.h>
 
@@ -55,6 +59,8 @@ void finalize_with_watchdog(int status) {
   watchdog.join();
 }
 
+// This process's rank from the launcher's environment, before MPI_Init (MPICH's PMI_RANK or Open
+// MPI's OMPI_COMM_WORLD_RANK; 0 without either): only rank 0 prints the command line's errors.
 int rank_from_environment() {
   for (const char* name : {"PMI_RANK", "OMPI_COMM_WORLD_RANK"}) {
     if (const char* v = std::getenv(name)) {

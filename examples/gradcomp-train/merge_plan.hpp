@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp-train's merge plan: which layers' gradients travel as one message
+//! (gradcomp::schedule, --merge), planned from a profile of the first batches' forward and
+//! backward passes and an alpha-beta model of the transport calibrated on this network (under
+//! the load of training: --calibrate-under-load), and agreed by every rank. Transport coded plans
+//! too: its pipeline exchanges a group once every part's layers of it are ready; the profile is
+//! one part's backward, and the planner's cost is the coded exchange of transport_cost.
+#pragma once
+
+#include <gradcomp/coded.hpp>
+#include <gradcomp/cost/transport.hpp>
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi.hpp>
+#include <gradcomp/pipeline.hpp>
+#include <gradcomp/pipeline/agree_grouping.hpp>
+#include <gradcomp/schedule.hpp>
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "../common/tool_support.hpp"
+#include "exchange.hpp"
+#include "hooks.hpp"
+#include "setup.hpp"
+#include "training_support.hpp"
+
+namespace gradcomp_train {
+
+//! Seconds to exchange one group message of `bytes` on the transport, from the calibrated
+//! network: the library's model of that transport (gradcomp::cost::message_cost in
+//! cost/transport.hpp) under gradcomp-train's transport names and options. Transport coded: the
+//! coded exchange of its variant (coded::coded_exchange_load, point to point, full-duplex links)
+//! of bytes / 4 elements per part, the dense message's size (a sparse part's union is not known
+//! before the exchange).
+inline std::function<double(std::uint64_t)>
+transport_cost(const transport_settings& transport, int ranks, const gradcomp::cost::network& net) {
+  if (transport.name == "coded") {
+    const gradcomp::mpi::coded_allreduce_options o = coded_options(transport);
+    return [o, ranks, net](std::uint64_t bytes) {
+      namespace gc = gradcomp::coded;
+      const auto d = static_cast<std::size_t>((bytes + 3) / 4);
+      return gc::exchange_seconds(gc::coded_exchange_load(ranks, o.redundancy, d, 4,
+                                                          gc::delivery::point_to_point, o.variant),
+                                  net, gc::link_model::full_duplex);
+    };
+  }
+  using kind = gradcomp::cost::transport_kind;
+  static const std::pair<const char*, kind> kinds[] = {
+      {"allreduce", kind::native_allreduce},          {"ring", kind::ring_allreduce},
+      {"allgather", kind::sparse_allgather},          {"ps", kind::parameter_server},
+      {"hierarchical", kind::hierarchical_allreduce}, {"none", kind::none}};
+  for (const auto& [name, k] : kinds) {
+    if (transport.name == name) {
+      return gradcomp::cost::message_cost(
+          k, ranks, net, {.servers = transport.servers, .group_size = transport.group_size});
+    }
+  }
+  throw std::invalid_argument("unknown transport '" + transport.name + "'");
+}
+
+//! The medians of the profiled forward and backward passes (all 0 without profile iterations).
+struct backward_profile {
+  std::vector<double> backward_seconds; //!< each layer's backward time, forward order
+  double forward_seconds = 0;
+};
+
+//! @brief Profiles forward and backward of the first --profile-iterations batches with a scratch
+//! compressor per layer in the hooks (no exchange, no step), as in training. Transport coded
+//! profiles one part's backward: B P / C(P, R) samples.
+inline backward_profile profile_backward(sync_setup& s) {
+  const train_options& o = s.o;
+  std::vector<torch::Tensor>& params = s.model.params;
+  backward_profile profile{std::vector<double>(params.size(), 0.0), 0.0};
+  if (o.profile_iterations <= 0) {
+    return profile;
+  }
+  std::vector<std::vector<double>> per_layer(params.size());
+  std::vector<double> forwards;
+  with_method(o.method, [&](auto prototype) {
+    using C = decltype(prototype);
+    std::vector<gradcomp::error_feedback<C>> scratch;
+    for (const std::size_t n : s.model.numel) {
+      scratch.emplace_back(n, prototype, s.mc);
+    }
+    gradcomp::sparse_message m;
+    torch::Tensor keep;
+    s.hooks.on_gradient = [&](std::size_t i, const torch::Tensor& g) {
+      scratch[i].compress(grad_span(g, keep), m);
+    };
+    const std::vector<std::int64_t> first = s.data.shard(s.ranks, s.rank, o.seed, 0);
+    // transport coded profiles one part's backward: B P / C(P, R) samples
+    const std::int64_t profile_batch =
+        s.coded ? std::max<std::int64_t>(1, static_cast<std::int64_t>(o.batch_size) * s.ranks /
+                                                static_cast<std::int64_t>(s.coded->part_count()))
+                : o.batch_size;
+    for (int it = 0; it < o.profile_iterations; ++it) {
+      const auto [full_x, full_y] = s.data.batch(first, (it * o.batch_size) % s.data.per_rank);
+      const std::int64_t rows = std::min<std::int64_t>(profile_batch, full_x.size(0));
+      const torch::Tensor x = full_x.narrow(0, 0, rows);
+      const torch::Tensor y = full_y.narrow(0, 0, rows);
+      clear_gradients(params);
+      const auto t0 = clock_type::now();
+      const torch::Tensor loss =
+          torch::nn::functional::cross_entropy(s.model.net.module.forward(x), y);
+      forwards.push_back(seconds_since(t0));
+      s.hooks.backward_start = clock_type::now();
+      loss.backward();
+      // each layer's backward time in the planner's order (backward order: the last
+      // forward layer first): from the latest ready event of the layers before it in that
+      // order to its own, so that the model's cumulative sums are the running maximum of
+      // the observed ready times. A layer whose hook fires after a later one's (a bias
+      // reported after its weight) is then ready with it, not earlier: the time order
+      // alone would let the planner merge a layer with a group it cannot join in time
+      double latest = 0;
+      for (std::size_t k = params.size(); k-- > 0;) {
+        per_layer[k].push_back(std::max(0.0, s.hooks.ready_at[k] - latest));
+        latest = std::max(latest, s.hooks.ready_at[k]);
+      }
+    }
+  });
+  const auto median = [](std::vector<double> v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+    return v[v.size() / 2];
+  };
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    profile.backward_seconds[i] = median(per_layer[i]);
+  }
+  profile.forward_seconds = median(forwards);
+  clear_gradients(params);
+  return profile;
+}
+
+//! @brief The network's alpha and beta from a short ring allreduce sweep (the ring as training
+//! runs it with transport ring: wait policy, segments), both at least 0. `under_load`: this
+//! rank's forward and backward passes run in a second thread meanwhile (the exchange overlaps
+//! backward in training, and on shared cores both slow down). Collective.
+inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load) {
+  const train_options& o = s.o;
+  gradcomp::cost::network net_model;
+  gradcomp::mpi::calibration_options co;
+  co.max_bytes = std::size_t{1} << 22;
+  co.repetitions = 3;
+  if (o.transport.name == "ring") { // the ring as training runs it (wait policy, segments)
+    co.transport = ring_options(o.transport);
+    co.transport.trace = nullptr;
+    co.transport.check_lengths = true;
+  }
+  // under load: this rank's forward and backward passes run in a second thread while the
+  // ring sweep measures (--calibrate-under-load; the exchange overlaps backward in training,
+  // and on shared cores both slow down). The jthread stops and joins when the block ends,
+  // an exception included
+  {
+    std::jthread load;
+    if (under_load) {
+      s.hooks.on_gradient = [](std::size_t, const torch::Tensor&) {};
+      const auto [x, y] = s.data.batch(s.data.shard(s.ranks, s.rank, o.seed, 0), 0);
+      load = std::jthread([&, x = x, y = y](const std::stop_token& stop) {
+        while (!stop.stop_requested()) {
+          clear_gradients(s.model.params);
+          torch::nn::functional::cross_entropy(s.model.net.module.forward(x), y).backward();
+        }
+      });
+    }
+    net_model = gradcomp::mpi::calibrate_ring_allreduce(s.comm, co).net;
+  }
+  clear_gradients(s.model.params);
+  net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
+  net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
+  return net_model;
+}
+
+//! The agreed merge plan and what the report says of it.
+struct merge_plan {
+  gradcomp::schedule::grouping groups; //!< the layers of each message, backward order
+  nlohmann::json info;                 //!< the report's "plan"
+  std::string text;                    //!< the groups' layer names ("a+b | c")
+  double seconds = 0;                  //!< time to profile, calibrate and plan (training time)
+};
+
+//! @brief Plans the merge of --merge from the profile and (for the strategies that price
+//! messages) the calibrated network model, agreed by every rank; reports it on stderr.
+//! Collective.
+inline merge_plan plan_merge(sync_setup& s) {
+  using gradcomp::schedule::strategy;
+  const train_options& o = s.o;
+  const auto t_plan = clock_type::now();
+  const std::optional<strategy> merge = gradcomp::schedule::strategy_from_name(o.merge);
+  merge_plan plan;
+  {
+    const backward_profile profile = profile_backward(s);
+    const std::vector<double>& backward_median = profile.backward_seconds;
+    const double forward_median = profile.forward_seconds;
+    // calibrate alpha and beta on this network (a short ring allreduce sweep)
+    gradcomp::cost::network net_model;
+    const bool calibrated = s.ranks > 1 && o.transport.name != "none" && merge &&
+                            *merge != strategy::per_layer && *merge != strategy::single &&
+                            *merge != strategy::size_threshold;
+    // calibrate under the load training puts on the cores (not with --parallel hybrid, whose
+    // forward runs collectives of its own)
+    const bool under_load = calibrated && o.calibrate_under_load && o.parallel != "hybrid";
+    if (calibrated) {
+      net_model = calibrate_network(s, under_load);
+    }
+    gradcomp::pipeline_policy::planned_grouping planner;
+    planner.strategy = merge.value_or(strategy::size_threshold);
+    planner.model.communication_seconds = transport_cost(o.transport, s.ranks, net_model);
+    if (is_sparse_method(o.method.name)) {
+      planner.model.message.density = o.method.density;
+    }
+    planner.backward_seconds = backward_median;
+    planner.forward_seconds = forward_median;
+    if (s.coded) {
+      // every part but the last runs its forward and backward before the last part's backward,
+      // which alone overlaps the exchange: they add to the forward time before it
+      const auto earlier = static_cast<double>(s.coded->parts_per_rank() - 1);
+      planner.forward_seconds +=
+          earlier *
+          (forward_median + std::accumulate(backward_median.begin(), backward_median.end(), 0.0));
+    }
+    planner.options.bucket_bytes = static_cast<std::uint64_t>(o.bucket_mib * 1024 * 1024);
+    gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&s.comm,
+                                                                                       planner};
+    plan.groups = agreed.groups(s.model.numel);
+    plan.info = {{"strategy", o.merge},
+                 {"alpha_seconds", net_model.alpha_seconds},
+                 {"beta_seconds_per_byte", net_model.beta_seconds_per_byte},
+                 {"forward_seconds", forward_median},
+                 {"backward_seconds_rank0", backward_median},
+                 {"profile_iterations", o.profile_iterations},
+                 {"calibrated_under_load", under_load}};
+    if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
+      plan.info["predicted_iteration_seconds"] =
+          planner.predicted_iteration_seconds(s.model.numel, plan.groups);
+    }
+  }
+  const std::vector<layer_info>& layers = s.model.layers;
+  nlohmann::json groups_json = nlohmann::json::array();
+  for (const auto& g : plan.groups) {
+    nlohmann::json names = nlohmann::json::array();
+    std::size_t elements = 0;
+    std::string text;
+    for (std::size_t p = g.begin; p < g.end; ++p) {
+      const std::size_t i = gradcomp::schedule::forward_index(p, layers.size());
+      names.push_back(layers[i].name);
+      elements += layers[i].numel;
+      text += (text.empty() ? "" : "+") + layers[i].name;
+    }
+    groups_json.push_back({{"layers", names}, {"elements", elements}});
+    plan.text += (plan.text.empty() ? "" : " | ") + text;
+  }
+  plan.info["groups"] = groups_json;
+  plan.seconds = seconds_since(t_plan);
+  s.say(gradcomp_tools::format(
+      "merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",
+      o.merge.c_str(), plan.groups.size(), plan.seconds, plan.text.c_str()));
+  return plan;
+}
+
+} // namespace gradcomp_train

@@ -1,0 +1,304 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief The epoch loop of gradcomp-train's synchronous training: per iteration the remedies'
+//! step boundary, forward and backward (the hooks hand each gradient to the pipeline as backward
+//! produces it), the pipeline's average into .grad, loss scaling's agreement and the update;
+//! test-set evaluations --evals-per-epoch times per epoch. --transport none: every rank trains
+//! alone on its own gradients, no pipeline at all (the no-communication floor: nothing but
+//! forward, backward and the optimizer step).
+#pragma once
+
+#include <gradcomp/mpi.hpp>
+#include <gradcomp/mpi/ring_trace.hpp>
+#include <gradcomp/pipeline.hpp>
+
+#include <mpi.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <span>
+#include <unistd.h>
+#include <vector>
+
+#include "coded_training.hpp"
+#include "exchange.hpp"
+#include "fidelity.hpp"
+#include "hooks.hpp"
+#include "large_batch.hpp"
+#include "merge_plan.hpp"
+#include "report.hpp"
+#include "setup.hpp"
+#include "training_support.hpp"
+
+namespace gradcomp_train {
+
+//! Times, bytes and compressor counts summed over this rank's iterations.
+struct iteration_sums {
+  double iteration = 0, forward = 0, backward = 0, compress = 0, finish_wait = 0, apply = 0,
+         communicate = 0, communicate_cpu = 0, step = 0;
+  double bytes_sent = 0, bytes_received = 0, selected = 0, numel = 0;
+  std::size_t fallbacks = 0, compress_calls = 0;
+  std::int64_t iterations = 0;
+};
+
+//! Whether stderr is a terminal (the progress line is only drawn there).
+inline bool stderr_is_terminal() {
+  return isatty(STDERR_FILENO) == 1;
+}
+
+//! @brief The update of each iteration: momentum SGD or LARS (--optimizer) on the data-parallel
+//! parameters at the learning rate of each step (--warmup-epochs) and loss scaling
+//! (--loss-scale): large_batch.hpp, docs/large-batch.md; with --parallel hybrid plain momentum
+//! SGD on the model-parallel slices (complete gradients, no exchange).
+struct sync_update {
+  explicit sync_update(const sync_setup& s)
+      : update(s.model.params, s.o.large_batch, s.o.lr, s.correction ? 0.0 : s.o.momentum),
+        scaling(s.o.large_batch, s.rank, s.ranks),
+        learning_rate(s.o.lr, s.o.large_batch, s.data.iterations_per_epoch, s.o.epochs) {
+    if (s.model.hybrid->active()) {
+      mp_update.emplace(s.model.mp_params, s.o.large_batch, s.o.lr, s.o.momentum);
+    }
+  }
+
+  update_rule update;
+  std::optional<update_rule> mp_update;
+  loss_scaling scaling;
+  learning_rate_schedule learning_rate;
+  std::int64_t global_iteration = 0; //!< iterations done
+};
+
+//! @brief The synchronous training's epoch loop and what it records: builds the pipeline of the
+//! merge plan (none with --transport none) and wires the gradient hooks to it. Not copyable: the
+//! hooks refer to it.
+class sync_trainer {
+public:
+  sync_trainer(sync_setup& s, sync_update& u, const merge_plan& plan)
+      : train_seconds(plan.seconds),
+        remedies(s.o.fidelity, s.o.method, s.model.numel, s.ranks, s.data.iterations_per_epoch),
+        s_(s), u_(u), coded_(s) {
+    const train_options& o = s.o;
+    if (alone()) {
+      s.hooks.on_gradient = [](std::size_t, const torch::Tensor&) {};
+      return;
+    }
+    transport_settings transport = o.transport;
+    transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
+    exchange = make_exchange(s.comm, o.method, transport, s.model.numel, plan.groups, s.mc);
+    s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
+      remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
+                        u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {
+                          exchange->gradient_ready(coded_.part(), l, v);
+                        });
+    };
+  }
+  sync_trainer(const sync_trainer&) = delete;
+  sync_trainer& operator=(const sync_trainer&) = delete;
+
+  //! Evaluates the initial model, then trains --epochs epochs. Collective.
+  void train() {
+    const train_options& o = s_.o;
+    const evaluation initial = s_.evaluate();
+    points.push_back({0, 0, 0.0, 0.0, 0.0, initial});
+    barrier(s_.comm);
+    for (int epoch = 0; epoch < o.epochs; ++epoch) {
+      // this rank's shard, or with transport coded the whole permutation (every rank needs every
+      // part's samples)
+      const std::vector<std::int64_t> mine =
+          s_.coded ? std::vector<std::int64_t>{} : s_.data.shard(s_.ranks, s_.rank, o.seed, epoch);
+      const std::vector<std::int64_t> order =
+          s_.coded ? gx::epoch_order(s_.data.train_set.size(), o.seed, epoch)
+                   : std::vector<std::int64_t>{};
+      next_eval_ = 1;
+      for (std::int64_t it = 0; it < s_.data.iterations_per_epoch; ++it) {
+        iterate(epoch, it, mine, order);
+      }
+    }
+  }
+
+  iteration_sums totals;          //!< this rank's iterations
+  std::vector<eval_point> points; //!< the evaluations, the initial one first
+  double train_seconds = 0;       //!< training only (planning included, evaluation excluded)
+  //! --ring-trace: the ring's timeline (outlives the exchange that appends to it) and t0 .. t4
+  //! of each iteration (start, backward start, backward end, finish end, step end)
+  gradcomp::mpi::ring_trace ring_trace;
+  std::vector<std::array<double, 5>> iteration_trace;
+  //! --density-warmup-epochs, --clip-norm, --adaptive-density (fidelity.hpp, docs/fidelity.md)
+  fidelity_remedies remedies;
+  std::unique_ptr<gradient_exchange> exchange; //!< the pipeline (null with --transport none)
+
+private:
+  //! --transport none: no pipeline.
+  [[nodiscard]] bool alone() const { return s_.o.transport.name == "none"; }
+
+  //! One iteration `it` of epoch `epoch` (`mine`: this rank's shard; transport coded: `order`,
+  //! the epoch's permutation), then its statistics, the progress line and the evaluation due.
+  void iterate(int epoch,
+               std::int64_t it,
+               const std::vector<std::int64_t>& mine,
+               const std::vector<std::int64_t>& order) {
+    const auto t0 = clock_type::now();
+    if (!alone() && remedies.active()) {
+      remedies.before_iteration(u_.global_iteration, u_.learning_rate.at(u_.global_iteration),
+                                *exchange, s_.comm);
+    }
+    const backward_times c = s_.coded ? coded_.run(order, it, *exchange, u_.scaling.scale())
+                                      : forward_backward(mine, it, t0);
+    const auto t2 = clock_type::now();
+    if (!alone()) {
+      average_into_gradients();
+    }
+    // loss scaling: agree on overflow, unscale, skip the step on every rank if it overflowed
+    const bool apply = u_.scaling.settle(s_.comm, s_.model.params, exchange.get());
+    const auto t3 = clock_type::now();
+    if (apply) {
+      u_.update.step(u_.learning_rate.at(u_.global_iteration));
+      if (u_.mp_update) {
+        u_.mp_update->step(u_.learning_rate.at(u_.global_iteration));
+      }
+    }
+    const auto t4 = clock_type::now();
+    if (!s_.o.ring_trace.empty()) {
+      const auto at = [](clock_type::time_point t) {
+        return std::chrono::duration<double>(t.time_since_epoch()).count();
+      };
+      iteration_trace.push_back({at(t0), at(s_.hooks.backward_start), at(t2), at(t3), at(t4)});
+    }
+    const auto& st = alone() ? no_stats_ : exchange->last_stats();
+    remedies.after_iteration(st);
+    add(c, st, t0, t2, t3, t4);
+    show_progress(epoch, it);
+    // evaluation points: evals per epoch, the last at the epoch's end
+    const int evals = std::max(1, s_.o.evals_per_epoch);
+    if ((it + 1) * evals >= static_cast<std::int64_t>(next_eval_) * s_.data.iterations_per_epoch) {
+      ++next_eval_;
+      evaluation_point(epoch, it);
+    }
+  }
+
+  //! Forward and backward of this rank's batch of iteration `it` of its shard `mine` (the
+  //! forward time counts from `t0`, the iteration's start).
+  backward_times forward_backward(const std::vector<std::int64_t>& mine,
+                                  std::int64_t it,
+                                  clock_type::time_point t0) {
+    backward_times c;
+    const auto [x, y] = s_.data.batch(mine, it * s_.o.batch_size);
+    clear_gradients(s_.model.params);
+    clear_gradients(s_.model.mp_params);
+    const torch::Tensor loss =
+        torch::nn::functional::cross_entropy(s_.model.net.module.forward(x), y);
+    const auto t1 = clock_type::now();
+    s_.hooks.backward_start = t1;
+    if (u_.scaling.enabled()) {
+      (loss * u_.scaling.scale()).backward();
+    } else {
+      loss.backward();
+    }
+    c.forward = std::chrono::duration<double>(t1 - t0).count();
+    c.backward = seconds_since(t1);
+    c.loss = loss.item<double>();
+    c.samples = x.size(0);
+    return c;
+  }
+
+  //! Waits for the pipeline; .grad becomes a view of its average (valid until the next
+  //! finish(); the optimizer only reads it, and clear_gradients() drops the view before the next
+  //! backward).
+  void average_into_gradients() {
+    exchange->finish();
+    std::vector<torch::Tensor>& params = s_.model.params;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      const std::span<const float> avg = exchange->averaged(i);
+      params[i].mutable_grad() = torch::from_blob(const_cast<float*>(avg.data()), params[i].sizes(),
+                                                  torch::TensorOptions().dtype(torch::kFloat32));
+    }
+  }
+
+  //! Adds one iteration (started at t0, backward ended at t2, exchange settled at t3, step ended
+  //! at t4) to the totals and the training loss.
+  void add(const backward_times& c,
+           const gradcomp::pipeline_iteration_stats& st,
+           clock_type::time_point t0,
+           clock_type::time_point t2,
+           clock_type::time_point t3,
+           clock_type::time_point t4) {
+    iteration_sums& s = totals;
+    const double iteration = std::chrono::duration<double>(t4 - t0).count();
+    s.iteration += iteration;
+    s.forward += c.forward;
+    s.backward += c.backward - st.compress_seconds;
+    s.compress += st.compress_seconds;
+    s.finish_wait += st.finish_wait_seconds;
+    s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
+    s.communicate += st.communicate_seconds;
+    s.communicate_cpu += st.communicate_cpu_seconds;
+    s.step += std::chrono::duration<double>(t4 - t3).count();
+    s.bytes_sent += static_cast<double>(st.bytes_sent);
+    s.bytes_received += static_cast<double>(st.bytes_received);
+    s.selected += static_cast<double>(st.selected);
+    s.numel += static_cast<double>(st.numel);
+    for (const auto& l : st.layers) {
+      s.fallbacks += l.fallback ? 1 : 0;
+      ++s.compress_calls;
+    }
+    ++s.iterations;
+    ++u_.global_iteration;
+    train_seconds += iteration;
+    if (c.samples > 0) {
+      loss_sum_ += c.loss;
+      ++loss_count_;
+    }
+  }
+
+  //! The progress line on a terminal (rank 0), every 10 iterations and at the epoch's end.
+  void show_progress(int epoch, std::int64_t it) const {
+    const std::int64_t n = s_.data.iterations_per_epoch;
+    if (s_.root && stderr_is_terminal() && (it % 10 == 9 || it + 1 == n)) {
+      std::fprintf(stderr, "\rgradcomp-train: epoch %d/%d  %5lld/%lld  loss %.4f  %.1f ms/it ",
+                   epoch + 1, s_.o.epochs, static_cast<long long>(it + 1),
+                   static_cast<long long>(n), loss_sum_ / loss_count_,
+                   1000.0 * totals.iteration / static_cast<double>(totals.iterations));
+    }
+  }
+
+  //! An evaluation point after iteration `it` of epoch `epoch`: the training loss over all ranks
+  //! since the last one and the test set's accuracy and loss. Collective.
+  void evaluation_point(int epoch, std::int64_t it) {
+    double l[2] = {loss_sum_, static_cast<double>(loss_count_)};
+    allreduce(s_.comm, std::span<double>(l), MPI_SUM);
+    const evaluation e = s_.evaluate();
+    points.push_back({epoch + 1, u_.global_iteration,
+                      epoch + static_cast<double>(it + 1) / s_.data.iterations_per_epoch,
+                      train_seconds, l[0] / std::max(1.0, l[1]), e});
+    loss_sum_ = 0;
+    loss_count_ = 0;
+    if (s_.root) {
+      if (stderr_is_terminal()) {
+        std::fputc('\n', stderr);
+      }
+      std::fprintf(stderr,
+                   "gradcomp-train: epoch %.2f: test accuracy %.2f %%, test loss %.4f, "
+                   "train loss %.4f, %.1f s training, %.1f ms/iteration\n",
+                   points.back().epochs_done, 100.0 * e.accuracy, e.loss, points.back().train_loss,
+                   train_seconds,
+                   1000.0 * totals.iteration / static_cast<double>(totals.iterations));
+    }
+    barrier(s_.comm); // ranks leave evaluation together, so iteration timings stay comparable
+  }
+
+  sync_setup& s_;
+  sync_update& u_;
+  coded_backward coded_;
+  torch::Tensor keep_; // the current gradient's contiguous copy, if it needs one
+  const gradcomp::pipeline_iteration_stats no_stats_{};
+  double loss_sum_ = 0;
+  std::int64_t loss_count_ = 0;
+  int next_eval_ = 1;
+};
+
+} // namespace gradcomp_train
