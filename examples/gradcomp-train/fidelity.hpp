@@ -130,10 +130,10 @@ public:
     if (s_.adaptive_density && it > 0) {
       // every rank's squared norms summed: weight = the layer's norm over all local gradients
       MPI_Request r = MPI_REQUEST_NULL;
-      gradcomp::mpi::detail::check(MPI_Iallreduce(MPI_IN_PLACE, squares_.data(),
-                                                  static_cast<int>(squares_.size()), MPI_DOUBLE,
-                                                  MPI_SUM, comm.native(), &r),
-                                   "MPI_Iallreduce");
+      gradcomp::mpi::check(MPI_Iallreduce(MPI_IN_PLACE, squares_.data(),
+                                          static_cast<int>(squares_.size()), MPI_DOUBLE, MPI_SUM,
+                                          comm.native(), &r),
+                           "MPI_Iallreduce");
       gradcomp::mpi::wait(r);
       std::vector<std::size_t> n;
       std::vector<double> w;
@@ -243,7 +243,7 @@ public:
 private:
   void note(std::size_t layer, std::span<const float> g) {
     if (s_.adaptive_density) {
-      squares_[layer] = gradcomp::detail::sum_of_squares(g);
+      squares_[layer] = gradcomp::sum_of_squares(g);
     }
   }
 

@@ -32,7 +32,7 @@ namespace gradcomp_train {
 //! that the model-parallel layers use the same BLAS and threads as the rest of the model.
 struct torch_gemm {
   void operator()(const gradcomp::gemm_call& c) const {
-    gradcomp::detail::check_gemm_call(c);
+    gradcomp::check_gemm_call(c);
     if (c.m == 0 || c.n == 0) {
       return;
     }
@@ -177,11 +177,11 @@ private:
     }
     const torch::Tensor mine = slice.detach().contiguous();
     MPI_Request request = MPI_REQUEST_NULL;
-    gradcomp::mpi::detail::check(
-        MPI_Iallgatherv(mine.data_ptr<float>(), counts[static_cast<std::size_t>(comm_->rank())],
-                        MPI_FLOAT, full.data_ptr<float>(), counts.data(), displs.data(), MPI_FLOAT,
-                        comm_->native(), &request),
-        "MPI_Iallgatherv");
+    gradcomp::mpi::check(MPI_Iallgatherv(mine.data_ptr<float>(),
+                                         counts[static_cast<std::size_t>(comm_->rank())], MPI_FLOAT,
+                                         full.data_ptr<float>(), counts.data(), displs.data(),
+                                         MPI_FLOAT, comm_->native(), &request),
+                         "MPI_Iallgatherv");
     gradcomp::mpi::wait(request);
   }
 

@@ -101,10 +101,9 @@ inline MPI_Datatype mpi_type<std::uint64_t>() {
 template <class T>
 void allreduce(const gradcomp::mpi::communicator& comm, std::span<T> values, MPI_Op op) {
   MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(),
-                                              static_cast<int>(values.size()), mpi_type<T>(), op,
-                                              comm.native(), &r),
-                               "MPI_Iallreduce");
+  gradcomp::mpi::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
+                                      mpi_type<T>(), op, comm.native(), &r),
+                       "MPI_Iallreduce");
   gradcomp::mpi::wait(r);
 }
 
@@ -113,7 +112,7 @@ template <class T>
 std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
   std::vector<T> all(static_cast<std::size_t>(comm.size()));
   MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(
+  gradcomp::mpi::check(
       MPI_Iallgather(&mine, 1, mpi_type<T>(), all.data(), 1, mpi_type<T>(), comm.native(), &r),
       "MPI_Iallgather");
   gradcomp::mpi::wait(r);
@@ -123,7 +122,7 @@ std::vector<T> allgather(const gradcomp::mpi::communicator& comm, T mine) {
 //! MPI_Ibarrier, waited for. Collective.
 inline void barrier(const gradcomp::mpi::communicator& comm) {
   MPI_Request r = MPI_REQUEST_NULL;
-  gradcomp::mpi::detail::check(MPI_Ibarrier(comm.native(), &r), "MPI_Ibarrier");
+  gradcomp::mpi::check(MPI_Ibarrier(comm.native(), &r), "MPI_Ibarrier");
   gradcomp::mpi::wait(r);
 }
 
@@ -169,9 +168,9 @@ inline void broadcast_parameters(const gradcomp::mpi::communicator& comm,
   torch::NoGradGuard no_grad;
   for (const torch::Tensor& p : params) {
     MPI_Request r = MPI_REQUEST_NULL;
-    gradcomp::mpi::detail::check(MPI_Ibcast(p.data_ptr<float>(), static_cast<int>(p.numel()),
-                                            MPI_FLOAT, 0, comm.native(), &r),
-                                 "MPI_Ibcast");
+    gradcomp::mpi::check(MPI_Ibcast(p.data_ptr<float>(), static_cast<int>(p.numel()), MPI_FLOAT, 0,
+                                    comm.native(), &r),
+                         "MPI_Ibcast");
     gradcomp::mpi::wait(r);
   }
 }

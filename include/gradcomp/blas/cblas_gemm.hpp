@@ -23,7 +23,7 @@ namespace gradcomp::blas {
 //! are int) or a leading dimension is below its row length.
 struct cblas_gemm {
   void operator()(const gemm_call& call) const {
-    gradcomp::detail::check_gemm_call(call);
+    gradcomp::check_gemm_call(call);
     for (std::size_t v : {call.m, call.n, call.k, call.lda, call.ldb, call.ldc}) {
       gradcomp::detail::require(v <= static_cast<std::size_t>(INT_MAX), "cblas_gemm: size ", v,
                                 " exceeds CBLAS's int limit ", INT_MAX);

@@ -34,8 +34,9 @@ struct clip_result {
   bool clipped = false; //!< norm > max_norm (and finite): the values were scaled.
 };
 
-namespace detail {
-//! Sum of squares of `values` in double, in order (deterministic). O(n).
+//! @brief Sum of squares of `values`, accumulated in double element by element in order
+//! (deterministic: the same bits for the same input on every rank). O(n), no allocation. The
+//! squared L2 norm that clip_by_global_norm and gradcomp-train's per-layer norms use.
 [[nodiscard]] inline double sum_of_squares(std::span<const float> values) noexcept {
   double sum = 0.0;
   for (const float v : values) {
@@ -43,6 +44,8 @@ namespace detail {
   }
   return sum;
 }
+
+namespace detail {
 //! Checks a clipping threshold: finite and > 0.
 inline void check_max_norm(double max_norm) {
   require(std::isfinite(max_norm) && max_norm > 0.0, "local clipping: max_norm ", max_norm,
@@ -69,7 +72,7 @@ inline clip_result clip_by_global_norm(std::span<const std::span<float>> tensors
   detail::check_max_norm(max_norm);
   double sum = 0.0;
   for (const std::span<float> t : tensors) {
-    sum += detail::sum_of_squares(t);
+    sum += sum_of_squares(t);
   }
   clip_result r;
   r.norm = std::sqrt(sum);

@@ -58,20 +58,19 @@ struct no_gemm {
   void operator()(const gemm_call&) const noexcept {}
 };
 
-namespace detail {
-
-//! Checks the leading dimensions of `call` (lda, ldb, ldc at least the row lengths, BLAS's
-//! condition); O(1). @throws std::invalid_argument naming the dimension and its minimum.
+//! @brief Checks the leading dimensions of `call` (lda, ldb, ldc at least the row lengths,
+//! BLAS's condition); every GEMM backend (gradcomp::cblas_gemm, a user's LibTorch or cuBLAS one)
+//! calls it first. O(1).
+//! @throws std::invalid_argument naming the dimension, its value and its minimum.
 inline void check_gemm_call(const gemm_call& call) {
   const std::size_t a_row = call.trans_a == transpose::no ? call.k : call.m;
   const std::size_t b_row = call.trans_b == transpose::no ? call.n : call.k;
-  require(call.lda >= a_row && call.lda >= 1, "gemm: lda ", call.lda, " is below the row length ",
-          a_row);
-  require(call.ldb >= b_row && call.ldb >= 1, "gemm: ldb ", call.ldb, " is below the row length ",
-          b_row);
-  require(call.ldc >= call.n && call.ldc >= 1, "gemm: ldc ", call.ldc, " is below the row length ",
-          call.n);
+  detail::require(call.lda >= a_row && call.lda >= 1, "gemm: lda ", call.lda,
+                  " is below the row length ", a_row);
+  detail::require(call.ldb >= b_row && call.ldb >= 1, "gemm: ldb ", call.ldb,
+                  " is below the row length ", b_row);
+  detail::require(call.ldc >= call.n && call.ldc >= 1, "gemm: ldc ", call.ldc,
+                  " is below the row length ", call.n);
 }
 
-} // namespace detail
 } // namespace gradcomp

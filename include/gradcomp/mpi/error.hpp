@@ -27,9 +27,11 @@ private:
   int code_;
 };
 
-namespace detail {
-
-//! Throws mpi_error naming `call` and MPI's description of `rc` unless rc == MPI_SUCCESS.
+//! @brief Throws mpi_error naming `call` and MPI's description of `rc` unless rc ==
+//! MPI_SUCCESS: wrap the return code of a raw MPI call made beside gradcomp's (on a communicator
+//! with MPI_ERRORS_RETURN, as gradcomp::mpi::communicator's are) to get the library's error type.
+//! O(1) on success.
+//! @throws mpi_error with code() == rc.
 inline void check(int rc, const char* call) {
   if (rc == MPI_SUCCESS) {
     return;
@@ -41,6 +43,10 @@ inline void check(int rc, const char* call) {
                                            std::string(text, static_cast<std::size_t>(length))),
                   rc);
 }
+
+namespace detail {
+
+using gradcomp::mpi::check; // the library's own calls spell it detail::check
 
 //! Throws gradcomp::wire_error if a message received from `rank` does not have the dense
 //! length every rank agreed on (its header was validated, but could still lie about the length).
