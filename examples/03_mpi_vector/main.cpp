@@ -11,7 +11,7 @@
 // Needs gradcomp::mpi. Run: mpiexec -n 3 build/examples/gradcomp_example_mpi_vector
 #include <gradcomp/gradcomp.hpp> // the compressors
 #include <gradcomp/pipeline.hpp>
-#include <gradcomp/pipeline/mpi_exchange.hpp>
+#include <gradcomp/mpi/pipeline_transports.hpp>
 
 #include <mpi.h>
 

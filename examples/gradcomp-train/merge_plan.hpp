@@ -13,7 +13,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/pipeline.hpp>
-#include <gradcomp/pipeline/agree_grouping.hpp>
+#include <gradcomp/mpi/agreed_grouping.hpp>
 #include <gradcomp/schedule.hpp>
 
 #include <nlohmann/json.hpp>

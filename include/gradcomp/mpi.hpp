@@ -1,10 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Umbrella header of gradcomp::mpi: communicator handling, wait policies and the MPI
-//! transports. Needs MPI (link gradcomp::mpi); includes the core (gradcomp.hpp) as well.
+//! @brief Umbrella header of gradcomp::mpi: communicator handling, wait policies, the MPI
+//! transports, the pipeline transports over them (mpi/pipeline_transports.hpp) and plan
+//! agreement (mpi/agreed_grouping.hpp). Needs MPI (link gradcomp::mpi); includes the core
+//! (gradcomp.hpp) as well.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi/agreed_grouping.hpp>
 #include <gradcomp/mpi/any_rank.hpp>
 #include <gradcomp/mpi/async_parameter_server.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
@@ -17,6 +20,7 @@
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
 #include <gradcomp/mpi/native_allreduce.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
+#include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/ring_trace.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>

@@ -3,7 +3,7 @@
 //! @brief Umbrella header of gradcomp's pipeline (standard library only): the pipeline, its
 //! policy concepts, the grouping policies, the loopback transport and the core (compressors,
 //! error feedback: gradcomp.hpp). The MPI transports are in
-//! <gradcomp/pipeline/mpi_exchange.hpp> (needs gradcomp::mpi).
+//! <gradcomp/mpi/pipeline_transports.hpp> (needs gradcomp::mpi).
 #pragma once
 
 #include <gradcomp/gradcomp.hpp> // the compressors and error feedback a pipeline is built from

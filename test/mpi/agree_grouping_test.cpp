@@ -3,8 +3,8 @@
 // invalid proposal makes every rank throw (none hangs); agreed_grouping plans on rank 0 only.
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/pipeline.hpp>
-#include <gradcomp/pipeline/agree_grouping.hpp>
-#include <gradcomp/pipeline/mpi_exchange.hpp>
+#include <gradcomp/mpi/agreed_grouping.hpp>
+#include <gradcomp/mpi/pipeline_transports.hpp>
 
 #include <catch2/catch.hpp>
 

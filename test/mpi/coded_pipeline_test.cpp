@@ -11,7 +11,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/pipeline.hpp>
-#include <gradcomp/pipeline/mpi_exchange.hpp>
+#include <gradcomp/mpi/pipeline_transports.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -7,8 +7,8 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/pipeline.hpp>
-#include <gradcomp/pipeline/agree_grouping.hpp>
-#include <gradcomp/pipeline/mpi_exchange.hpp>
+#include <gradcomp/mpi/agreed_grouping.hpp>
+#include <gradcomp/mpi/pipeline_transports.hpp>
 
 #include <catch2/catch.hpp>
 

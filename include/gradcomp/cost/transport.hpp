@@ -17,7 +17,7 @@
 
 namespace gradcomp::cost {
 
-//! @brief The pipeline transports of gradcomp/pipeline/mpi_exchange.hpp, by what they run.
+//! @brief The pipeline transports of gradcomp/mpi/pipeline_transports.hpp, by what they run.
 enum class transport_kind {
   ring_allreduce,         //!< dense_exchange: gradcomp::mpi::ring_allreduce of the densified group.
   native_allreduce,       //!< native_dense_exchange: MPI_Iallreduce of the densified group.

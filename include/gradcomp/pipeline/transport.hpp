@@ -23,7 +23,7 @@ namespace gradcomp::pipeline_policy {
 //! * `bool test()`: makes progress without blocking; true once `average` holds the result.
 //! * `void wait()`: completes the operation.
 //! One operation at a time per object. Adapters: gradcomp::loopback_exchange (one process),
-//! gradcomp::mpi::dense_exchange and gradcomp::mpi::sparse_exchange (pipeline/mpi_exchange.hpp).
+//! gradcomp::mpi::dense_exchange and gradcomp::mpi::sparse_exchange (mpi/pipeline_transports.hpp).
 template <class T>
 concept transport = requires(T& t, const sparse_message& m, std::span<float> out) {
   t.start(m, out);
@@ -44,7 +44,7 @@ concept transport = requires(T& t, const sparse_message& m, std::span<float> out
 //!   operation completes.
 //! * `bool test()` and `void wait()`, as for transport.
 //! Adapters: gradcomp::mpi::coded_dense_exchange and gradcomp::mpi::coded_sparse_exchange
-//! (pipeline/mpi_exchange.hpp).
+//! (mpi/pipeline_transports.hpp).
 template <class T>
 concept multi_part_transport =
     requires(T& t, const T& ct, std::span<const sparse_message> parts, std::span<float> out) {
@@ -66,7 +66,7 @@ concept multi_part_transport =
 //! * `bool accepts_in_place() const`: whether start_in_place() may be used (a type-erased
 //!   transport may decline at run time); asked once, when the pipeline is built.
 //! Adapters: gradcomp::loopback_exchange, gradcomp::mpi::dense_exchange,
-//! native_dense_exchange and hierarchical_exchange (pipeline/mpi_exchange.hpp).
+//! native_dense_exchange and hierarchical_exchange (mpi/pipeline_transports.hpp).
 template <class T>
 concept in_place_transport = transport<T> && requires(T& t, const T& ct, std::span<float> values) {
   t.start_in_place(values);
