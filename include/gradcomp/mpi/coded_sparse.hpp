@@ -15,6 +15,7 @@
 #include <gradcomp/mpi/coded_exchange.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/ring_allgather.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
