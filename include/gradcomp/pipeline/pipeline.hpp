@@ -14,7 +14,9 @@
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/detail/thread_cpu_time.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/pipeline/detail/backward_timer.hpp>
 #include <gradcomp/pipeline/grouping_policy.hpp>
+#include <gradcomp/pipeline/iteration_stats.hpp>
 #include <gradcomp/pipeline/transport.hpp>
 #include <gradcomp/schedule/grouping.hpp>
 #include <gradcomp/sparse/concatenate.hpp>
@@ -61,32 +63,6 @@ concept monotonic_clock = std::chrono::is_clock_v<C> && C::is_steady;
 //!   same selection per message as DDP/Horovod-style bucketed compression). Results depend on
 //!   the grouping. Costs one copy of each gradient into a staging buffer (4 bytes per element).
 enum class compression_scope { per_layer, per_group };
-
-//! @brief What one pipeline iteration (gradient_ready calls up to finish()) did.
-struct pipeline_iteration_stats {
-  double compress_seconds = 0.0;    //!< caller's thread, compressing in gradient_ready (s).
-  double communicate_seconds = 0.0; //!< communication thread busy: start() to wait() (s).
-  //! CPU time the communication thread used from start() to wait() (s; its polling and the
-  //! transport's own work, e.g. reductions); negative where the platform has no per-thread
-  //! CPU clock (detail::thread_cpu_seconds).
-  double communicate_cpu_seconds = 0.0;
-  double finish_wait_seconds = 0.0; //!< finish() blocked on communication (not overlapped, s).
-  bool bytes_reported = false;      //!< the transport models byte_counting_transport.
-  std::size_t bytes_sent = 0;       //!< summed over groups (0 unless bytes_reported).
-  std::size_t bytes_received = 0;   //!< summed over groups (0 unless bytes_reported).
-  //! Elements compressed: of all layers, times the parts per rank (1 unless the transport is a
-  //! multi_part_transport), so selected / numel is the density sent.
-  std::size_t numel = 0;
-  std::size_t selected = 0; //!< elements sent: sum of the layers' (and parts') k_selected.
-  //! Per layer, forward order; with P parts per rank, P x layers entries, part-major (entry
-  //! p L + l is layer l of part p). With compression_scope::per_group only numel and
-  //! k_selected (the group's selected elements that fall in the layer) are set; the rest is in
-  //! `groups`.
-  std::vector<selection_stats> layers;
-  //! Per group, sending order, with compression_scope::per_group (empty per layer); with P
-  //! parts per rank, P x groups entries, part-major.
-  std::vector<selection_stats> groups;
-};
 
 //! @brief Compresses layer gradients as they become ready and averages them across workers
 //! group by group on a communication thread (S1's WFBP with merged layers).
@@ -224,15 +200,11 @@ public:
     }
     schedule::validate(grouping_, layers);
     if constexpr (can_replan) {
-      warmup_ = static_cast<std::size_t>(policy_.warmup_iterations());
+      const auto warmup = static_cast<std::size_t>(policy_.warmup_iterations());
       gradcomp::detail::require(
-          warmup_ <= std::numeric_limits<std::size_t>::max() / sizeof(double) / (layers + 2),
-          "pipeline: warmup_iterations() ", warmup_, " is too large for ", layers, " layers");
-      if (warmup_ > 0) {
-        samples_.assign(warmup_ * layers, 0.0);
-        column_.assign(warmup_, 0.0);
-        measured_.assign(layers, 0.0);
-      }
+          warmup <= std::numeric_limits<std::size_t>::max() / sizeof(double) / (layers + 2),
+          "pipeline: warmup_iterations() ", warmup, " is too large for ", layers, " layers");
+      times_.start(layers, warmup);
     }
     const std::size_t slots = parts_ * layers;
     if (scope_ == compression_scope::per_layer) {
@@ -308,9 +280,8 @@ public:
   void begin_backward() {
     gradcomp::detail::require(!started_ || parts_ > 1, "pipeline: begin_backward() after "
                                                        "gradient_ready() in the same iteration");
-    if (measuring()) {
-      last_event_ = clock::now();
-      have_reference_ = true;
+    if (times_.measuring()) {
+      times_.mark(clock::now());
     }
   }
 
@@ -363,14 +334,9 @@ public:
                               ": gradient has ", g.size(), " elements, the layer has ",
                               numel_[layer]);
     const auto t0 = clock::now();
-    const bool measure = measuring();
+    const bool measure = times_.measuring();
     if (measure) {
-      if (!have_reference_) {
-        last_event_ = t0;
-        have_reference_ = true;
-      }
-      samples_[finished_ * numel_.size() + layer] =
-          std::max(0.0, std::chrono::duration<double>(t0 - last_event_).count());
+      times_.record(layer, t0);
     }
     if (in_place_) {
       current_.layers[slot] = copy_in_place(layer, g);
@@ -407,7 +373,7 @@ public:
     const auto t1 = clock::now();
     current_.compress_seconds += std::chrono::duration<double>(t1 - t0).count();
     if (measure) {
-      last_event_ = t1;
+      times_.mark(t1);
     }
   }
 
@@ -481,7 +447,7 @@ public:
   //! the warm-up ended (and always without re-planning); stays set after a failed replan().
   //! O(1).
   [[nodiscard]] std::span<const double> measured_backward_seconds() const noexcept {
-    return measured_valid_ ? std::span<const double>(measured_) : std::span<const double>();
+    return times_.medians();
   }
   //! Layer `layer`'s error feedback (its residual, its compressor), compression_scope::
   //! per_layer only, one part per rank. Not while an iteration runs.
@@ -760,8 +726,6 @@ private:
     return s;
   }
 
-  [[nodiscard]] bool measuring() const noexcept { return finished_ < warmup_; }
-
   // finish() without the re-planning step.
   void finish_iteration() {
     const auto t0 = clock::now();
@@ -796,29 +760,20 @@ private:
     if (error) {
       std::rethrow_exception(error);
     }
-    if (measuring()) {
-      ++finished_; // the row finished_ - 1 of samples_ is complete
-    }
+    times_.iteration_done();
   }
 
   // At the end of the warm-up: medians, replan(), validation, rebuild. Throws with the old
   // grouping kept.
   void maybe_replan() {
     if constexpr (can_replan) {
-      if (warmup_ == 0 || finished_ != warmup_ || replan_tried_) {
+      if (!times_.complete() || replan_tried_) {
         return;
       }
       replan_tried_ = true;
       const std::size_t layers = numel_.size();
-      for (std::size_t l = 0; l < layers; ++l) {
-        for (std::size_t r = 0; r < warmup_; ++r) {
-          column_[r] = samples_[r * layers + l];
-        }
-        measured_[l] = median(column_);
-      }
-      measured_valid_ = true;
       schedule::grouping next =
-          policy_.replan(std::span<const std::size_t>(numel_), std::span<const double>(measured_));
+          policy_.replan(std::span<const std::size_t>(numel_), times_.take_medians());
       schedule::validate(next, layers);
       std::vector<group_state> groups;
       std::vector<std::size_t> group_of(layers);
@@ -848,18 +803,6 @@ private:
     }
   }
 
-  // The median of `v` (reordered); the mean of the two middle values for an even size. O(n).
-  static double median(std::vector<double>& v) {
-    const std::size_t mid = v.size() / 2;
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
-    const double upper = v[mid];
-    if (v.size() % 2 == 1) {
-      return upper;
-    }
-    const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
-    return lower + (upper - lower) / 2.0;
-  }
-
   static double seconds_since(typename clock::time_point t0) {
     return std::chrono::duration<double>(clock::now() - t0).count();
   }
@@ -867,7 +810,7 @@ private:
   void reset_iteration() {
     reported_.assign(reported_.size(), false);
     started_ = false;
-    have_reference_ = false;
+    times_.next_iteration();
     for (group_state& state : groups_) {
       state.pending = state.layers.size() * parts_;
     }
@@ -942,7 +885,6 @@ private:
   std::vector<std::size_t> numel_;
   Transport* transport_;
   [[no_unique_address]] kept_policy policy_;
-  std::size_t warmup_ = 0; // 0: no re-planning
   // set at construction, replaced once by a re-plan (caller's thread, comm thread idle)
   schedule::grouping grouping_;
   std::vector<std::size_t> group_of_;
@@ -958,13 +900,7 @@ private:
   std::vector<std::uint64_t> global_offset_;         // per_group: layer's first element
   std::vector<float> staged_, residual_, velocity_;  // per_group: parts x all layers
   bool started_ = false;                             // a layer was reported in this iteration
-  bool have_reference_ = false; // last_event_ holds this iteration's previous event
-  typename clock::time_point last_event_{};
-  std::size_t finished_ = 0;     // successful iterations measured, <= warmup_
-  std::vector<double> samples_;  // warmup_ x layers backward seconds, row = iteration
-  std::vector<double> column_;   // warmup_ scratch for the medians
-  std::vector<double> measured_; // medians per layer, forward order
-  bool measured_valid_ = false;
+  gradcomp::detail::backward_timer<Clock> times_;    // re-planning warm-up (never without it)
   bool replan_tried_ = false;
   bool replanned_ = false;
   std::vector<sparse_message> layer_messages_;

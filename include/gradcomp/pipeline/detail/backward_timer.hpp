@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief detail::backward_timer: the per-layer backward times the pipeline measures during a
+//! re-planning policy's warm-up, and their medians.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <span>
+#include <vector>
+
+namespace gradcomp::detail {
+
+//! @brief Backward times of W warm-up iterations, per layer, and their per-layer medians (the
+//! measurement behind pipeline's online re-planning; see pipeline::gradient_ready for what a
+//! layer's backward time is). A layer's time is the gap from the previous event of the
+//! iteration (the begin-of-backward mark or the end of the previous report) to its report; the
+//! first report of an iteration without a mark counts 0 s. Memory: 8 (W + 1) bytes per layer
+//! plus 8 W, allocated by start(); nothing per iteration. Not thread-safe: the training thread
+//! only.
+//! @tparam Clock a steady std::chrono clock.
+template <class Clock>
+class backward_timer {
+public:
+  using time_point = typename Clock::time_point;
+
+  //! Measures `warmup` iterations of `layers` layers (W = 0: never measures). Allocates.
+  void start(std::size_t layers, std::size_t warmup) {
+    layers_ = layers;
+    warmup_ = warmup;
+    if (warmup_ > 0) {
+      samples_.assign(warmup_ * layers_, 0.0);
+      column_.assign(warmup_, 0.0);
+      medians_.assign(layers_, 0.0);
+    }
+  }
+  //! True while the current iteration is one of the W measured ones. O(1).
+  [[nodiscard]] bool measuring() const noexcept { return finished_ < warmup_; }
+  //! True once W iterations were measured (never for W = 0). O(1).
+  [[nodiscard]] bool complete() const noexcept { return warmup_ > 0 && finished_ == warmup_; }
+  //! Sets this iteration's reference event (the begin-of-backward mark, or a report's end).
+  void mark(time_point t) noexcept {
+    last_ = t;
+    have_reference_ = true;
+  }
+  //! Records `layer`'s backward time in this iteration: ready at `t0`, measured from the last
+  //! mark (t0 itself if there is none yet). Only while measuring(). O(1).
+  void record(std::size_t layer, time_point t0) noexcept {
+    if (!have_reference_) {
+      mark(t0);
+    }
+    samples_[finished_ * layers_ + layer] =
+        std::max(0.0, std::chrono::duration<double>(t0 - last_).count());
+  }
+  //! A new iteration starts: the next report has no reference until mark(). O(1).
+  void next_iteration() noexcept { have_reference_ = false; }
+  //! The iteration completed successfully: its row of samples counts. O(1).
+  void iteration_done() noexcept {
+    if (measuring()) {
+      ++finished_;
+    }
+  }
+  //! Computes and keeps the per-layer medians of the W iterations (the mean of the two middle
+  //! values for an even W). O(W L). Precondition: complete().
+  std::span<const double> take_medians() {
+    for (std::size_t l = 0; l < layers_; ++l) {
+      for (std::size_t r = 0; r < warmup_; ++r) {
+        column_[r] = samples_[r * layers_ + l];
+      }
+      medians_[l] = median(column_);
+    }
+    medians_valid_ = true;
+    return medians_;
+  }
+  //! The medians of take_medians(); empty before it. O(1).
+  [[nodiscard]] std::span<const double> medians() const noexcept {
+    return medians_valid_ ? std::span<const double>(medians_) : std::span<const double>();
+  }
+
+private:
+  // The median of `v` (reordered); the mean of the two middle values for an even size. O(n).
+  static double median(std::vector<double>& v) {
+    const std::size_t mid = v.size() / 2;
+    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid), v.end());
+    const double upper = v[mid];
+    if (v.size() % 2 == 1) {
+      return upper;
+    }
+    const double lower = *std::max_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(mid));
+    return lower + (upper - lower) / 2.0;
+  }
+
+  std::size_t layers_ = 0;
+  std::size_t warmup_ = 0;
+  std::size_t finished_ = 0;    // successful iterations measured, <= warmup_
+  std::vector<double> samples_; // warmup_ x layers_ seconds, row = iteration
+  std::vector<double> column_;  // warmup_ scratch for the medians
+  std::vector<double> medians_; // per layer, forward order
+  bool medians_valid_ = false;
+  bool have_reference_ = false; // last_ holds this iteration's previous event
+  time_point last_{};
+};
+
+} // namespace gradcomp::detail
