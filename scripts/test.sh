@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh clone: installs the Debian packages it needs, builds every
-# test, tool, benchmark and example (Release), runs ctest; compiles the CUDA component when nvcc
-# exists (its GPU tests run only on a GPU); then builds the tests once more with
-# AddressSanitizer + UndefinedBehaviorSanitizer and once with ThreadSanitizer (any report fails)
-# and runs them again; then runs every libFuzzer target (clang) for GRADCOMP_FUZZ_SECONDS
-# (default 60) each.
+# test, tool, benchmark and example (Release), runs ctest and compiles every public header on
+# its own; compiles the CUDA component when nvcc exists (its GPU tests run only on a GPU); then
+# builds the tests once more with AddressSanitizer + UndefinedBehaviorSanitizer and once with
+# ThreadSanitizer (any report fails) and runs them again; then runs every libFuzzer target
+# (clang) for GRADCOMP_FUZZ_SECONDS (default 60) each.
 #
 #   scripts/test.sh                                # everything
 #   GRADCOMP_SKIP_SANITIZERS=1 scripts/test.sh     # Release tests only (quicker local runs)
@@ -19,6 +19,9 @@ echo "== Release build and tests"
 cmake --preset release
 cmake --build --preset release -j "$jobs"
 ctest --preset release -j "$jobs"
+
+echo "== Every public header compiles on its own (CMake header sets, one check per component)"
+cmake --build --preset release -j "$jobs" --target all_verify_interface_header_sets
 
 # The CUDA component: compiled by nvcc for sm_90 (+ PTX) wherever a CUDA Toolkit is installed
 # (CI has one, but no GPU: the GPU tests then report "Skipped"; their logic also ran above, on

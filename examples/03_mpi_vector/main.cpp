@@ -10,8 +10,8 @@
 // layer must have sent exactly its 10 %. Exits 1 on every rank on a mismatch.
 // Needs gradcomp::mpi. Run: mpiexec -n 3 build/examples/gradcomp_example_mpi_vector
 #include <gradcomp/gradcomp.hpp> // the compressors
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <mpi.h>
 

@@ -2,8 +2,9 @@
 // Your own transport for gradcomp::pipeline, written with plain MPI calls: each group's message
 // is decompressed into the average buffer and summed across the ranks with a nonblocking
 // MPI_Iallreduce; completion (test() or wait(), whichever sees it first) divides by the ranks.
-// Anything with start(message, average), bool test() and wait() models
-// gradcomp::pipeline_policy::transport; the pipeline calls them on its communication thread.
+// A type that opts in with `using transport_concept = gradcomp::transport_tag;` and has
+// start(message, average), bool test() and wait() models gradcomp::pipeline_policy::transport;
+// the pipeline calls them on its communication thread.
 // The checks, independent of the transport: polled with test(), it averages a known message;
 // in the pipeline, error feedback sends (residual before + gradient - residual after), so
 // MPI_Allreduce of that over the ranks, divided by their number, must equal the pipeline's
@@ -33,6 +34,7 @@ namespace {
 //! fatal, and thrown as std::runtime_error.
 class iallreduce_exchange {
 public:
+  using transport_concept = gradcomp::transport_tag; // start() leaves the mean over the ranks
   explicit iallreduce_exchange(MPI_Comm comm) {
     check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");

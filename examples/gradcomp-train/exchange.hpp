@@ -7,8 +7,8 @@
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -73,65 +73,8 @@ inline const std::vector<std::string> coding_names = names_of(codings);
 inline const std::vector<std::string> coded_schedule_names = names_of(coded_schedules);
 inline const std::vector<std::string> coded_variant_names = names_of(coded_variants);
 
-//! A pipeline transport chosen at run time (virtual start / test / wait).
-class any_transport {
-public:
-  template <class T, class... Args>
-  static any_transport make(Args&&... args) {
-    any_transport t;
-    t.impl_ = std::make_unique<model<T>>(std::forward<Args>(args)...);
-    return t;
-  }
-
-  void start(const gradcomp::sparse_message& m, std::span<float> average) {
-    impl_->start(m, average);
-  }
-  //! In-place averaging (pipeline_policy::in_place_transport), if the wrapped type has it.
-  void start_in_place(std::span<float> values) { impl_->start_in_place(values); }
-  [[nodiscard]] bool accepts_in_place() const { return impl_->accepts_in_place(); }
-  bool test() { return impl_->test(); }
-  void wait() { impl_->wait(); }
-  [[nodiscard]] std::size_t bytes_sent() const { return impl_->bytes_sent(); }
-  [[nodiscard]] std::size_t bytes_received() const { return impl_->bytes_received(); }
-
-private:
-  struct concept_t {
-    virtual ~concept_t() = default;
-    virtual void start(const gradcomp::sparse_message&, std::span<float>) = 0;
-    virtual void start_in_place(std::span<float>) = 0;
-    [[nodiscard]] virtual bool accepts_in_place() const = 0;
-    virtual bool test() = 0;
-    virtual void wait() = 0;
-    [[nodiscard]] virtual std::size_t bytes_sent() const = 0;
-    [[nodiscard]] virtual std::size_t bytes_received() const = 0;
-  };
-  template <class T>
-  struct model final : concept_t {
-    template <class... Args>
-    explicit model(Args&&... args) : t(std::forward<Args>(args)...) {}
-    void start(const gradcomp::sparse_message& m, std::span<float> a) override { t.start(m, a); }
-    void start_in_place(std::span<float> values) override {
-      if constexpr (gradcomp::pipeline_policy::in_place_transport<T>) {
-        t.start_in_place(values);
-      } else {
-        throw std::logic_error("any_transport: start_in_place() on a transport without it");
-      }
-    }
-    [[nodiscard]] bool accepts_in_place() const override {
-      if constexpr (gradcomp::pipeline_policy::in_place_transport<T>) {
-        return t.accepts_in_place();
-      } else {
-        return false;
-      }
-    }
-    bool test() override { return t.test(); }
-    void wait() override { t.wait(); }
-    [[nodiscard]] std::size_t bytes_sent() const override { return t.bytes_sent(); }
-    [[nodiscard]] std::size_t bytes_received() const override { return t.bytes_received(); }
-    T t;
-  };
-  std::unique_ptr<concept_t> impl_;
-};
+//! A pipeline transport chosen at run time (the library's type erasure).
+using gradcomp::any_transport;
 
 //! Transport settings from the command line.
 struct transport_settings {

@@ -12,8 +12,8 @@
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/agreed_grouping.hpp>
+#include <gradcomp/pipeline.hpp>
 #include <gradcomp/schedule.hpp>
 
 #include <nlohmann/json.hpp>

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gradcomp/gradcomp.hpp> // the compressors and error feedback a pipeline is built from
+#include <gradcomp/pipeline/any_transport.hpp>
 #include <gradcomp/pipeline/grouping_policy.hpp>
 #include <gradcomp/pipeline/loopback.hpp>
 #include <gradcomp/pipeline/pipeline.hpp>

@@ -40,6 +40,7 @@ std::vector<float> gradient(std::size_t part, std::size_t layer, int iteration) 
 // The in-process multi-part transport: the mean of its parts, summed in part order
 // (decompress part 0, add the others, divide by the part count).
 struct part_mean_exchange {
+  using transport_concept = transport_tag;
   std::size_t count = parts;
   std::size_t calls = 0;
   [[nodiscard]] std::size_t parts_per_rank() const noexcept { return count; }

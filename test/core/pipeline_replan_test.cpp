@@ -99,6 +99,7 @@ struct output_buffers {
 
 // A replanning policy with a scripted result (or failure) that counts its calls.
 struct scripted_replan {
+  using grouping_concept = grouping_policy_tag;
   schedule::grouping first{};
   schedule::grouping next{};
   std::size_t warmup = 2;

@@ -90,6 +90,7 @@ void check_against_error_feedback(const Compressor& prototype,
 
 // Throws from start() while `fail` is set.
 struct failing_exchange {
+  using transport_concept = transport_tag;
   bool fail = true;
   void start(const sparse_message& m, std::span<float> out) {
     if (fail) {
@@ -102,11 +103,27 @@ struct failing_exchange {
 };
 
 struct not_a_transport {
+  using transport_concept = transport_tag;
   void start(const sparse_message&, std::span<float>) {}
+};
+
+// Every member of a transport, but no opt-in tag (like mpi::sparse_allgather, which sums).
+struct untagged_exchange {
+  void start(const sparse_message& m, std::span<float> out) { decompress(m, out); }
+  bool test() { return true; }
+  void wait() {}
+};
+
+// A grouping policy's member without the opt-in tag.
+struct untagged_grouping {
+  [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
+    return schedule::per_layer(numel.size());
+  }
 };
 
 // loopback_exchange without start_in_place: the pipeline then takes the message path.
 struct message_only_exchange {
+  using transport_concept = transport_tag;
   loopback_exchange inner;
   void start(const sparse_message& m, std::span<float> out) { inner.start(m, out); }
   bool test() { return inner.test(); }
@@ -119,6 +136,9 @@ static_assert(pipeline_policy::transport<loopback_exchange>);
 static_assert(pipeline_policy::transport<failing_exchange>);
 static_assert(!pipeline_policy::byte_counting_transport<failing_exchange>);
 static_assert(!pipeline_policy::transport<not_a_transport>);
+static_assert(!pipeline_policy::transport<untagged_exchange>);
+static_assert(!pipeline_policy::grouping_policy<untagged_grouping>);
+static_assert(pipeline_policy::grouping_policy<pipeline_policy::fixed_grouping>);
 static_assert(!pipeline_policy::grouping_policy<int>);
 
 TEST_CASE("pipeline output equals per-layer error feedback bit for bit", "[pipeline]") {

@@ -123,6 +123,7 @@ private:
 // gets bit-identical averages. Counts the wire bytes it posted and the others' it read.
 class hub_exchange {
 public:
+  using transport_concept = transport_tag; // opts in: start() leaves the average
   hub_exchange(exchange_hub& hub, std::size_t rank) : hub_(&hub), rank_(rank) {}
 
   void start(const sparse_message& m, std::span<float> average) {
@@ -183,6 +184,7 @@ static_assert(!pipeline_policy::in_place_transport<hub_exchange>);
 // Consecutive forward pairs of layers (0, 1), (2, 3), ... (an odd last layer alone), sent last
 // pair first. Deterministic, so every worker gets the same grouping.
 struct forward_pairs {
+  using grouping_concept = grouping_policy_tag; // opts in: deterministic on every worker
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
     std::vector<std::size_t> ends; // group ends in backward positions
     for (std::size_t end = numel.size() % 2 == 0 ? 2 : 1; end <= numel.size(); end += 2) {

@@ -2,9 +2,9 @@
 // gradcomp::mpi::agree_grouping: every rank gets rank 0's grouping; a layout mismatch or an
 // invalid proposal makes every rank throw (none hangs); agreed_grouping plans on rank 0 only.
 #include <gradcomp/mpi.hpp>
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/agreed_grouping.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -23,8 +23,8 @@ TEST_CASE("agree_grouping gives every rank rank 0's grouping", "[agree_grouping]
   mpi::communicator comm(MPI_COMM_WORLD);
   const int me = test::world_rank();
   // every rank proposes something different; rank 0's must win
-  schedule::grouping mine = me == 0 ? schedule::grouping{{0, 2}, {2, 3}, {3, 6}}
-                                    : schedule::per_layer(sizes.size());
+  schedule::grouping mine =
+      me == 0 ? schedule::grouping{{0, 2}, {2, 3}, {3, 6}} : schedule::per_layer(sizes.size());
   const schedule::grouping agreed = mpi::agree_grouping(comm, sizes, mine);
   CHECK(agreed == schedule::grouping{{0, 2}, {2, 3}, {3, 6}});
   // non-root ranks may pass nothing

@@ -10,8 +10,8 @@
 #include <gradcomp/coded.hpp>
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 

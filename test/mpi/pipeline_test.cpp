@@ -6,9 +6,9 @@
 // and takes rank 0's plan from rank 0's measured backward times.
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
-#include <gradcomp/pipeline.hpp>
 #include <gradcomp/mpi/agreed_grouping.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 

@@ -164,6 +164,7 @@ inline void agree_warmup(const communicator& comm, std::size_t warmup, const wai
 //! warm-up lengths differ.
 template <gradcomp::pipeline_policy::grouping_policy Policy>
 struct agreed_grouping {
+  using grouping_concept = gradcomp::grouping_policy_tag;
   const communicator* comm = nullptr; //!< required; must outlive the calls (the pipeline).
   Policy policy{};
   wait_policy wait{};

@@ -61,6 +61,7 @@ inline void divide(std::span<float> values, std::size_t count) {
 template <class Allreduce>
 class basic_dense_exchange {
 public:
+  using transport_concept = gradcomp::transport_tag;
   explicit basic_dense_exchange(const communicator& comm, typename Allreduce::options o = {})
       : comm_(&comm), allreduce_(comm, o) {}
 
@@ -149,6 +150,7 @@ using hierarchical_exchange = basic_dense_exchange<hierarchical_allreduce>;
 //! parameter_server does otherwise.
 class parameter_server_exchange {
 public:
+  using transport_concept = gradcomp::transport_tag;
   explicit parameter_server_exchange(const communicator& comm, parameter_server_options o = {})
       : server_((require_colocated(o), comm), o) {}
 
@@ -176,6 +178,7 @@ private:
 //! @throws as sparse_allgather does.
 class sparse_exchange {
 public:
+  using transport_concept = gradcomp::transport_tag;
   explicit sparse_exchange(const communicator& comm, sparse_allgather_options o = {})
       : comm_(&comm), gather_(comm, o) {}
 
@@ -257,6 +260,7 @@ class basic_coded_exchange {
                 "basic_coded_exchange: Coded must be coded_allreduce or coded_sparse_allreduce");
 
 public:
+  using transport_concept = gradcomp::transport_tag;
   using options = coded_allreduce_options;
 
   //! Builds the coded exchange of P = comm.size() ranks with options `o` (redundancy r, coding,

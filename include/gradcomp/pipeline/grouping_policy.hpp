@@ -16,13 +16,24 @@
 #include <utility>
 #include <vector>
 
+namespace gradcomp {
+
+//! @brief Opt-in tag: a grouping policy declares `using grouping_concept = grouping_policy_tag;`
+//! (as compressors and transports opt in with theirs): a type that merely has a groups()
+//! member is not taken for a policy, whose groupings every rank must compute identically.
+struct grouping_policy_tag {};
+
+} // namespace gradcomp
+
 namespace gradcomp::pipeline_policy {
 
-//! @brief A grouping policy: `groups(numel)` returns the grouping (schedule::grouping: groups of
+//! @brief A grouping policy: declares `using grouping_concept = gradcomp::grouping_policy_tag;`
+//! and `groups(numel)` returns the grouping (schedule::grouping: groups of
 //! consecutive backward positions, in backward order) for layers of the given sizes (elements
 //! per layer, forward order). Must be deterministic: every rank must get the same grouping.
 template <class G>
-concept grouping_policy = requires(const G& g, std::span<const std::size_t> numel) {
+concept grouping_policy = std::same_as<typename G::grouping_concept, grouping_policy_tag> &&
+    requires(const G& g, std::span<const std::size_t> numel) {
   { g.groups(numel) } -> std::convertible_to<schedule::grouping>;
 };
 
@@ -51,6 +62,7 @@ concept replanning_policy = grouping_policy<G> && std::move_constructible<G> &&
 //! @brief A grouping given explicitly (validated by the pipeline); empty means per_layer. Not a
 //! replanning_policy: the grouping never changes.
 struct fixed_grouping {
+  using grouping_concept = grouping_policy_tag;
   schedule::grouping grouping{};
 
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
@@ -69,6 +81,7 @@ struct fixed_grouping {
 //! @throws std::invalid_argument (from groups() or replan()) if the backward seconds' count
 //! differs from the layer count, or the profile or model is invalid.
 struct planned_grouping {
+  using grouping_concept = grouping_policy_tag;
   schedule::strategy strategy = schedule::strategy::per_layer;
   schedule::cost_model model{};
   std::vector<double> backward_seconds{}; //!< per layer, forward order (s); empty: all zero.

@@ -19,6 +19,7 @@ namespace gradcomp {
 //! dense length.
 class loopback_exchange {
 public:
+  using transport_concept = transport_tag;
   void start(const sparse_message& m, std::span<float> average) { decompress(m, average); }
   //! One worker: the values are their own mean; nothing to do.
   void start_in_place(std::span<float>) const noexcept {}

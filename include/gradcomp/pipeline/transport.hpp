@@ -11,11 +11,23 @@
 #include <cstddef>
 #include <span>
 
+namespace gradcomp {
+
+//! @brief Opt-in tag: a pipeline transport declares `using transport_concept = transport_tag;`.
+//! The members alone do not make a transport: gradcomp::mpi::sparse_allgather, for one, has
+//! start(message, sum), test() and wait(), but leaves the SUM over ranks where the pipeline
+//! needs the average, so it must not be accepted by accident. A type that declares the tag
+//! promises the semantics of the concept below (the mean over the workers).
+struct transport_tag {};
+
+} // namespace gradcomp
+
 namespace gradcomp::pipeline_policy {
 
 //! @brief A pipeline transport: averages one compressed message across the workers.
 //!
 //! Required members:
+//! * `using transport_concept = gradcomp::transport_tag;` (see transport_tag).
 //! * `start(message, average)`: starts the exchange of `message` (a group's compressed
 //!   gradient, dense length n); `average` (n floats) receives the element-wise mean over the
 //!   workers of their decompressed messages. `message` may be reused once start() returns;
@@ -25,7 +37,8 @@ namespace gradcomp::pipeline_policy {
 //! One operation at a time per object. Adapters: gradcomp::loopback_exchange (one process),
 //! gradcomp::mpi::dense_exchange and gradcomp::mpi::sparse_exchange (mpi/pipeline_transports.hpp).
 template <class T>
-concept transport = requires(T& t, const sparse_message& m, std::span<float> out) {
+concept transport = std::same_as<typename T::transport_concept, transport_tag> &&
+    requires(T& t, const sparse_message& m, std::span<float> out) {
   t.start(m, out);
   { t.test() } -> std::same_as<bool>;
   t.wait();
@@ -35,6 +48,7 @@ concept transport = requires(T& t, const sparse_message& m, std::span<float> out
 //! of a redundant placement (S3's CSSGD: every part of the batch is computed by r ranks).
 //!
 //! Required members:
+//! * `using transport_concept = gradcomp::transport_tag;` (see transport_tag).
 //! * `std::size_t parts_per_rank() const`: how many messages start() takes on this rank, at
 //!   least 1 and fixed for the object's life (the pipeline asks once, at construction).
 //! * `start(parts, average)`: `parts` (parts_per_rank() messages, this rank's parts in the
@@ -46,7 +60,7 @@ concept transport = requires(T& t, const sparse_message& m, std::span<float> out
 //! Adapters: gradcomp::mpi::coded_dense_exchange and gradcomp::mpi::coded_sparse_exchange
 //! (mpi/pipeline_transports.hpp).
 template <class T>
-concept multi_part_transport =
+concept multi_part_transport = std::same_as<typename T::transport_concept, transport_tag> &&
     requires(T& t, const T& ct, std::span<const sparse_message> parts, std::span<float> out) {
   { ct.parts_per_rank() } -> std::convertible_to<std::size_t>;
   t.start(parts, out);

@@ -34,41 +34,60 @@
 namespace gradcomp {
 
 //! @brief Full customization tier. The primary template is empty: a type is not a tensor until
-//! it is specialized (or provides `as_tensor_view`).
+//! it is specialized (or provides `as_tensor_view`). A specialization for T provides
+//! `value_type` (the element type, without const), `memory_space` (host_space or a device
+//! space), `static value_type* data(T&)` (and a const overload where T can be const) pointing
+//! at `size(t)` contiguous elements, and `static std::size_t size(const T&)`; all O(1) and
+//! noexcept. The specializations below are the library's own, for the standard containers and
+//! tensor_view.
 template <class T>
 struct tensor_traits {};
 
+//! @brief std::vector<V>: contiguous host memory.
 template <class V, class Alloc>
 struct tensor_traits<std::vector<V, Alloc>> {
-  using value_type = V;
-  using memory_space = host_space;
+  using value_type = V;            //!< the element type.
+  using memory_space = host_space; //!< host memory.
+  //! The first element (t.data()). O(1).
   static V* data(std::vector<V, Alloc>& t) noexcept { return t.data(); }
+  //! The first element of a const vector. O(1).
   static const V* data(const std::vector<V, Alloc>& t) noexcept { return t.data(); }
+  //! Elements (t.size()). O(1).
   static std::size_t size(const std::vector<V, Alloc>& t) noexcept { return t.size(); }
 };
 
+//! @brief std::span<V>: a view of contiguous host memory (V may be const: read-only).
 template <class V, std::size_t Extent>
 struct tensor_traits<std::span<V, Extent>> {
-  using value_type = std::remove_const_t<V>;
-  using memory_space = host_space;
+  using value_type = std::remove_const_t<V>; //!< the element type without const.
+  using memory_space = host_space;           //!< host memory.
+  //! The first element (t.data()). O(1).
   static V* data(const std::span<V, Extent>& t) noexcept { return t.data(); }
+  //! Elements (t.size()). O(1).
   static std::size_t size(const std::span<V, Extent>& t) noexcept { return t.size(); }
 };
 
+//! @brief std::array<V, N>: N contiguous host elements.
 template <class V, std::size_t N>
 struct tensor_traits<std::array<V, N>> {
-  using value_type = V;
-  using memory_space = host_space;
+  using value_type = V;            //!< the element type.
+  using memory_space = host_space; //!< host memory.
+  //! The first element (t.data()). O(1).
   static V* data(std::array<V, N>& t) noexcept { return t.data(); }
+  //! The first element of a const array. O(1).
   static const V* data(const std::array<V, N>& t) noexcept { return t.data(); }
+  //! N. O(1).
   static std::size_t size(const std::array<V, N>&) noexcept { return N; }
 };
 
+//! @brief gradcomp::tensor_view: the view's own memory space (host or a device).
 template <class V, class Space>
 struct tensor_traits<tensor_view<V, Space>> {
-  using value_type = std::remove_const_t<V>;
-  using memory_space = Space;
+  using value_type = std::remove_const_t<V>; //!< the element type without const.
+  using memory_space = Space;                //!< the view's memory space.
+  //! The first element (t.data()). O(1).
   static V* data(const tensor_view<V, Space>& t) noexcept { return t.data(); }
+  //! Elements (t.size()). O(1).
   static std::size_t size(const tensor_view<V, Space>& t) noexcept { return t.size(); }
 };
 
@@ -94,11 +113,20 @@ concept has_as_tensor_view = requires(T& t) {
   requires is_tensor_view<std::remove_cvref_t<decltype(as_tensor_view(t))>>::value;
 };
 
+// Which customization tier T uses: exactly one (each named, so that the specializations below
+// constrain with one concept: clang-format 14 mangles a requires-clause with && and !).
+template <class T>
+concept traits_tier_only = has_tensor_traits<T> && !has_as_tensor_view<T>;
+template <class T>
+concept view_tier_only = has_as_tensor_view<T> && !has_tensor_traits<T>;
+template <class T>
+concept both_tiers = has_as_tensor_view<T> && has_tensor_traits<T>;
+
 template <class T>
 struct tensor_access;
 
-template <class T>
-requires has_tensor_traits<T> &&(!has_as_tensor_view<T>)struct tensor_access<T> {
+template <traits_tier_only T>
+struct tensor_access<T> {
   using traits = tensor_traits<std::remove_cvref_t<T>>;
   using value_type = typename traits::value_type;
   using memory_space = typename traits::memory_space;
@@ -106,8 +134,8 @@ requires has_tensor_traits<T> &&(!has_as_tensor_view<T>)struct tensor_access<T> 
   static std::size_t size(T& t) noexcept { return static_cast<std::size_t>(traits::size(t)); }
 };
 
-template <class T>
-requires has_as_tensor_view<T> &&(!has_tensor_traits<T>)struct tensor_access<T> {
+template <view_tier_only T>
+struct tensor_access<T> {
   using view = std::remove_cvref_t<decltype(as_tensor_view(std::declval<T&>()))>;
   using value_type = std::remove_const_t<typename view::element_type>;
   using memory_space = typename view::memory_space;
@@ -115,8 +143,7 @@ requires has_as_tensor_view<T> &&(!has_tensor_traits<T>)struct tensor_access<T> 
   static std::size_t size(T& t) { return as_tensor_view(t).size(); }
 };
 
-template <class T>
-requires has_as_tensor_view<T> && has_tensor_traits<T>
+template <both_tiers T>
 struct tensor_access<T> {
   static_assert(!has_as_tensor_view<T>,
                 "gradcomp: this type provides both as_tensor_view() and a tensor_traits "
