@@ -13,21 +13,25 @@
 
 namespace gradcomp {
 
-//! @brief The baselines a user would otherwise pick: the uncompressed gradient (`fp32`), or
-//! the gradient cast to half precision (`fp16`, as DDP's fp16_compress_hook and Horovod's
-//! Compression.fp16; `bf16`, as DDP's bf16 hook).
-//!
-//! Output: a dense message of all n values. With error feedback the rounding error of the cast
-//! stays in the residual (fp16 saturates at +-65504, the excess stays too). O(n); deterministic.
-//! Wire bytes: 32 + 4n (fp32) or 32 + 2n (fp16, bf16).
+//! @brief Options of gradcomp::dense: the type the values are sent as, and the threads.
 struct dense_options {
   value_type values = value_type::fp32; //!< fp32 = no compression; fp16 / bf16 = casting.
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
 };
 
+//! @brief No selection: the baselines a user would otherwise pick, the uncompressed gradient
+//! (`fp32`), or the gradient cast to half precision (`fp16`, as DDP's fp16_compress_hook and
+//! Horovod's Compression.fp16; `bf16`, as DDP's bf16 hook).
+//!
+//! Output: a dense message of all n values. With error feedback the rounding error of the cast
+//! stays in the residual (fp16 saturates at +-65504, the excess stays too). O(n); deterministic.
+//! Wire bytes: 32 + 4n (fp32) or 32 + 2n (fp16, bf16).
 class dense : public compressor_base<dense, dense_options> {
 public:
+  //! A dense compressor with options `o` (default: fp32, all hardware threads). O(1); never
+  //! throws (dense has no density to validate).
   explicit dense(options o = {}) : compressor_base(o) {}
+  //! Shorthand for `dense(options{values})`: sends the values as `values`, all hardware threads.
   explicit dense(value_type values) : dense(options{values}) {}
 
   //! Every element is sent: k = n.

@@ -86,6 +86,7 @@ struct density_warmup {
     return at_epoch(static_cast<double>(iteration) / static_cast<double>(iterations_per_epoch));
   }
 
+  //! Member-wise equality (same schedule). O(1).
   friend bool operator==(const density_warmup&, const density_warmup&) = default;
 };
 

@@ -153,7 +153,9 @@ public:
   std::size_t drop_non_finite() noexcept {
     return detail::zero_non_finite(residual_) + detail::zero_non_finite(velocity_);
   }
+  //! This layer's compressor (e.g. to set its density); its state is this layer's. O(1).
   [[nodiscard]] Compressor& compressor() noexcept { return compressor_; }
+  //! Elements of the layer (the constructor's `numel`, the residual's length). O(1).
   [[nodiscard]] std::size_t numel() const noexcept { return residual_.size(); }
 
 private:

@@ -12,6 +12,13 @@
 
 namespace gradcomp {
 
+//! @brief Options of exact_top_k: the density, the type the values are sent as, the threads.
+struct exact_top_k_options {
+  double density = 0.01;                //!< k / n, in (0, 1].
+  value_type values = value_type::fp32; //!< type the sent values are rounded to.
+  unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
+};
+
 //! @brief Exact top-k by magnitude (S1 Algorithm 1, the LAGS baseline; DGC's reference
 //! selection), k = ceil(density x n) clamped to [1, n].
 //!
@@ -23,16 +30,13 @@ namespace gradcomp {
 //! then two small histogram passes over the candidates. O(n) work, two reads of the input (the
 //! first fused with the error-feedback accumulation), O(k + bucket) extra memory reused across
 //! calls. Wire bytes (u32 indices, fp32 values): 32 + 8k.
-struct exact_top_k_options {
-  double density = 0.01;                //!< k / n, in (0, 1].
-  value_type values = value_type::fp32; //!< type the sent values are rounded to.
-  unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
-};
-
 class exact_top_k : public compressor_base<exact_top_k, exact_top_k_options> {
 public:
   //! @throws std::invalid_argument if the density is outside (0, 1].
   explicit exact_top_k(options o = {}) : compressor_base(o) {}
+  //! Shorthand for `exact_top_k(options{.density = density})` (fp32 values, all hardware
+  //! threads).
+  //! @throws std::invalid_argument if `density` is outside (0, 1].
   explicit exact_top_k(double density) : exact_top_k(options{.density = density}) {}
 
   //! @brief compressor_base's selection hook: the exact top-`stats.k_target` by magnitude

@@ -14,20 +14,8 @@
 
 namespace gradcomp {
 
-//! @brief Reused threshold (S1, "dynamic" layer-wise sparsification): calls 0, s, 2s, ...
-//! (counting from this object's first call, or from the first call after a set_density()) compute
-//! the exact top-k and remember its threshold
-//! H (the k-th largest magnitude); the calls between select |v| >= H in one filtering pass.
-//!
-//! Guard: a reused threshold selects roughly, not exactly, k values, and under error feedback
-//! the count drifts (docs/compressors.md, "Reused threshold drift"). If the count leaves
-//! [k/c, c k] the call falls back to exact top-k (stats.fallback) and the fallback's threshold
-//! replaces H.
-//! Use one object per layer: the remembered threshold is per layer (S1's list V = [H_1..H_L]).
-//! Calls on empty gradients select nothing and do not count.
-//! Cost: exact calls as exact_top_k; reuse calls one pass (with error feedback: read residual
-//! and gradient, write residual), O(n). Wire bytes (u32/fp32): 32 + 8 x selected.
-//! Deterministic given the sequence of inputs.
+//! @brief Options of reused_threshold: the density, the reuse interval s, the guard band, the
+//! type the values are sent as, the threads.
 struct reused_threshold_options {
   double density = 0.01;                //!< k / n, in (0, 1].
   std::uint64_t interval = 10;          //!< s >= 1: exact top-k every s calls.
@@ -44,6 +32,20 @@ inline void check_interval(std::uint64_t interval) {
 }
 } // namespace detail
 
+//! @brief Reused threshold (S1, "dynamic" layer-wise sparsification): calls 0, s, 2s, ...
+//! (counting from this object's first call, or from the first call after a set_density()) compute
+//! the exact top-k and remember its threshold
+//! H (the k-th largest magnitude); the calls between select |v| >= H in one filtering pass.
+//!
+//! Guard: a reused threshold selects roughly, not exactly, k values, and under error feedback
+//! the count drifts (docs/compressors.md, "Reused threshold drift"). If the count leaves
+//! [k/c, c k] the call falls back to exact top-k (stats.fallback) and the fallback's threshold
+//! replaces H.
+//! Use one object per layer: the remembered threshold is per layer (S1's list V = [H_1..H_L]).
+//! Calls on empty gradients select nothing and do not count.
+//! Cost: exact calls as exact_top_k; reuse calls one pass (with error feedback: read residual
+//! and gradient, write residual), O(n). Wire bytes (u32/fp32): 32 + 8 x selected.
+//! Deterministic given the sequence of inputs.
 class reused_threshold : public compressor_base<reused_threshold, reused_threshold_options> {
 public:
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside [1,

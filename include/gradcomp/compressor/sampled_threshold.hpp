@@ -90,6 +90,9 @@ public:
   explicit sampled_threshold(options o = {}) : compressor_base(o), rng_(o.seed) {
     detail::check_sample_options(o);
   }
+  //! Shorthand for `sampled_threshold(options{.density = density})` (the other options at
+  //! their defaults).
+  //! @throws std::invalid_argument if `density` is outside (0, 1].
   explicit sampled_threshold(double density) : sampled_threshold(options{.density = density}) {}
 
   //! @brief compressor_base's selection hook: draws this call's sample positions (advancing the

@@ -26,9 +26,13 @@ namespace gradcomp {
 template <compressor Small, compressor Large>
 class size_switch {
 public:
+  //! Opts in to gradcomp::compressor.
   using compressor_concept = compressor_tag;
 
+  //! Keeps both compressors (moved in). O(1); throws what moving them throws.
   //! @param min_large_elements the smallest length handed to `large` (0: always `large`).
+  //! @param small the compressor of gradients with fewer than `min_large_elements` elements.
+  //! @param large the compressor of the others.
   size_switch(std::size_t min_large_elements, Small small, Large large)
       : min_large_(min_large_elements), small_(std::move(small)), large_(std::move(large)) {}
 
@@ -77,8 +81,11 @@ public:
     }
   }
 
+  //! The smallest length handed to the large compressor (the constructor's). O(1).
   [[nodiscard]] std::size_t min_large_elements() const noexcept { return min_large_; }
+  //! The compressor of gradients with n < min_large_elements() (its state included). O(1).
   [[nodiscard]] Small& small() noexcept { return small_; }
+  //! The compressor of gradients with n >= min_large_elements() (its state included). O(1).
   [[nodiscard]] Large& large() noexcept { return large_; }
 
 private:
