@@ -3,8 +3,11 @@
 //! @brief gradcomp's version.
 #pragma once
 
+//! The major version (version_string's first number).
 #define GRADCOMP_VERSION_MAJOR 0
+//! The minor version (version_string's second number).
 #define GRADCOMP_VERSION_MINOR 1
+//! The patch version (version_string's third number).
 #define GRADCOMP_VERSION_PATCH 0
 
 namespace gradcomp {

@@ -22,6 +22,8 @@ namespace gradcomp::blas {
 //! @throws std::invalid_argument if a size or leading dimension exceeds INT_MAX (CBLAS counts
 //! are int) or a leading dimension is below its row length.
 struct cblas_gemm {
+  //! C = alpha op(A) op(B) + beta C as `call` describes, with one cblas_sgemm (nothing when m or
+  //! n is 0). @throws std::invalid_argument as the struct says.
   void operator()(const gemm_call& call) const {
     gradcomp::check_gemm_call(call);
     for (std::size_t v : {call.m, call.n, call.k, call.lda, call.ldb, call.ldc}) {

@@ -67,6 +67,7 @@ struct exchange_load {
   double sent_bytes = 0.0;             //!< bytes the rank transmits.
   double received_bytes = 0.0;         //!< bytes the rank receives.
   double reduced_bytes = 0.0;          //!< bytes passed through an add, subtract or XOR.
+  //! Field by field equality.
   friend bool operator==(const exchange_load&, const exchange_load&) = default;
   //! Field by field sum: the load of two exchanges run one after the other.
   friend exchange_load operator+(const exchange_load& a, const exchange_load& b) noexcept {
@@ -139,9 +140,10 @@ block_length(std::uint64_t elements, std::uint64_t ranks, std::uint64_t block) n
 //! @brief Per-rank load of the reduce-scatter form of the coded exchange on rank `rank`
 //! (exchange_variant::reduce_scatter; docs/coded.md, "Variants F and R" and "Load formulas":
 //! demand unit u = one block, then a ring allgather of (n-1)/n d per rank). With
-//! g = C(n - 1, r) groups per rank, blocks B_k = |placement::block_elements(d, k)| (floor(d / n)
-//! or ceil(d / n) elements) and packets of Q = ceil(ceil(d / n) / r) b bytes (the longest slice
-//! of the longest block; placement::block_packet_elements):
+//! g = C(n - 1, r) groups per rank, blocks of B_k elements (the size of block k, which
+//! placement::block_elements() gives for d elements: floor(d / n) or ceil(d / n)) and packets
+//! of Q = ceil(ceil(d / n) / r) b bytes (the longest slice of the longest block;
+//! placement::block_packet_elements):
 //! - coded step: sent, multicast g messages of Q bytes, point_to_point r g; received r g
 //!   messages of Q bytes (as the full form, with Q in place of ceil(d / r) b);
 //! - ring allgather (rank -> rank + 1, n - 1 steps, step s sends block rank - s): n - 1

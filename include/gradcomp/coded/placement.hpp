@@ -30,6 +30,7 @@ struct index_range {
 
   //! Number of indices in the range.
   [[nodiscard]] std::size_t size() const noexcept { return end - begin; }
+  //! Same begin and end.
   friend bool operator==(const index_range&, const index_range&) = default;
 };
 
@@ -59,6 +60,7 @@ struct coding_term {
   int receiver = 0;     //!< the group member that lacks `part`.
   std::size_t part = 0; //!< index of the part owned by the group minus `receiver`.
   int slice = 0;        //!< which of the part's r slices: the sender's position in its owners.
+  //! Field by field equality.
   friend bool operator==(const coding_term&, const coding_term&) = default;
 };
 

@@ -95,19 +95,19 @@ enum class server_placement {
 //! pulling `pull_bytes` (the averaged shards), modelled on the busiest link of
 //! gradcomp::mpi::parameter_server exactly as that transport moves bytes. P = W (co-located) or
 //! W + S (dedicated) ranks; one round is three phases, one after the other:
-//! 1. header exchange: one MPI_Ialltoall of 56 bytes per rank pair, (P - 1) alpha, then the
-//!    servers' verdict on the stated push sizes, one 8-byte MPI_Iallreduce, ceil(log2 P) alpha
-//!    (recursive doubling; this step postdates the recorded runs of
-//!    docs/transport-benchmarks.md, whose model columns leave it out);
+//! 1. header exchange: one MPI_Ialltoall of 64 bytes (eight int64 fields) per rank pair,
+//!    (P - 1) alpha, then the servers' verdict on the stated push sizes, one 8-byte
+//!    MPI_Iallreduce, ceil(log2 P) alpha (recursive doubling; this step postdates the recorded
+//!    runs of docs/transport-benchmarks.md, whose model columns leave it out);
 //! 2. push: each server receives U parts of push_bytes / S, with U = W - 1 co-located (the
 //!    server's own part stays local) or U = max(W, S) dedicated (W pushes in, or, when S > W,
 //!    a worker's S parts out). Links are full duplex, so the busiest link's time is that of the
 //!    larger direction: a co-located server's own S - 1 outgoing parts (and a plain worker's S)
 //!    never exceed U. Time U (alpha + beta push_bytes / S);
-//! 3. pull: each server sends an 8-byte status and its averaged shard of pull_bytes / S to each
-//!    of the other P - 1 ranks (co-located: W - 1, dedicated: W + S - 1 pulls out); the S - 1
-//!    (or S) shards a rank receives never exceed that. Time (P - 1) (2 alpha + beta pull_bytes /
-//!    S);
+//! 3. pull: each server sends a 16-byte status (two int64: the rejected worker, the sparse
+//!    pull's size) and its averaged shard of pull_bytes / S to each of the other P - 1 ranks
+//!    (co-located: W - 1, dedicated: W + S - 1 pulls out); the S - 1 (or S) shards a rank
+//!    receives never exceed that. Time (P - 1) (2 alpha + beta pull_bytes / S);
 //! plus the reduction, W gamma push_bytes / S (a server decodes and sums all W parts).
 //!
 //!   t = (P - 1 + ceil(log2 P)) alpha + U (alpha + beta push / S)
@@ -125,6 +125,8 @@ enum class server_placement {
 //! @param push_bytes encoded push of one worker (dense: 4 n at fp32), bytes, >= 0.
 //! @param pull_bytes the pulled average (4 n), bytes, >= 0.
 //! @param workers W >= 1. @param servers S >= 1 (co-located: S <= W).
+//! @param net the links' alpha, beta and the servers' gamma.
+//! @param placement co-located (P = W) or dedicated (P = W + S) servers.
 //! @throws std::invalid_argument if workers < 1, servers < 1, or S > W co-located.
 [[nodiscard]] inline double
 parameter_server_seconds(double push_bytes,
@@ -189,6 +191,9 @@ enum class hierarchical_variant {
 //! the calibrated alpha dominates at 4 MiB); reduce-scatter 0.82-1.14x on 2 hosts at 1 Gbit/s,
 //! but 1.4x on 4 hosts, which no volume explains (the schedule's bytes are as modelled). O(1).
 //! @param bytes M >= 0. @param ranks P >= 1. @param group g, 1 <= g <= P.
+//! @param intra the network inside a group (alpha, beta, gamma of the intra-group stages).
+//! @param inter the network between groups (the ring among leaders or shard holders).
+//! @param variant the schedule: leader (S4, the default) or reduce_scatter.
 //! @throws std::invalid_argument if ranks < 1 or group is outside [1, ranks].
 [[nodiscard]] inline double
 hierarchical_allreduce_seconds(double bytes,

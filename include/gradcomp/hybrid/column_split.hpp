@@ -16,6 +16,7 @@ namespace gradcomp {
 struct column_slice {
   std::size_t offset = 0; //!< first output this rank holds.
   std::size_t rows = 0;   //!< outputs this rank holds (N / P or N / P + 1).
+  //! Same offset and rows.
   friend bool operator==(const column_slice&, const column_slice&) = default;
 };
 

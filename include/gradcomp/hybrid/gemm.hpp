@@ -55,6 +55,7 @@ concept gemm_backend = std::copy_constructible<G> && requires(const G& g, const 
 //! communication of a model-parallel layer alone (mpi::calibrate_model_parallel_fixed_seconds,
 //! the hybrid benchmark). Its results are meaningless.
 struct no_gemm {
+  //! Does nothing: C, and everything else, is left as it was. O(1); never throws.
   void operator()(const gemm_call&) const noexcept {}
 };
 

@@ -72,6 +72,8 @@ struct lars_layer {
 //! @param grad      its gradient (already averaged across ranks and unscaled), n elements.
 //! @param velocity  its momentum buffer, n elements (zeros at the start).
 //! @param learning_rate  gamma for this step (e.g. from warmup_poly_schedule), >= 0, finite.
+//! @param o         momentum m, weight decay beta and trust coefficient eta (every layer's).
+//! @param layer     this layer's treatment: weight decay on or off, trust ratio or 1.
 //! @throws std::invalid_argument naming the value and limit for different lengths, a negative or
 //! non-finite learning rate, momentum outside [0, 1), negative weight decay or a non-positive
 //! trust coefficient.

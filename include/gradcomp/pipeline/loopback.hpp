@@ -19,14 +19,22 @@ namespace gradcomp {
 //! dense length.
 class loopback_exchange {
 public:
-  using transport_concept = transport_tag;
+  using transport_concept = transport_tag; //!< opts in: start() leaves the mean (see transport).
+  //! Decompresses `m` into `average` (zeros, then the message's values; the mean of one
+  //! worker is its message). O(n + nnz); complete on return.
+  //! @throws std::invalid_argument if average.size() differs from m's dense length.
   void start(const sparse_message& m, std::span<float> average) { decompress(m, average); }
   //! One worker: the values are their own mean; nothing to do.
   void start_in_place(std::span<float>) const noexcept {}
+  //! Always true: start_in_place() works for any dense buffer.
   [[nodiscard]] bool accepts_in_place() const noexcept { return true; }
+  //! Always true: every operation completes within start().
   [[nodiscard]] bool test() const noexcept { return true; }
+  //! Returns at once: every operation completes within start().
   void wait() const noexcept {}
+  //! Always 0: nothing goes on a wire.
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return 0; }
+  //! Always 0: nothing comes from a wire.
   [[nodiscard]] std::size_t bytes_received() const noexcept { return 0; }
 };
 

@@ -83,8 +83,9 @@ struct loss_scale_options {
   double backoff_factor = 0.5;
   //! Clean steps in a row before the scale grows. >= 1.
   std::size_t growth_interval = 2000;
-  //! Bounds of a dynamic scale. 0 < min_scale <= max_scale, finite.
+  //! Lower bound of a dynamic scale. 0 < min_scale <= max_scale, finite.
   double min_scale = 1.0;
+  //! Upper bound of a dynamic scale (default 2^24). Finite, >= min_scale.
   double max_scale = 16777216.0; // 2^24
 };
 
@@ -98,10 +99,10 @@ struct loss_scale_step {
 
 //! @brief The counters a checkpoint needs to resume loss scaling exactly (state(), restore()).
 struct loss_scale_state {
-  double scale = 65536.0;
-  std::size_t clean_in_a_row = 0;
-  std::uint64_t steps = 0;
-  std::uint64_t skipped_steps = 0;
+  double scale = 65536.0;          //!< the current scale (scale()).
+  std::size_t clean_in_a_row = 0;  //!< clean steps since the last overflow or growth.
+  std::uint64_t steps = 0;         //!< steps recorded by update() (steps()).
+  std::uint64_t skipped_steps = 0; //!< of which skipped for overflow (skipped_steps()).
 };
 
 //! @brief Static or dynamic loss scale (see the file comment). Deterministic: the same sequence
@@ -133,9 +134,11 @@ public:
   [[nodiscard]] double scale() const noexcept { return state_.scale; }
   //! 1 / scale() (multiply the exchanged gradients by it before the update).
   [[nodiscard]] double inverse() const noexcept { return 1.0 / state_.scale; }
-  //! Steps recorded, and how many of them were skipped.
+  //! Steps recorded by update() (counting on from a restore()d state).
   [[nodiscard]] std::uint64_t steps() const noexcept { return state_.steps; }
+  //! How many of steps() were skipped for overflow.
   [[nodiscard]] std::uint64_t skipped_steps() const noexcept { return state_.skipped_steps; }
+  //! The options this loss scale was built with.
   [[nodiscard]] const loss_scale_options& options() const noexcept { return options_; }
 
   //! Records one step whose gradients overflowed or not (the same value on every rank).

@@ -208,7 +208,9 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
 [[nodiscard]] constexpr std::uint64_t min_encoded_bytes(std::uint64_t nnz) noexcept {
   return wire_header_bytes + 2 * nnz;
 }
-//! @copydoc min_encoded_bytes
+//! @brief The upper bound of min_encoded_bytes()'s pair: 32 + 9 nnz bytes (a 5-byte varint index
+//! and a 4-byte value each), the most any message carrying `nnz` values encodes to. O(1).
+//! @pre nnz <= 2^56 (no overflow).
 [[nodiscard]] constexpr std::uint64_t max_encoded_bytes(std::uint64_t nnz) noexcept {
   return wire_header_bytes + 9 * nnz;
 }
