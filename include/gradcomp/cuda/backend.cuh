@@ -56,8 +56,11 @@ std::atomic<std::size_t>& allocation_counter() noexcept {
 //! the CPU (for tests without a GPU). Calls take a `stream_type` that is ignored. Not
 //! thread-safe per object; distinct objects may be used concurrently.
 struct host_backend {
+  //! Buffers live in host memory.
   using memory_space = host_space;
+  //! No streams on the host: an empty tag, accepted and ignored.
   struct stream_type {};
+  //! Ignored (kept so that code written for device_backend compiles unchanged).
   stream_type stream{};
 
   //! Allocates `bytes` (>= 1) of host memory. @throws std::bad_alloc.
@@ -69,6 +72,7 @@ struct host_backend {
     ++detail::allocation_counter<host_backend>();
     return p;
   }
+  //! Frees memory from allocate() (std::free; null is a no-op).
   static void deallocate(void* p) noexcept { std::free(p); }
   //! Allocations made so far by every host_backend in the process.
   [[nodiscard]] static std::size_t allocation_count() noexcept {
@@ -171,8 +175,11 @@ struct host_backend {
 //! synchronising except where a result must reach the host (counts, histograms, a key).
 //! Errors throw gradcomp::cuda::cuda_error (or thrust::system_error from Thrust).
 struct device_backend {
+  //! Buffers live in CUDA device memory.
   using memory_space = cuda_device_space;
+  //! A CUDA stream.
   using stream_type = cudaStream_t;
+  //! The stream every operation is ordered on (nullptr: the legacy default stream).
   stream_type stream = nullptr;
 
   //! cudaMalloc of `bytes` (>= 1). @throws cuda_error.
@@ -182,6 +189,8 @@ struct device_backend {
     ++detail::allocation_counter<device_backend>();
     return p;
   }
+  //! cudaFree of memory from allocate() (null is a no-op); its status is ignored (a destructor
+  //! path must not throw).
   static void deallocate(void* p) noexcept { static_cast<void>(cudaFree(p)); }
   //! Allocations made so far by every device_backend in the process.
   [[nodiscard]] static std::size_t allocation_count() noexcept {
@@ -210,6 +219,8 @@ struct device_backend {
       check(cudaMemsetAsync(p, 0, bytes, stream), "cudaMemsetAsync");
     }
   }
+  //! The Thrust execution policy: the CUDA system without implicit synchronisation
+  //! (par_nosync), on `stream`, temporary storage from `alloc`.
   template <class Allocator>
   [[nodiscard]] auto policy(Allocator& alloc) const {
     return thrust::cuda::par_nosync(alloc).on(stream);

@@ -30,6 +30,7 @@ namespace gradcomp::cuda {
 template <class Backend>
 class basic_batched_device_message {
 public:
+  //! The backend whose memory holds the pairs (device_backend or host_backend).
   using backend_type = Backend;
 
   //! Layers in the batch (L).

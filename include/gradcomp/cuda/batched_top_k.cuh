@@ -70,6 +70,9 @@ public:
 
   //! @throws std::invalid_argument if the density is outside (0, 1].
   explicit basic_batched_exact_top_k(exact_top_k_options o = {}) : base(o) {}
+  //! Shorthand for `basic_batched_exact_top_k(exact_top_k_options{.density = density})` (the
+  //! other options at their defaults). @throws std::invalid_argument if `density` is outside
+  //! (0, 1].
   explicit basic_batched_exact_top_k(double density)
       : base(exact_top_k_options{.density = density}) {}
 

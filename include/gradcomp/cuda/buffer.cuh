@@ -22,8 +22,10 @@ public:
   buffer() = default;
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
+  //! Takes `o`'s storage; `o` is left empty (capacity 0).
   buffer(buffer&& o) noexcept
       : data_(std::exchange(o.data_, nullptr)), capacity_(std::exchange(o.capacity_, 0)) {}
+  //! Frees this buffer's storage and takes `o`'s; `o` is left empty (capacity 0).
   buffer& operator=(buffer&& o) noexcept {
     if (this != &o) {
       release();
@@ -45,7 +47,9 @@ public:
     }
     return data_;
   }
+  //! The storage, in Backend's memory (null before the first reserve()).
   [[nodiscard]] T* data() const noexcept { return data_; }
+  //! Elements the storage holds (0 before the first reserve()).
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
 
 private:
@@ -67,6 +71,7 @@ private:
 template <class Backend>
 class caching_allocator {
 public:
+  //! Thrust's temporary-storage allocators allocate bytes.
   using value_type = char;
 
   caching_allocator() = default;

@@ -21,6 +21,7 @@ namespace gradcomp::cuda {
 template <class Backend>
 class basic_device_message {
 public:
+  //! The backend whose memory holds the pairs (device_backend or host_backend).
   using backend_type = Backend;
 
   //! Length of the gradient the message was taken from, in elements.

@@ -13,6 +13,8 @@ namespace gradcomp::cuda {
 //! @brief A CUDA runtime call failed: what() names the call and the runtime's error string.
 class cuda_error : public std::runtime_error {
 public:
+  //! @param status the runtime's status (cudaGetErrorName and cudaGetErrorString go in what()).
+  //! @param what   the failed call, e.g. "cudaMemcpyAsync".
   cuda_error(cudaError_t status, const std::string& what)
       : std::runtime_error("gradcomp: " + what + " failed: " + cudaGetErrorName(status) + " (" +
                            cudaGetErrorString(status) + ")"),

@@ -35,10 +35,16 @@ class basic_exact_top_k
 public:
   //! @throws std::invalid_argument if the density is outside (0, 1].
   explicit basic_exact_top_k(exact_top_k_options o = {}) : base(o) {}
+  //! Shorthand for `basic_exact_top_k(exact_top_k_options{.density = density})` (the other options
+  //! at their defaults). @throws std::invalid_argument if `density` is outside (0, 1].
   explicit basic_exact_top_k(double density)
       : basic_exact_top_k(exact_top_k_options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @private Selection hook of cuda::detail::compressor_base, the CUDA compressors' own CRTP
+  //! base (not the host gradcomp::compressor_base, whose hook has another signature): called by
+  //! compress(), compress_accumulate() and compress_accumulate_momentum() with n >= 1; writes
+  //! the selection into c.indices / c.values and returns its size. Public only for that base;
+  //! not part of the API.
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     detail::materialize(c.ctx, c.src, c.n);
     detail::exact_run(c, stats);

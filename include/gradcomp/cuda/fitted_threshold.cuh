@@ -32,10 +32,17 @@ class basic_fitted_threshold : public detail::compressor_base<basic_fitted_thres
 public:
   //! @throws std::invalid_argument on density outside (0, 1] or guard_factor outside [1, 1e6].
   explicit basic_fitted_threshold(fitted_threshold_options o = {}) : base(o) {}
+  //! Shorthand for `basic_fitted_threshold(fitted_threshold_options{.density = density})` (the
+  //! other options at their defaults). @throws std::invalid_argument if `density` is outside
+  //! (0, 1].
   explicit basic_fitted_threshold(double density)
       : basic_fitted_threshold(fitted_threshold_options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @private Selection hook of cuda::detail::compressor_base, the CUDA compressors' own CRTP
+  //! base (not the host gradcomp::compressor_base, whose hook has another signature): called by
+  //! compress(), compress_accumulate() and compress_accumulate_momentum() with n >= 1; writes
+  //! the selection into c.indices / c.values and returns its size. Public only for that base;
+  //! not part of the API.
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     const fitted_threshold_options& o = this->options_;
     const float threshold =

@@ -55,7 +55,11 @@ public:
   //! Calls made so far on non-empty gradients.
   [[nodiscard]] std::uint64_t calls() const noexcept { return calls_; }
 
-  //! @private Implementation hook of compressor_base.
+  //! @private Selection hook of cuda::detail::compressor_base, the CUDA compressors' own CRTP
+  //! base (not the host gradcomp::compressor_base, whose hook has another signature): called by
+  //! compress(), compress_accumulate() and compress_accumulate_momentum() with n >= 1; writes
+  //! the selection into c.indices / c.values and returns its size. Public only for that base;
+  //! not part of the API.
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     detail::materialize(c.ctx, c.src, c.n);
     const bool refresh = detail::reuse_refreshes(calls_, this->options_.interval);

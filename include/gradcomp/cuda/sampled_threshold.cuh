@@ -38,10 +38,17 @@ public:
   explicit basic_sampled_threshold(sampled_threshold_options o = {}) : base(o), rng_(o.seed) {
     gradcomp::detail::check_sample_options(o);
   }
+  //! Shorthand for `basic_sampled_threshold(sampled_threshold_options{.density = density})` (the
+  //! other options at their defaults). @throws std::invalid_argument if `density` is outside
+  //! (0, 1].
   explicit basic_sampled_threshold(double density)
       : basic_sampled_threshold(sampled_threshold_options{.density = density}) {}
 
-  //! @private Implementation hook of compressor_base.
+  //! @private Selection hook of cuda::detail::compressor_base, the CUDA compressors' own CRTP
+  //! base (not the host gradcomp::compressor_base, whose hook has another signature): called by
+  //! compress(), compress_accumulate() and compress_accumulate_momentum() with n >= 1; writes
+  //! the selection into c.indices / c.values and returns its size. Public only for that base;
+  //! not part of the API.
   std::size_t run(const detail::call<Backend>& c, selection_stats& stats) {
     detail::materialize(c.ctx, c.src, c.n);
     const sampled_threshold_options& o = this->options_;

@@ -18,14 +18,17 @@ namespace gradcomp {
 //! size; host code must not dereference data().
 template <class V, class Alloc>
 struct tensor_traits<thrust::device_vector<V, Alloc>> {
-  using value_type = V;
-  using memory_space = cuda_device_space;
+  using value_type = V;                   //!< the element type.
+  using memory_space = cuda_device_space; //!< device memory.
+  //! The raw device pointer to the first element (host code must not dereference it).
   static V* data(thrust::device_vector<V, Alloc>& t) noexcept {
     return thrust::raw_pointer_cast(t.data());
   }
+  //! The raw device pointer to the first element, read only.
   static const V* data(const thrust::device_vector<V, Alloc>& t) noexcept {
     return thrust::raw_pointer_cast(t.data());
   }
+  //! Number of elements.
   static std::size_t size(const thrust::device_vector<V, Alloc>& t) noexcept { return t.size(); }
 };
 

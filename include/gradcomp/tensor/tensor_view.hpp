@@ -24,7 +24,9 @@ class tensor_view {
                 "gradcomp::cuda_device_space");
 
 public:
+  //! The element type, const included (`const float` for a read-only view).
   using element_type = T;
+  //! Where the elements live: gradcomp::host_space or gradcomp::cuda_device_space.
   using memory_space = Space;
 
   constexpr tensor_view() noexcept = default;
@@ -36,7 +38,10 @@ public:
   requires std::is_same_v<Space, host_space> && std::is_convertible_v<U (*)[], T (*)[]>
   constexpr tensor_view(std::span<U, Extent> s) noexcept : data_(s.data()), size_(s.size()) {}
 
+  //! The first element (null for a default-constructed view); in device memory when Space is
+  //! cuda_device_space, where host code must not dereference it.
   [[nodiscard]] constexpr T* data() const noexcept { return data_; }
+  //! Number of elements, not bytes.
   [[nodiscard]] constexpr std::size_t size() const noexcept { return size_; }
 
 private:
