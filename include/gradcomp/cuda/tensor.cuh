@@ -18,8 +18,10 @@ namespace gradcomp {
 //! size; host code must not dereference data().
 template <class V, class Alloc>
 struct tensor_traits<thrust::device_vector<V, Alloc>> {
-  using value_type = V;                   //!< the element type.
-  using memory_space = cuda_device_space; //!< device memory.
+  //! The element type.
+  using value_type = V;
+  //! Device memory.
+  using memory_space = cuda_device_space;
   //! The raw device pointer to the first element (host code must not dereference it).
   static V* data(thrust::device_vector<V, Alloc>& t) noexcept {
     return thrust::raw_pointer_cast(t.data());

@@ -166,7 +166,10 @@ template <gradcomp::pipeline_policy::grouping_policy Policy>
 struct agreed_grouping {
   using grouping_concept = gradcomp::grouping_policy_tag;
   const communicator* comm = nullptr; //!< required; must outlive the calls (the pipeline).
+  //! The wrapped grouping policy: only rank 0's plans it (the other ranks' copies are asked
+  //! for their warm-up length only).
   Policy policy{};
+  //! How the collective's waits complete (see wait_policy.hpp).
   wait_policy wait{};
 
   //! Rank 0's `policy.groups(numel)` on every rank. Collective (see the struct). O(plan + L).

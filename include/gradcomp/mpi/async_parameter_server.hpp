@@ -78,6 +78,7 @@ enum class lr_scaling {
 struct async_sgd {
   float lr = 0.01f;      //!< learning rate, finite and >= 0.
   float momentum = 0.9f; //!< in [0, 1].
+  //! step = lr / float(W) (inverse_workers, the default) or lr (none).
   lr_scaling scaling = lr_scaling::inverse_workers;
 };
 
@@ -123,9 +124,11 @@ struct async_server_stats {
   //! Largest clock gap at any pull answer (see async_pull_result::clock_gap); the SSP
   //! invariant: <= staleness_bound when staleness_bound >= 1.
   std::uint64_t max_clock_gap = 0;
+  //! @{
   //! Payload bytes received (encoded push parts) and sent (answered shards, 4 n_s each);
   //! control messages (16 bytes) and answer headers (32 bytes) are not counted.
   std::size_t bytes_received = 0, bytes_sent = 0;
+  //! @}
 };
 
 //! @brief Asynchronous SGD with a parameter server of S dedicated ranks (ASGD; with
@@ -184,6 +187,7 @@ struct async_server_stats {
 //! on every rank when ranks pass different n or agreed options.
 class async_parameter_server {
 public:
+  //! The options struct (async_parameter_server_options).
   using options = async_parameter_server_options;
 
   //! Collective: one MPI_Iallreduce of 72 bytes (MIN of n, servers, staleness_bound,
@@ -329,19 +333,25 @@ public:
   [[nodiscard]] int server_rank(int s) const noexcept { return workers_ + s; }
   //! Rank of worker w: w.
   [[nodiscard]] static int worker_rank(int w) noexcept { return w; }
+  //! Whether this rank is a server (rank >= W): it calls serve().
   [[nodiscard]] bool is_server() const noexcept { return my_server_ >= 0; }
+  //! Whether this rank is a worker (rank < W): it calls push(), pull() and finish().
   [[nodiscard]] bool is_worker() const noexcept { return my_server_ < 0; }
   //! First element of server s's shard (s = S gives n).
   [[nodiscard]] std::size_t shard_begin(int s) const noexcept {
     return detail::block_begin(n_, s, options_.servers);
   }
-  //! Worker: pushes made (its clock), pulls completed (finish() included).
+  //! Worker: pushes made (its clock). 0 on a server.
   [[nodiscard]] std::uint64_t pushes() const noexcept { return pushes_; }
+  //! Worker: pulls completed (finish() included). 0 on a server.
   [[nodiscard]] std::uint64_t pulls() const noexcept { return pulls_; }
   //! Worker: each server's version at the last pull (index s).
   [[nodiscard]] std::span<const std::uint64_t> versions() const noexcept { return versions_; }
-  //! Worker: payload bytes sent (encoded push parts) and received (pulled shards).
+  //! Worker: payload bytes sent (encoded push parts; headers not counted). 0 on a server (see
+  //! async_server_stats).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
+  //! Worker: payload bytes received (pulled shards, 4 n per pull or finish(); headers not
+  //! counted). 0 on a server.
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:

@@ -113,11 +113,14 @@ class column_parallel_linear : public detail::nonblocking_operation<column_paral
   friend class detail::nonblocking_operation<column_parallel_linear<Gemm>>;
 
 public:
+  //! The options struct (column_parallel_linear_options).
   using options = column_parallel_linear_options;
 
   //! @param comm      the ranks that share the layer (all of them hold a slice).
   //! @param inputs_k  K, inputs per sample (>= 1).
   //! @param outputs_n N, outputs per sample (N >= P is checked when a pass starts, on every rank).
+  //! @param gemm      runs this rank's GEMMs (kept by value).
+  //! @param o         the options (see column_parallel_linear_options).
   //! @throws std::invalid_argument if inputs_k or outputs_n is 0.
   column_parallel_linear(const communicator& comm,
                          std::size_t inputs_k,

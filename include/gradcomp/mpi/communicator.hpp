@@ -37,7 +37,9 @@ public:
   }
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
+  //! Takes over `other`'s communicator; `other` then owns none (it must not be used again).
   communicator(communicator&&) noexcept = default;
+  //! Frees this object's communicator (collective, as the destructor) and takes over the other's.
   communicator& operator=(communicator&&) noexcept = default;
   ~communicator() = default;
 
@@ -60,6 +62,8 @@ private:
 class environment {
 public:
   //! @param required  thread level asked for (MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE).
+  //! @param argc      main()'s argc, passed to MPI_Init_thread (may be null).
+  //! @param argv      main()'s argv, passed to MPI_Init_thread (may be null).
   //! @throws mpi_error if MPI provides a lower level than `required`.
   explicit environment(int required = MPI_THREAD_MULTIPLE,
                        int* argc = nullptr,

@@ -18,6 +18,8 @@ namespace gradcomp::mpi {
 //! MPI error string, and what disagreed.
 class mpi_error : public std::runtime_error {
 public:
+  //! @param what the message (what()): the call or the disagreement, and MPI's error string.
+  //! @param code the MPI error code (MPI_SUCCESS for a disagreement between ranks).
   explicit mpi_error(const std::string& what, int code = MPI_SUCCESS)
       : std::runtime_error(what), code_(code) {}
   //! The MPI error code (MPI_SUCCESS when the error is a disagreement between ranks).

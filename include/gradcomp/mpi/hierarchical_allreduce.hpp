@@ -103,6 +103,7 @@ class hierarchical_allreduce : public detail::nonblocking_operation<hierarchical
   friend class detail::nonblocking_operation<hierarchical_allreduce>;
 
 public:
+  //! The options struct (hierarchical_allreduce_options).
   using options = hierarchical_allreduce_options;
 
   //! Collective over `comm`: splits it into the groups and the inter-group communicators

@@ -53,8 +53,11 @@ class native_allreduce : public detail::nonblocking_operation<native_allreduce> 
   friend class detail::nonblocking_operation<native_allreduce>;
 
 public:
+  //! The options struct (native_allreduce_options).
   using options = native_allreduce_options;
 
+  //! Not collective (no MPI call): keeps `comm` (which must outlive the object) and `o`.
+  //! @throws std::invalid_argument if o.piece_bytes < 4.
   explicit native_allreduce(const communicator& comm, options o = {}) : comm_(&comm), options_(o) {
     gradcomp::detail::require(o.piece_bytes >= sizeof(float), "native_allreduce: piece_bytes ",
                               o.piece_bytes, " is below the minimum 4");

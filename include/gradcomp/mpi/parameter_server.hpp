@@ -133,6 +133,7 @@ class parameter_server : public detail::nonblocking_operation<parameter_server> 
   friend class detail::nonblocking_operation<parameter_server>;
 
 public:
+  //! The options struct (parameter_server_options).
   using options = parameter_server_options;
 
   //! Not collective (no communicator is created).

@@ -61,6 +61,7 @@ class ring_allreduce : public detail::nonblocking_operation<ring_allreduce> {
   friend class detail::nonblocking_operation<ring_allreduce>;
 
 public:
+  //! The options struct (ring_allreduce_options).
   using options = ring_allreduce_options;
 
   //! @throws std::invalid_argument if segment_bytes < 4 or tag_base < 0.

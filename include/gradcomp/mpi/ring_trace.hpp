@@ -34,6 +34,7 @@ struct ring_step_record {
 //! tracing changes the timing by a clock read per poll. Not thread-safe: read it while no
 //! traced operation runs.
 struct ring_trace {
+  //! One record per traced step, in the order the steps completed (see ring_step_record).
   std::vector<ring_step_record> steps;
   std::uint64_t operations = 0; //!< start() calls traced so far.
   //! When each operation's start() was called (before the length check), in operation order.

@@ -49,6 +49,7 @@ struct sparse_allgather_options {
   bool dense_switch = true;
   //! Options of the dense ring allreduce used after the switch (its tag range included).
   ring_allreduce_options dense{};
+  //! How waits complete (see wait_policy.hpp).
   wait_policy wait{};
   //! How the encoded messages move (measured side by side in docs/transport-benchmarks.md).
   sparse_allgather_algorithm algorithm = sparse_allgather_algorithm::pairwise;
@@ -101,9 +102,15 @@ class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> 
   friend class detail::nonblocking_operation<sparse_allgather>;
 
 public:
+  //! The options struct (sparse_allgather_options).
   using options = sparse_allgather_options;
+  //! How the encoded messages move (sparse_allgather_algorithm).
   using algorithm = sparse_allgather_algorithm;
 
+  //! Not collective: reads MPI_TAG_UB of `comm` (which must outlive the object), keeps `o`
+  //! and builds the dense ring used after the switch.
+  //! @throws std::invalid_argument if o.tag is outside [0, MPI_TAG_UB], or as ring_allreduce's
+  //! constructor for o.dense.
   explicit sparse_allgather(const communicator& comm, options o = {})
       : comm_(&comm), options_(checked(comm, o)), dense_(comm, o.dense), settings_(fingerprint(o)) {
   }

@@ -39,6 +39,7 @@ enum class wait_kind {
 //! iteration, yield 212 ms, in one run of runs (docs/transport-benchmarks.md, "Dense ring in
 //! training"); gradcomp-train uses it by default.
 struct wait_policy {
+  //! What a rank does between two MPI_Test calls: spin, yield (the default) or sleep.
   wait_kind kind = wait_kind::yield;
   std::chrono::microseconds initial_sleep{5}; //!< first sleep (kind == sleep).
   std::chrono::microseconds max_sleep{200};   //!< back-off cap (kind == sleep).

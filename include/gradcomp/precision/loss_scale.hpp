@@ -99,10 +99,14 @@ struct loss_scale_step {
 
 //! @brief The counters a checkpoint needs to resume loss scaling exactly (state(), restore()).
 struct loss_scale_state {
-  double scale = 65536.0;          //!< the current scale (scale()).
-  std::size_t clean_in_a_row = 0;  //!< clean steps since the last overflow or growth.
-  std::uint64_t steps = 0;         //!< steps recorded by update() (steps()).
-  std::uint64_t skipped_steps = 0; //!< of which skipped for overflow (skipped_steps()).
+  //! The current scale (scale()).
+  double scale = 65536.0;
+  //! Clean steps since the last overflow or growth.
+  std::size_t clean_in_a_row = 0;
+  //! Steps recorded by update() (steps()).
+  std::uint64_t steps = 0;
+  //! Of which skipped for overflow (skipped_steps()).
+  std::uint64_t skipped_steps = 0;
 };
 
 //! @brief Static or dynamic loss scale (see the file comment). Deterministic: the same sequence

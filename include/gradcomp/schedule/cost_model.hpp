@@ -21,6 +21,7 @@ struct affine_cost {
   double fixed_seconds = 0.0;    //!< alpha (communication) or a (compression), seconds.
   double seconds_per_unit = 0.0; //!< beta (seconds per byte) or b (seconds per element).
 
+  //! fixed_seconds + seconds_per_unit x units, seconds. O(1).
   [[nodiscard]] double operator()(std::uint64_t units) const noexcept {
     return fixed_seconds + seconds_per_unit * static_cast<double>(units);
   }
@@ -63,7 +64,9 @@ struct cost_model {
   //! s(numel): seconds to compress one group of `numel` elements. Empty: no compression step
   //! (0 seconds, and the planner's exact algorithm needs only one state per prefix).
   std::function<double(std::uint64_t numel)> compression_seconds;
+  //! How many bytes a group's message has (dense fp32, or pairs at a density).
   message_format message;
+  //! Where compression runs: on its own stream (the default) or on the compute stream (S1).
   compression_placement placement = compression_placement::off_compute_stream;
 
   //! @brief The planner's model (gradcomp-plan): T = alpha + beta * bytes, s = a + b * numel if

@@ -17,7 +17,9 @@ struct layer_group {
   std::size_t begin = 0; //!< first backward position, inclusive.
   std::size_t end = 0;   //!< last backward position, exclusive; end > begin.
 
+  //! Layers in the group, end - begin. O(1).
   [[nodiscard]] std::size_t size() const noexcept { return end - begin; }
+  //! Same begin and end.
   friend bool operator==(const layer_group&, const layer_group&) = default;
 };
 

@@ -39,6 +39,7 @@ struct layer_profile {
   std::vector<layer> layers;    //!< forward order; at least one.
   double forward_seconds = 0.0; //!< t_f: the backward of the last layer starts at t_f.
 
+  //! Number of layers, L. O(1).
   [[nodiscard]] std::size_t size() const noexcept { return layers.size(); }
 };
 

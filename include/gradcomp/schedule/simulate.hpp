@@ -23,20 +23,29 @@ struct group_times {
   std::uint64_t message_bytes = 0;     //!< bytes of its message (cost_model::message).
   double backward_start_seconds = 0.0; //!< its first layer's backward starts.
   double backward_end_seconds = 0.0;   //!< its last layer's backward ends.
+  //! its compression starts (see compression_placement).
   double compress_start_seconds = 0.0;
   double compress_end_seconds = 0.0; //!< the message is ready (= compress start if s = 0).
+  //! its message starts: once it is ready and the previous message has ended.
   double communicate_start_seconds = 0.0;
+  //! its message has arrived (start + T(message_bytes)).
   double communicate_end_seconds = 0.0;
 };
 
 //! @brief Times of one layer: its own backward, and its group's compression and message.
 struct layer_times {
   std::size_t group = 0; //!< index into timeline::groups.
+  //! this layer's backward starts.
   double backward_start_seconds = 0.0;
+  //! this layer's backward ends (its gradient is ready).
   double backward_end_seconds = 0.0;
+  //! its group's compression starts (group_times::compress_start_seconds).
   double compress_start_seconds = 0.0;
+  //! its group's message is ready (group_times::compress_end_seconds).
   double compress_end_seconds = 0.0;
+  //! its group's message starts (group_times::communicate_start_seconds).
   double communicate_start_seconds = 0.0;
+  //! its group's message has arrived (group_times::communicate_end_seconds).
   double communicate_end_seconds = 0.0;
 };
 
