@@ -72,9 +72,11 @@ inline void agree_warmup(const communicator& comm, std::size_t warmup, const wai
 //! 2. MPI_Ibcast of rank 0's group count, then of its group end positions (8 bytes per group).
 //! Every rank validates what it received as a grouping of its layers before returning it.
 //!
-//! Collective: every rank of `comm` must call it, in the same order relative to other
-//! collectives on `comm`. Only rank 0's `proposal` is read (the others may pass an empty one).
-//! Bytes per rank: 32 in the check, 8 + 8 G broadcast. Waits through `wait`. O(L + G).
+//! @collective
+//!
+//! Only rank 0's `proposal` is read (the others may pass an empty one). Waits through `wait`.
+//! O(L + G).
+//! @wirebytes 32 per rank in the check, 8 + 8 G broadcast.
 //! @throws std::invalid_argument on rank 0 if its proposal is not a valid grouping of the
 //! layers (checked after step 1, so every rank throws: the others get mpi_error naming the
 //! refusal); mpi_error on every rank if the layouts differ (naming the smallest and largest

@@ -11,9 +11,9 @@
 
 namespace gradcomp::mpi {
 
-//! @brief True on every rank if `flag` is true on at least one rank of `comm`. Collective: every
-//! rank must call it, in the same order relative to other collectives on `comm`. One 4-byte
+//! @brief True on every rank if `flag` is true on at least one rank of `comm`. One 4-byte
 //! MPI_Allreduce (MPI_LOR): about 2 log2(P) latencies; deterministic.
+//! @collective
 //! @throws mpi_error if MPI fails.
 [[nodiscard]] inline bool any_rank(bool flag, const communicator& comm) {
   int local = flag ? 1 : 0;

@@ -89,8 +89,8 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
 //! (gamma is not separable from beta this way and is folded into it): alpha = a / (2(P-1)),
 //! beta = b P / (2(P-1)). With one rank, nothing is sent: alpha = beta = 0.
 //!
-//! Collective: every rank must call it with the same options; every rank gets the same result.
-//! Sends about 2 (P-1)/P x sum of sizes x (repetitions + 1) bytes per rank.
+//! @collective With the same options on every rank; every rank gets the same result.
+//! @wirebytes About 2 (P-1)/P x sum of sizes x (repetitions + 1) sent per rank.
 //! @throws std::invalid_argument on bad options; mpi_error on MPI failures.
 [[nodiscard]] inline calibration calibrate_ring_allreduce(const communicator& comm,
                                                           const calibration_options& o = {}) {
@@ -143,7 +143,8 @@ struct sparse_calibration_options {
 //! (compare with calibrate_ring_allreduce's beta to see that work). With one rank, alpha = beta
 //! = 0.
 //!
-//! Collective: every rank must call it with the same options; every rank gets the same result.
+//! @collective With the same options on every rank; every rank gets the same result.
+//!
 //! Sends about (P-1) x sum of M x (repetitions + 1) bytes per rank; needs 4 max_pairs / density
 //! bytes for the output.
 //! @throws std::invalid_argument on bad options (naming the value); mpi_error on MPI failures.

@@ -100,20 +100,21 @@ struct parameter_server_options {
 //! e.g. a default-constructed one) and an output of the same n floats as everyone: they receive
 //! the full average too (the other servers' shards), so every rank ends with the same vector.
 //!
-//! Bytes on the wire (payloads only: the alltoall's 64 bytes per peer and the 16-byte statuses
-//! are excluded), with n_s = the shard's length and u_s = the size of its pushes' index union:
+//! @wirebytes Payloads only (the alltoall's 64 bytes per peer and the 16-byte statuses are
+//! excluded), with n_s = the shard's length and u_s = the size of its pushes' index union:
 //! a worker sends, to each server other than itself, its part (32 bytes + 4 n_s dense, or 32 +
 //! index bytes + 4 nnz_s sparse at fp32) and receives the pull from each such server; a server
 //! receives the parts of the W workers other than itself and sends its pull to each of the
 //! P - 1 other ranks. A pull is min(4 n_s, 32 + index bytes of u_s + 4 u_s) bytes (adaptive;
-//! u_s <= min(n_s, sum of the parts' nnz_s)), or 4 n_s (dense). Messages: two latency rounds
-//! plus the alltoall and the 8-byte verdict allreduce; a server handles W pushes and P - 1 pulls
-//! (cost::parameter_server_seconds models its link). Work: O(nnz + S log nnz) per worker push,
-//! O(sum of the parts' nnz + n_s) per server, O(n_s + u_s) per pulled shard. Memory: the
-//! encoded parts of the push; on a server, the W received parts, an n_s-byte union mark and its
-//! encoded pull; on every rank, the encoded sparse pulls received. At most 6 x 16
-//! point-to-point requests are in flight per rank (each kind of transfer is posted through a
-//! window of 16).
+//! u_s <= min(n_s, sum of the parts' nnz_s)), or 4 n_s (dense).
+//!
+//! Messages: two latency rounds plus the alltoall and the 8-byte verdict allreduce; a server
+//! handles W pushes and P - 1 pulls (cost::parameter_server_seconds models its link). Work:
+//! O(nnz + S log nnz) per worker push, O(sum of the parts' nnz + n_s) per server, O(n_s + u_s)
+//! per pulled shard. Memory: the encoded parts of the push; on a server, the W received parts,
+//! an n_s-byte union mark and its encoded pull; on every rank, the encoded sparse pulls
+//! received. At most 6 x 16 point-to-point requests are in flight per rank (each kind of
+//! transfer is posted through a window of 16).
 //!
 //! Collective: every rank of the communicator must call start() (or operator()) with an output
 //! of the same length n (and, on workers, a push of dense length n), with the same options, in
