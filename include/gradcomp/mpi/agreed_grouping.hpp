@@ -166,7 +166,7 @@ inline void agree_warmup(const communicator& comm, std::size_t warmup, const wai
 //! warm-up lengths differ.
 template <gradcomp::pipeline_policy::grouping_policy Policy>
 struct agreed_grouping {
-  using grouping_concept = gradcomp::grouping_policy_tag;
+  using grouping_concept = gradcomp::grouping_policy_tag; //!< opts in (grouping_policy).
   const communicator* comm = nullptr; //!< required; must outlive the calls (the pipeline).
   //! The wrapped grouping policy: only rank 0's plans it (the other ranks' copies are asked
   //! for their warm-up length only).

@@ -131,12 +131,13 @@ class coded_allreduce : public detail::nonblocking_operation<coded_allreduce> {
   friend class detail::nonblocking_operation<coded_allreduce>;
 
 public:
-  using options = coded_allreduce_options;
+  using options = coded_allreduce_options; //!< see coded_allreduce_options.
 
   //! @brief Builds the placement of P = comm.size() ranks and r = o.redundancy, and this rank's
   //! transfer plan (the placement's O(C(P, r) r + C(P, r + 1) (r + 1)) time, plus O(r C(P - 1,
   //! r)) for the plan). Local: no communication.
   //! @param comm the communicator; must outlive this object.
+  //! @param o    the options; every rank must pass the same (checked when the exchange starts).
   //! @throws std::invalid_argument naming the value if r < 1 or r >= P (in particular for every
   //! r when P = 1), if coded::placement rejects (P, r) (more than coded::max_subset_count parts
   //! or groups), if tag_base < 0, tag_range < 1, the last tag exceeds MPI_TAG_UB, or

@@ -111,11 +111,12 @@ class coded_sparse_allreduce : public detail::nonblocking_operation<coded_sparse
   friend class detail::nonblocking_operation<coded_sparse_allreduce>;
 
 public:
-  using options = coded_allreduce_options;
+  using options = coded_allreduce_options; //!< see coded_allreduce_options.
 
   //! @brief Builds the coded_allreduce of P = comm.size() ranks with options `o` (which checks
   //! them) and the choice of contributors (coded::union_contributors). Local.
   //! @param comm the communicator; must outlive this object.
+  //! @param o    the options; every rank must pass the same (checked when the exchange starts).
   //! @throws what coded_allreduce's constructor throws (std::invalid_argument naming r when
   //! r < 1 or r >= P, in particular for every r when P = 1; bad tags or window).
   explicit coded_sparse_allreduce(const communicator& comm, options o = {})

@@ -61,10 +61,13 @@ inline void divide(std::span<float> values, std::size_t count) {
 template <class Allreduce>
 class basic_dense_exchange {
 public:
-  using transport_concept = gradcomp::transport_tag;
+  using transport_concept = gradcomp::transport_tag; //!< opts in (pipeline_policy::transport).
+  //! Builds the allreduce over `comm` (which must outlive this object) with options `o`. Local.
   explicit basic_dense_exchange(const communicator& comm, typename Allreduce::options o = {})
       : comm_(&comm), allreduce_(comm, o) {}
 
+  //! Starts averaging `m` into `average` (n floats, m's dense length): decompresses it there
+  //! and sums in place. Collective (see the class).
   void start(const sparse_message& m, std::span<float> average) {
     decompress(m, average);
     start_in_place(average);
@@ -81,6 +84,7 @@ public:
   //! Always true: every allreduce here sums in place.
   [[nodiscard]] bool accepts_in_place() const noexcept { return true; }
 
+  //! Progress without blocking; true once the average is complete (divided by P).
   bool test() {
     if (!done_ && allreduce_.test()) {
       complete();
@@ -88,6 +92,7 @@ public:
     return done_;
   }
 
+  //! Completes the operation (returns at once when it already has).
   void wait() {
     if (!done_) {
       allreduce_.wait();
@@ -95,7 +100,9 @@ public:
     }
   }
 
+  //! Bytes this rank sent in the last operation (see the class). O(1).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
+  //! Bytes this rank received in the last operation (see the class). O(1).
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
@@ -150,14 +157,21 @@ using hierarchical_exchange = basic_dense_exchange<hierarchical_allreduce>;
 //! parameter_server does otherwise.
 class parameter_server_exchange {
 public:
-  using transport_concept = gradcomp::transport_tag;
+  using transport_concept = gradcomp::transport_tag; //!< opts in (pipeline_policy::transport).
+  //! Builds the parameter server over `comm` (which must outlive this object) with options `o`
+  //! (co-located servers only). Local.
   explicit parameter_server_exchange(const communicator& comm, parameter_server_options o = {})
       : server_((require_colocated(o), comm), o) {}
 
+  //! Pushes `m`; `average` (n floats) gets the pulled average. Collective (see the class).
   void start(const sparse_message& m, std::span<float> average) { server_.start(m, average); }
+  //! Progress without blocking; true once `average` holds the average.
   bool test() { return server_.test(); }
+  //! Completes the operation.
   void wait() { server_.wait(); }
+  //! Bytes this rank sent in the last operation, as parameter_server counts them. O(1).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return server_.bytes_sent(); }
+  //! Bytes this rank received in the last operation, as parameter_server counts them. O(1).
   [[nodiscard]] std::size_t bytes_received() const noexcept { return server_.bytes_received(); }
 
 private:
@@ -178,16 +192,21 @@ private:
 //! @throws as sparse_allgather does.
 class sparse_exchange {
 public:
-  using transport_concept = gradcomp::transport_tag;
+  using transport_concept = gradcomp::transport_tag; //!< opts in (pipeline_policy::transport).
+  //! Builds the sparse allgather over `comm` (which must outlive this object) with options `o`.
+  //! Local.
   explicit sparse_exchange(const communicator& comm, sparse_allgather_options o = {})
       : comm_(&comm), gather_(comm, o) {}
 
+  //! Starts gathering `m`; `average` (n floats, m's dense length) gets the mean of every rank's
+  //! message. Collective (see the class).
   void start(const sparse_message& m, std::span<float> average) {
     average_ = average;
     done_ = false;
     gather_.start(m, average);
   }
 
+  //! Progress without blocking; true once `average` holds the mean.
   bool test() {
     if (!done_ && gather_.test()) {
       done_ = true;
@@ -196,6 +215,7 @@ public:
     return done_;
   }
 
+  //! Completes the operation (returns at once when it already has).
   void wait() {
     if (!done_) {
       gather_.wait();
@@ -204,7 +224,9 @@ public:
     }
   }
 
+  //! Bytes this rank sent in the last operation, as sparse_allgather reports them. O(1).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return gather_.bytes_sent(); }
+  //! Bytes this rank received in the last operation, as sparse_allgather reports them. O(1).
   [[nodiscard]] std::size_t bytes_received() const noexcept { return gather_.bytes_received(); }
   //! Whether the last exchange switched to the dense ring allreduce.
   [[nodiscard]] bool used_dense() const noexcept { return gather_.used_dense(); }
@@ -260,8 +282,8 @@ class basic_coded_exchange {
                 "basic_coded_exchange: Coded must be coded_allreduce or coded_sparse_allreduce");
 
 public:
-  using transport_concept = gradcomp::transport_tag;
-  using options = coded_allreduce_options;
+  using transport_concept = gradcomp::transport_tag; //!< opts in (pipeline_policy::transport).
+  using options = coded_allreduce_options;           //!< the options of the coded exchange.
 
   //! Builds the coded exchange of P = comm.size() ranks with options `o` (redundancy r, coding,
   //! schedule, variant, tags, window). Local. `comm` must outlive this object.

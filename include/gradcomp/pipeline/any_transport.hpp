@@ -35,7 +35,7 @@ namespace gradcomp {
 //! any_transport must not be used (its calls throw std::logic_error).
 class any_transport {
 public:
-  using transport_concept = transport_tag;
+  using transport_concept = transport_tag; //!< opts in (pipeline_policy::transport).
 
   //! @brief A transport holding a T constructed from `args`. Allocates once.
   //! @throws whatever T's constructor throws; std::bad_alloc.

@@ -62,9 +62,10 @@ concept replanning_policy = grouping_policy<G> && std::move_constructible<G> &&
 //! @brief A grouping given explicitly (validated by the pipeline); empty means per_layer. Not a
 //! replanning_policy: the grouping never changes.
 struct fixed_grouping {
-  using grouping_concept = grouping_policy_tag;
-  schedule::grouping grouping{};
+  using grouping_concept = grouping_policy_tag; //!< opts in (pipeline_policy::grouping_policy).
+  schedule::grouping grouping{};                //!< the groups; empty: one group per layer.
 
+  //! `grouping`, or schedule::per_layer(numel.size()) when it is empty. O(groups).
   [[nodiscard]] schedule::grouping groups(std::span<const std::size_t> numel) const {
     return grouping.empty() ? schedule::per_layer(numel.size()) : grouping;
   }
@@ -81,12 +82,12 @@ struct fixed_grouping {
 //! @throws std::invalid_argument (from groups() or replan()) if the backward seconds' count
 //! differs from the layer count, or the profile or model is invalid.
 struct planned_grouping {
-  using grouping_concept = grouping_policy_tag;
-  schedule::strategy strategy = schedule::strategy::per_layer;
-  schedule::cost_model model{};
+  using grouping_concept = grouping_policy_tag; //!< opts in (pipeline_policy::grouping_policy).
+  schedule::strategy strategy = schedule::strategy::per_layer; //!< the merge strategy.
+  schedule::cost_model model{}; //!< the network model (alpha, beta) the strategy plans with.
   std::vector<double> backward_seconds{}; //!< per layer, forward order (s); empty: all zero.
   double forward_seconds = 0.0;           //!< t_f (s).
-  schedule::plan_options options{};
+  schedule::plan_options options{};       //!< the strategy's options (schedule::plan).
   //! Finished iterations after which the pipeline re-plans from its measurements (once);
   //! 0: never (the grouping of groups() stays).
   std::size_t replan_after = 0;

@@ -437,6 +437,7 @@ public:
   //! The groups now in use (backward positions, in sending order): the policy's first grouping,
   //! or the re-planned one once replanned().
   [[nodiscard]] const schedule::grouping& groups() const noexcept { return grouping_; }
+  //! The number of layers. O(1).
   [[nodiscard]] std::size_t layers() const noexcept { return numel_.size(); }
   //! True once the pipeline switched to a re-planned grouping (from the iteration after the
   //! warm-up on). O(1).
