@@ -35,6 +35,7 @@ Needs Python 3 and matplotlib (Debian: python3-matplotlib, for /usr/bin/python3)
 reproducible (no date, fixed ids).
 """
 import argparse
+import io
 import json
 import math
 import os
@@ -313,8 +314,14 @@ def pyplot():
 
 
 def save(plt, fig, path):
-    fig.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    """Saves `fig` as a reproducible SVG (no date, fixed ids) that starts with <svg (matplotlib's
+    XML declaration and DOCTYPE left out)."""
+    text = io.StringIO()
+    fig.savefig(text, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)
+    svg = text.getvalue()
+    with open(path, "w") as f:
+        f.write(svg[svg.index("<svg"):])
 
 
 def seconds_label(s, _pos=None):
