@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 """Side-by-side comparison of training runs measured in one invocation (the main job's last step).
 
@@ -16,9 +16,11 @@ every dense baseline (iteration time) and with the target accuracy (time to reac
 is the final test accuracy of the run labelled --target-label (default: the PyTorch DDP dense run,
 else the first dense run). Prints a Markdown table and summary (also DIR/comparison.md) and writes
 DIR/accuracy-vs-time.svg (with --x epochs: DIR/accuracy-vs-epochs.svg, the curves against epochs
-trained, for runs whose iterations differ in cost). Standard library only.
+trained, for runs whose iterations differ in cost). Python 3 and matplotlib (Debian:
+python3-matplotlib, for /usr/bin/python3; only the plot needs it).
 """
 import argparse
+import io
 import json
 import math
 import os
@@ -195,52 +197,58 @@ def table(reports, target_run):
     return text
 
 
-def svg_plot(reports, path, x_key="train_seconds"):
-    w, h, ml, mr, mt, mb = 820, 460, 70, 300, 30, 50
+def accuracy_plot(reports, path, x_key="train_seconds"):
+    """Test accuracy against training seconds (or epochs) per run, as an SVG (matplotlib, Agg);
+    DDP runs dashed. The vertical range starts at the lowest accuracy above 50 % (rounded down
+    to 5 %); lower points are drawn at the frame's edge."""
+    try:
+        import matplotlib
+    except ImportError:
+        raise SystemExit("compare-runs: the plot needs matplotlib (Debian: apt-get install "
+                         "python3-matplotlib, then run it with /usr/bin/python3)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+    plt.rcParams.update({"svg.hashsalt": "gradcomp", "svg.fonttype": "none", "font.size": 9,
+                         "font.family": "sans-serif", "axes.titlesize": 11})
     points = [(p[x_key], p["test_accuracy"]) for r in reports for p in r["curve"]]
     xmax = max(x for x, _ in points) * 1.05 or 1
     high = [y for _, y in points if y > 0.5]
     ymin = max(0.0, math.floor(min(high) * 20) / 20) if high else 0.0
     ymax = 1.0 if ymin < 0.8 else 0.95
-
-    def X(x):
-        return ml + (w - ml - mr) * x / xmax
-
-    def Y(y):
-        y = min(max(y, ymin), ymax)
-        return mt + (h - mt - mb) * (1 - (y - ymin) / (ymax - ymin))
-
     colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#8c564b", "#ff7f0e", "#17becf",
               "#7f7f7f", "#bcbd22", "#e377c2"]
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="12">',
-           f'<rect width="{w}" height="{h}" fill="white"/>',
-           f'<text x="{ml}" y="18" font-size="14">Test accuracy vs '
-           f'{"training time" if x_key == "train_seconds" else "epochs"} (same invocation)</text>']
-    for i in range(6):
-        y = ymin + (ymax - ymin) * i / 5
-        out.append(f'<line x1="{ml}" x2="{w - mr}" y1="{Y(y):.1f}" y2="{Y(y):.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{ml - 6}" y="{Y(y) + 4:.1f}" text-anchor="end">{100 * y:.0f} %</text>')
-    for i in range(6):
-        x = xmax * i / 5
-        out.append(f'<line x1="{X(x):.1f}" x2="{X(x):.1f}" y1="{mt}" y2="{h - mb}" stroke="#eee"/>')
-        out.append(f'<text x="{X(x):.1f}" y="{h - mb + 16}" text-anchor="middle">{x:.{0 if xmax > 10 else 1}f}</text>')
-    x_name = "training seconds (evaluation excluded)" if x_key == "train_seconds" else "epochs"
-    out.append(f'<text x="{(ml + w - mr) / 2}" y="{h - 10}" text-anchor="middle">{x_name}</text>')
-    out.append(f'<rect x="{ml}" y="{mt}" width="{w - ml - mr}" height="{h - mt - mb}" fill="none" stroke="#333"/>')
-    legend_y = mt + 10
+    fig, ax = plt.subplots(figsize=(8.2, 4.6))
     for i, r in enumerate(reports):
-        c = colors[i % len(colors)]
-        dash = ' stroke-dasharray="6,3"' if is_ddp(r) else ""
-        pts = " ".join(f"{X(p[x_key]):.1f},{Y(p['test_accuracy']):.1f}" for p in r["curve"])
-        out.append(f'<polyline points="{pts}" fill="none" stroke="{c}" stroke-width="2"{dash}/>')
-        for p in r["curve"]:
-            out.append(f'<circle cx="{X(p[x_key]):.1f}" cy="{Y(p["test_accuracy"]):.1f}" r="3" fill="{c}"/>')
-        out.append(f'<line x1="{w - mr + 10}" x2="{w - mr + 30}" y1="{legend_y}" y2="{legend_y}" stroke="{c}" stroke-width="2"{dash}/>')
-        out.append(f'<text x="{w - mr + 35}" y="{legend_y + 4}">{r["label"]}</text>')
-        legend_y += 18
-    out.append("</svg>")
+        xs = [p[x_key] for p in r["curve"]]
+        ys = [min(max(p["test_accuracy"], ymin), ymax) for p in r["curve"]]
+        ax.plot(xs, ys, "--" if is_ddp(r) else "-", marker="o", markersize=3.5, linewidth=2,
+                color=colors[i % len(colors)], label=r["label"])
+    ax.set_xlim(0, xmax)
+    ax.set_ylim(ymin, ymax)
+    step = 0.05 if ymax - ymin <= 0.3 else 0.1  # ticks at round percentages
+    ax.set_yticks([k * step for k in range(math.ceil(ymin / step - 1e-9),
+                                           math.floor(ymax / step + 1e-9) + 1)])
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _pos: f"{100 * y:.0f} %"))
+    ax.grid(True, color="#dddddd", linewidth=0.8)
+    ax.set_xlabel("training seconds (evaluation excluded)" if x_key == "train_seconds"
+                  else "epochs")
+    ax.set_title("Test accuracy vs "
+                 f"{'training time' if x_key == 'train_seconds' else 'epochs'} (same invocation)",
+                 loc="left")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
+    write_svg(fig, path)
+    plt.close(fig)
+
+
+def write_svg(fig, path):
+    """Saves `fig` as a reproducible SVG (no date, fixed ids) that starts with <svg (matplotlib's
+    XML declaration and DOCTYPE left out, as in the hand-written SVGs before)."""
+    text = io.StringIO()
+    fig.savefig(text, format="svg", metadata={"Date": None}, bbox_inches="tight")
+    svg = text.getvalue()
     with open(path, "w") as f:
-        f.write("\n".join(out) + "\n")
+        f.write(svg[svg.index("<svg"):])
 
 
 def main():
@@ -274,7 +282,8 @@ def main():
     with open(os.path.join(a.out, "comparison.md"), "w") as f:
         f.write(text)
     svg_name = "accuracy-vs-time.svg" if a.x == "time" else "accuracy-vs-epochs.svg"
-    svg_plot(reports, os.path.join(a.out, svg_name), "train_seconds" if a.x == "time" else "epochs_done")
+    accuracy_plot(reports, os.path.join(a.out, svg_name),
+                  "train_seconds" if a.x == "time" else "epochs_done")
     print(f"\n(written: {os.path.join(a.out, 'comparison.md')}, "
           f"{os.path.join(a.out, svg_name)})")
     return 0

@@ -139,7 +139,7 @@ done
 for model in $models; do
   read -r -a reports <<<"${model_reports[$model]}"
   mkdir -p "$runs_out/$model"
-  python3 scripts/compare-runs.py --x epochs --out "$runs_out/$model" --since "$runs_started" \
+  "$runs_python" scripts/compare-runs.py --x epochs --out "$runs_out/$model" --since "$runs_started" \
     --target-label "$model dense ring" \
     --title "### fidelity, $model: $runs_mode; $epochs epochs per run" "${reports[@]}" \
     >/dev/null

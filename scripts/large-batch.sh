@@ -48,5 +48,5 @@ for global in $batches; do
   done
 done
 python3 scripts/large-batch-table.py "$out"/*.json | tee "$out/table.md"
-python3 scripts/compare-runs.py --x epochs --out "$out" "$out"/*.json > /dev/null
+/usr/bin/python3 scripts/compare-runs.py --x epochs --out "$out" "$out"/*.json > /dev/null
 echo "table: $out/table.md, curves: $out/accuracy-vs-epochs.svg"

@@ -77,6 +77,6 @@ if [[ $ddp == 1 ]]; then
   fi
 fi
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+"$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
   --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run" \
   "${runs_reports[@]}"

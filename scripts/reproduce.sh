@@ -122,7 +122,7 @@ s2() {
     run_gradcomp sparse "reused threshold 0.01, data parallel ($model)" "${sparse[@]}"
     run_gradcomp sparse-hybrid-fc1 "reused threshold 0.01, hybrid fc1 ($model)" "${sparse[@]}" \
       --parallel hybrid --mp-layers fc1
-    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+    "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
       --title "### S2 on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
       "${runs_reports[@]}" >/dev/null
     cat "$runs_out/comparison.md"
@@ -146,7 +146,7 @@ s3() {
     # ASGD: 4 workers (the same shards and batches per worker) and 1 dedicated server rank
     runs_ranks=5 run_gradcomp asgd "ASGD, 4 workers + 1 server ($model)" --sync async \
       --transport ps --servers 1
-    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+    "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
       --target-common \
       --title "### S3 on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
       "${runs_reports[@]}" >/dev/null
@@ -168,7 +168,7 @@ dense() {
     run_gradcomp mpich "gradcomp MPICH allreduce, 25 MiB buckets ($model)" --method dense \
       --transport allreduce --merge size_threshold
     run_ddp ddp-dense "PyTorch DDP dense, gloo ($model)" --exchange dense
-    python3 scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+    "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
       --title "### Dense exchange on the $model: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
       "${runs_reports[@]}" >/dev/null
     cat "$runs_out/comparison.md"
