@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The whole test suite, from a fresh clone: installs the Debian packages it needs, builds every
-# test, tool, benchmark and example (Release), runs ctest and compiles every public header on
-# its own; compiles the CUDA component when nvcc exists (its GPU tests run only on a GPU); then
-# builds the tests once more with AddressSanitizer + UndefinedBehaviorSanitizer and once with
+# test, tool, benchmark and example (Release), runs ctest, compiles every public header on its
+# own and builds the API reference (Doxygen, warnings fail); compiles the CUDA component when
+# nvcc exists (its GPU tests run only on a GPU); then builds the tests once more with
+# AddressSanitizer + UndefinedBehaviorSanitizer and once with
 # ThreadSanitizer (any report fails) and runs them again; then runs every libFuzzer target
 # (clang) for GRADCOMP_FUZZ_SECONDS (default 60) each.
 #
@@ -22,6 +23,9 @@ ctest --preset release -j "$jobs"
 
 echo "== Every public header compiles on its own (CMake header sets, one check per component)"
 cmake --build --preset release -j "$jobs" --target all_verify_interface_header_sets
+
+echo "== API reference (Doxygen, docs/api/Doxyfile): every public entity documented, 0 warnings"
+scripts/api-docs.sh
 
 # The CUDA component: compiled by nvcc for sm_90 (+ PTX) wherever a CUDA Toolkit is installed
 # (CI has one, but no GPU: the GPU tests then report "Skipped"; their logic also ran above, on
