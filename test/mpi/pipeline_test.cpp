@@ -29,6 +29,12 @@ using gradcomp::test::same_bits;
 
 using namespace gradcomp;
 
+// mpi::sparse_allgather has start/test/wait too but leaves the SUM over the ranks: without the
+// opt-in tag it is not a pipeline transport (a pipeline over it does not compile), while
+// its pipeline adapter, which divides by P, is.
+static_assert(!pipeline_policy::transport<mpi::sparse_allgather>);
+static_assert(pipeline_policy::transport<mpi::sparse_exchange>);
+
 namespace {
 
 const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
