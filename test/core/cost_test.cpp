@@ -25,7 +25,7 @@ TEST_CASE("allgather and sparse allgather models", "[cost]") {
   const network net{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   CHECK(allgather_seconds(1000, 4, net) == Approx(3 * (2e-6 + 1e-5)));
   CHECK(sparse_allgather_seconds(100, 8, 3, net) ==
-        Approx(2 * (2e-6 + 24e-8) + 2 * (2e-6 + 800e-8)));
+        Approx(2 * (2e-6 + 32e-8) + 2 * (2e-6 + 800e-8)));
 }
 
 TEST_CASE("parameter server model counts the busiest link phase by phase", "[cost]") {

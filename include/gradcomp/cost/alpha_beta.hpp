@@ -74,11 +74,17 @@ all_to_all_seconds(double bytes_per_peer, int ranks, const network& net) {
   return (p - 1) * (net.alpha_seconds + net.beta_seconds_per_byte * bytes_per_peer);
 }
 
+//! @brief Bytes per rank of gradcomp::mpi::sparse_allgather's header round: four 64-bit fields
+//! (encoded bytes, dense length, nnz, the fingerprint of the settings every rank must share).
+inline constexpr double sparse_allgather_header_bytes = 32.0;
+
 //! @brief Sparse allgather of k (index, value) pairs per rank at `bytes_per_pair` each, plus the
-//! count exchange (one more allgather of 24 bytes): the reference top-k exchange.
+//! header round (one more allgather of sparse_allgather_header_bytes): the reference top-k
+//! exchange, as gradcomp::mpi::sparse_allgather runs it.
 [[nodiscard]] inline double
 sparse_allgather_seconds(double k, double bytes_per_pair, int ranks, const network& net) {
-  return allgather_seconds(24.0, ranks, net) + allgather_seconds(k * bytes_per_pair, ranks, net);
+  return allgather_seconds(sparse_allgather_header_bytes, ranks, net) +
+         allgather_seconds(k * bytes_per_pair, ranks, net);
 }
 
 //! @brief Where the servers of a parameter server run (mirrors gradcomp::mpi::server_placement,

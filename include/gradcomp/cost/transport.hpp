@@ -77,8 +77,8 @@ struct transport_options {
 //!   (Rabenseifner: reduce-scatter + allgather) has the same beta term and 2 log2(P) alpha, but
 //!   measured 1.4-1.5x this on 4 emulated hosts (docs/transport-benchmarks.md);
 //! - sparse_allgather: sparse_allgather_seconds(1, b, P, net) (one b-byte message per rank),
-//!   the count exchange allgather_seconds(24, P) plus allgather_seconds(b, P) =
-//!   (P-1) (alpha + beta b).
+//!   the header round allgather_seconds(sparse_allgather_header_bytes, P) plus
+//!   allgather_seconds(b, P) = (P-1) (alpha + beta b).
 //!   The transport's dense switch (a ring allreduce of the dense group when gathering would
 //!   receive more) needs the group's dense size and is not modelled;
 //! - parameter_server: parameter_server_seconds(b, pull, W, S, net, placement), with W = P

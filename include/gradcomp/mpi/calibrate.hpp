@@ -135,13 +135,13 @@ struct sparse_calibration_options {
 //! @brief Times gradcomp::mpi::sparse_allgather itself, for messages of min_pairs, 4 min_pairs,
 //! ... max_pairs pairs at `density` (indices evenly spread with a per-rank offset, so the ranks'
 //! messages interleave; fp32 values), and fits its cost formula
-//! cost::sparse_allgather_seconds = 2(P-1) alpha + (P-1) beta (24 + M), M the encoded bytes per
-//! rank, to the median slowest-rank times: with t = a + b M, beta = b / (P-1) and
-//! alpha = (a - 24 b) / (2(P-1)) (each clamped at 0). `bytes` holds M per size. The transport's
-//! receive-side work (decoding and summing P-1 messages, clearing the dense output) grows with M
-//! and is folded into beta and alpha: the result prices this transport, not the bare network
-//! (compare with calibrate_ring_allreduce's beta to see that work). With one rank, alpha = beta
-//! = 0.
+//! cost::sparse_allgather_seconds = 2(P-1) alpha + (P-1) beta (H + M), M the encoded bytes per
+//! rank and H = cost::sparse_allgather_header_bytes (32), to the median slowest-rank times: with
+//! t = a + b M, beta = b / (P-1) and alpha = (a - H b) / (2(P-1)) (each clamped at 0). `bytes`
+//! holds M per size. The transport's receive-side work (decoding and summing P-1 messages, clearing
+//! the dense output) grows with M and is folded into beta and alpha: the result prices this
+//! transport, not the bare network (compare with calibrate_ring_allreduce's beta to see that work).
+//! With one rank, alpha = beta = 0.
 //!
 //! @collective With the same options on every rank; every rank gets the same result.
 //!
@@ -195,7 +195,9 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
   if (p > 1) {
     const double b = std::max(0.0, result.fit.slope);
     result.net.beta_seconds_per_byte = b / (p - 1);
-    result.net.alpha_seconds = std::max(0.0, result.fit.intercept - 24.0 * b) / (2.0 * (p - 1));
+    result.net.alpha_seconds =
+        std::max(0.0, result.fit.intercept - cost::sparse_allgather_header_bytes * b) /
+        (2.0 * (p - 1));
   }
   return result;
 }

@@ -4,6 +4,7 @@
 //! into a dense result, with SparCML's switch to a dense allreduce when that is cheaper.
 #pragma once
 
+#include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
@@ -26,6 +27,10 @@
 #include <vector>
 
 namespace gradcomp::mpi {
+
+// the cost model prices the header round sparse_allgather sends
+static_assert(cost::sparse_allgather_header_bytes ==
+              static_cast<double>(detail::gathered_header_fields * sizeof(std::int64_t)));
 
 //! @brief How sparse_allgather moves the encoded messages.
 enum class sparse_allgather_algorithm {
