@@ -6,7 +6,7 @@
 # nvcc exists (its GPU tests run only on a GPU); then builds the tests once more with
 # AddressSanitizer + UndefinedBehaviorSanitizer and once with
 # ThreadSanitizer (any report fails) and runs them again; then runs every libFuzzer target
-# (clang) for GRADCOMP_FUZZ_SECONDS (default 60) each.
+# (clang) for GRADCOMP_FUZZ_SECONDS (default 30) each.
 #
 #   scripts/test.sh                                # everything
 #   GRADCOMP_SKIP_SANITIZERS=1 scripts/test.sh     # Release tests only (quicker local runs)
@@ -55,8 +55,8 @@ if [[ "${GRADCOMP_SKIP_SANITIZERS:-0}" != "1" ]]; then
   cmake --build --preset tsan -j "$jobs"
   ctest --preset tsan -j "$jobs"
 
-  echo "== libFuzzer targets (clang, ASan + UBSan), ${GRADCOMP_FUZZ_SECONDS:-60} s each"
-  cmake --preset fuzz -DGRADCOMP_FUZZ_SECONDS="${GRADCOMP_FUZZ_SECONDS:-60}"
+  echo "== libFuzzer targets (clang, ASan + UBSan), ${GRADCOMP_FUZZ_SECONDS:-30} s each"
+  cmake --preset fuzz -DGRADCOMP_FUZZ_SECONDS="${GRADCOMP_FUZZ_SECONDS:-30}"
   cmake --build --preset fuzz -j "$jobs"
   ctest --preset fuzz
 fi
