@@ -5,6 +5,7 @@
 //! only the C++20 standard library (never includes MPI or CUDA headers).
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/adaptive_density.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>

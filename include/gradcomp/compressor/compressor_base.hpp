@@ -7,8 +7,10 @@
 //! (examples/04_custom_compressor, docs/extending.md).
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/compressor_base.hpp>
+#include <gradcomp/compressor/detail/option_state.hpp>
 #include <gradcomp/compressor/detail/source.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/error.hpp>
@@ -18,7 +20,9 @@
 
 #include <cstddef>
 #include <span>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 namespace gradcomp {
 
@@ -209,6 +213,55 @@ public:
                   "gradcomp: this is a host compressor and the tensor lives in device memory; "
                   "use the CUDA compressor of the same name from <gradcomp/cuda/...>");
     return {};
+  }
+
+  //! @brief Writes this compressor's state for a checkpoint: Derived::state_name, the density
+  //! (where Options has one), the options that decide its selections (values type, and each of
+  //! guard_factor, interval, sample_fraction, min_samples, max_adjust_rounds, seed that Options
+  //! has; not threads), then Derived's own state through its optional `save_extra(state_writer&)
+  //! const` hook (reused_threshold's interval position and threshold, sampled_threshold's RNG).
+  //! O(1) plus the hook. Needs `static constexpr std::string_view state_name` in Derived.
+  void save_state(state_writer& w) const requires requires { Derived::state_name; }
+  {
+    w.tag("compressor");
+    w.string(Derived::state_name);
+    if constexpr (requires(const Options& o) { o.density; }) {
+      w.f64(options_.density);
+    }
+    detail::write_checked_options(w, options_);
+    if constexpr (requires(const Derived& d) { d.save_extra(w); }) {
+      static_cast<const Derived&>(*this).save_extra(w);
+    }
+  }
+
+  //! @brief Restores the state save_state() wrote: checks the compressor name and every checked
+  //! option against this compressor's, restores the density and Derived's own state (through its
+  //! optional `load_extra(state_reader&)` hook). All or nothing: the state is read into a copy,
+  //! which replaces this compressor only when everything was read. O(1) plus the hook.
+  //! @throws state_error naming the compressor and the option (with both values) on a
+  //! difference, or what is truncated or invalid; this compressor is then unchanged.
+  void load_state(state_reader& r) requires requires { Derived::state_name; }
+  {
+    r.expect_tag("compressor");
+    const std::string name = r.string("compressor name");
+    if (name != Derived::state_name) {
+      throw state_error(detail::concat("gradcomp state: the checkpoint holds a '", name,
+                                       "' compressor, this one is '", Derived::state_name, "'"));
+    }
+    Derived copy(static_cast<const Derived&>(*this));
+    if constexpr (requires(const Options& o) { o.density; }) {
+      const double d = r.f64("density");
+      if (!(d > 0.0 && d <= 1.0)) {
+        throw state_error(
+            detail::concat("gradcomp state: ", name, " density ", d, " is outside (0, 1]"));
+      }
+      static_cast<compressor_base&>(copy).options_.density = d;
+    }
+    detail::check_checked_options(r, options_, Derived::state_name);
+    if constexpr (requires(Derived & d) { d.load_extra(r); }) {
+      copy.load_extra(r);
+    }
+    static_cast<Derived&>(*this) = std::move(copy);
   }
 
 protected:

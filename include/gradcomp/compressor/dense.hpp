@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <string_view>
 
 namespace gradcomp {
 
@@ -28,6 +29,8 @@ struct dense_options {
 //! Wire bytes: 32 + 4n (fp32) or 32 + 2n (fp16, bf16).
 class dense : public compressor_base<dense, dense_options> {
 public:
+  //! The name its checkpoint state carries (compressor_base::save_state). No state of its own.
+  static constexpr std::string_view state_name = "dense";
   //! A dense compressor with options `o` (default: fp32, all hardware threads). O(1); never
   //! throws (dense has no density to validate).
   explicit dense(options o = {}) : compressor_base(o) {}

@@ -3,14 +3,17 @@
 //! @brief gradcomp::error_feedback: one layer's compressor with its residual.
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <utility>
 #include <vector>
@@ -153,6 +156,40 @@ public:
   std::size_t drop_non_finite() noexcept {
     return detail::zero_non_finite(residual_) + detail::zero_non_finite(velocity_);
   }
+  //! @brief Checkpoint state (gradcomp::has_binary_state, where the compressor has one): the
+  //! layer's length, the momentum of the correction, the compressor's state, the residual and
+  //! the velocity, bit for bit. O(n). Deterministic.
+  void save_state(state_writer& w) const requires has_binary_state<Compressor> {
+    w.tag("error_feedback");
+    w.u64(residual_.size());
+    w.f32(momentum_);
+    compressor_.save_state(w);
+    w.floats(residual_);
+    w.floats(velocity_);
+  }
+  //! @brief Restores what save_state() wrote, so that the next compress() continues exactly as
+  //! the saved object would have (bit-identical messages and residuals). All or nothing. O(n).
+  //! @throws state_error naming what differs (the layer's length, the momentum, the compressor
+  //! or its options) or what is truncated; this object is then unchanged.
+  void load_state(state_reader& r) requires has_binary_state<Compressor> {
+    r.expect_tag("error_feedback");
+    r.expect_u64("error_feedback layer length", residual_.size());
+    const float m = r.f32("error_feedback momentum");
+    if (std::bit_cast<std::uint32_t>(m) != std::bit_cast<std::uint32_t>(momentum_)) {
+      throw state_error(detail::concat("gradcomp state: momentum correction ", m,
+                                       " in the checkpoint, ", momentum_, " here"));
+    }
+    Compressor c = compressor_;
+    c.load_state(r);
+    std::vector<float> residual(residual_.size());
+    r.floats_into("error_feedback residual", residual);
+    std::vector<float> velocity(velocity_.size());
+    r.floats_into("error_feedback velocity", velocity);
+    compressor_ = std::move(c);
+    residual_ = std::move(residual);
+    velocity_ = std::move(velocity);
+  }
+
   //! This layer's compressor (e.g. to set its density); its state is this layer's. O(1).
   [[nodiscard]] Compressor& compressor() noexcept { return compressor_; }
   //! Elements of the layer (the constructor's `numel`, the residual's length). O(1).

@@ -9,6 +9,7 @@
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <cstddef>
+#include <string_view>
 
 namespace gradcomp {
 
@@ -32,6 +33,9 @@ struct exact_top_k_options {
 //! calls. Wire bytes (u32 indices, fp32 values): 32 + 8k.
 class exact_top_k : public compressor_base<exact_top_k, exact_top_k_options> {
 public:
+  //! The name its checkpoint state carries (compressor_base::save_state): the density and the
+  //! values type; no state between calls besides them.
+  static constexpr std::string_view state_name = "exact_top_k";
   //! @throws std::invalid_argument if the density is outside (0, 1].
   explicit exact_top_k(options o = {}) : compressor_base(o) {}
   //! Shorthand for `exact_top_k(options{.density = density})` (fp32 values, all hardware

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 namespace gradcomp {
@@ -86,6 +87,9 @@ class fitted_threshold
 public:
   using base = gradcomp::compressor_base<fitted_threshold<Fit>, fitted_threshold_options>;
   using typename base::options;
+  //! The name its checkpoint state carries (compressor_base::save_state): the density and the
+  //! options; no state between calls besides them.
+  static constexpr std::string_view state_name = Fit::state_name;
 
   //! @throws std::invalid_argument on density outside (0, 1] or guard_factor outside [1, 1e6].
   explicit fitted_threshold(options o = {}) : base(o) {}
@@ -132,6 +136,7 @@ private:
 //! Gaussian-k (Shi et al. 2019): v ~ N(mu, sigma^2); P(|v - mu| > t) = k/n gives
 //! t = sigma Phi^-1(1 - k/(2n)); the magnitude threshold is |mu| + t.
 struct gaussian_fit {
+  static constexpr std::string_view state_name = "gaussian_threshold";
   GRADCOMP_HOST_DEVICE static void transform(float v, float& value, float& weight) noexcept {
     value = v;
     weight = 1.0f;
@@ -149,6 +154,7 @@ struct gaussian_fit {
 //! values; the k largest are the top k/nz of that distribution: t = exp(mu + sigma
 //! Phi^-1(1 - k/nz)). With nz <= k, every nonzero is selected (t = smallest positive float).
 struct lognormal_fit {
+  static constexpr std::string_view state_name = "lognormal_threshold";
   GRADCOMP_HOST_DEVICE static void transform(float v, float& value, float& weight) noexcept {
     // |v| in 1 .. 0x7f7fffff as bits: positive and finite (zeros, infinities, NaN left out);
     // integer selects keep the loop free of branches so that it vectorises

@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string_view>
 
 namespace gradcomp {
 
@@ -48,6 +49,10 @@ inline void check_interval(std::uint64_t interval) {
 //! Deterministic given the sequence of inputs.
 class reused_threshold : public compressor_base<reused_threshold, reused_threshold_options> {
 public:
+  //! The name its checkpoint state carries (compressor_base::save_state): with the options and
+  //! the density, the position in the interval and the remembered threshold (save_extra), so a
+  //! resumed run refreshes at the same calls and filters with the same threshold.
+  static constexpr std::string_view state_name = "reused_threshold";
   //! @throws std::invalid_argument on density outside (0, 1], interval 0, guard_factor outside [1,
   //! 1e6].
   explicit reused_threshold(options o = {}) : compressor_base(o) {
@@ -89,6 +94,34 @@ public:
     threshold_key_ =
         detail::estimated_select(src, true, n, stats.k_target,
                                  detail::key_magnitude(threshold_key_), policy, ws_, out, stats);
+  }
+
+  //! compressor_base's checkpoint hook: calls, the interval's phase, the pending refresh and
+  //! the remembered threshold. O(1).
+  void save_extra(state_writer& w) const {
+    w.tag("reused_threshold interval");
+    w.u64(calls_);
+    w.u64(phase_);
+    w.u8(refresh_ ? 1 : 0);
+    w.u32(threshold_key_);
+  }
+  //! compressor_base's checkpoint hook: restores what save_extra() wrote.
+  //! @throws state_error if the phase lies after the calls or the refresh flag is not 0 or 1.
+  void load_extra(state_reader& r) {
+    r.expect_tag("reused_threshold interval");
+    const std::uint64_t calls = r.u64("reused_threshold calls");
+    const std::uint64_t phase = r.u64("reused_threshold phase");
+    const std::uint8_t refresh = r.u8("reused_threshold refresh");
+    const std::uint32_t key = r.u32("reused_threshold threshold");
+    if (phase > calls || refresh > 1) {
+      throw state_error(detail::concat("gradcomp state: reused_threshold phase ", phase,
+                                       " after calls ", calls, " or refresh flag ",
+                                       static_cast<int>(refresh), " is not valid"));
+    }
+    calls_ = calls;
+    phase_ = phase;
+    refresh_ = refresh == 1;
+    threshold_key_ = key;
   }
 
 private:

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <functional>
 #include <random>
+#include <sstream>
+#include <string_view>
 
 namespace gradcomp {
 
@@ -85,6 +87,10 @@ inline void check_sample_options(const sampled_threshold_options& o) {
 //! call sequence, whatever the thread count.
 class sampled_threshold : public compressor_base<sampled_threshold, sampled_threshold_options> {
 public:
+  //! The name its checkpoint state carries (compressor_base::save_state): with the options and
+  //! the density, the sampling RNG's state (save_extra), so a resumed run draws the same
+  //! samples as an uninterrupted one.
+  static constexpr std::string_view state_name = "sampled_threshold";
   //! @throws std::invalid_argument on density or sample_fraction outside (0, 1],
   //! min_samples 0, or guard_factor outside [1, 1e6].
   explicit sampled_threshold(options o = {}) : compressor_base(o), rng_(o.seed) {
@@ -128,6 +134,26 @@ public:
                                          .threads = options_.threads};
     detail::estimated_select(src, true, n, stats.k_target, detail::key_magnitude(keys[ks - 1]),
                              policy, ws_, out, stats);
+  }
+
+  //! compressor_base's checkpoint hook: the RNG's state (its standard text form). O(1).
+  void save_extra(state_writer& w) const {
+    std::ostringstream text;
+    text << rng_;
+    w.tag("sampled_threshold rng");
+    w.string(text.str());
+  }
+  //! compressor_base's checkpoint hook: restores the RNG's state.
+  //! @throws state_error if the stored state is not a std::mt19937_64 state.
+  void load_extra(state_reader& r) {
+    r.expect_tag("sampled_threshold rng");
+    std::istringstream text(r.string("sampled_threshold rng", 1 << 14));
+    std::mt19937_64 rng;
+    text >> rng;
+    if (text.fail()) {
+      throw state_error("gradcomp state: sampled_threshold's RNG state is not valid");
+    }
+    rng_ = rng;
   }
 
 private:

@@ -5,6 +5,7 @@
 //! the wire but whose delay through error feedback slows training).
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
@@ -79,6 +80,28 @@ public:
     if constexpr (density_compressor<Small>) {
       small_.set_density(d);
     }
+  }
+
+  //! @brief Checkpoint state (gradcomp::has_binary_state, where both compressors have one):
+  //! min_large_elements, then the small and the large compressor's states. O(1) plus theirs.
+  void
+  save_state(state_writer& w) const requires has_binary_state<Small> && has_binary_state<Large> {
+    w.tag("size_switch");
+    w.u64(min_large_);
+    small_.save_state(w);
+    large_.save_state(w);
+  }
+  //! @brief Restores what save_state() wrote (all or nothing).
+  //! @throws state_error if min_large_elements differs, or as the compressors' load_state.
+  void load_state(state_reader& r) requires has_binary_state<Small> && has_binary_state<Large> {
+    r.expect_tag("size_switch");
+    r.expect_u64("size_switch min_large_elements", min_large_);
+    Small small = small_;
+    Large large = large_;
+    small.load_state(r);
+    large.load_state(r);
+    small_ = std::move(small);
+    large_ = std::move(large);
   }
 
   //! The smallest length handed to the large compressor (the constructor's). O(1).

@@ -8,6 +8,7 @@
 //! transport (S3's redundant placement) every rank reports the gradients of several parts.
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
@@ -24,6 +25,7 @@
 #include <gradcomp/tensor/tensor.hpp>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <concepts>
 #include <condition_variable>
@@ -531,6 +533,128 @@ public:
     }
     return count;
   }
+  //! @brief Checkpoint state (gradcomp::has_binary_state, where the compressor has one; write it
+  //! with gradcomp::save_state(pipe)): the layer sizes, parts, scope and momentum (checked on
+  //! load), the prototype compressor, the grouping in use and the re-planning status (with the
+  //! warm-up's measurements so far), and every part's and layer's (or group's) error feedback:
+  //! residuals, velocities and compressor state, bit for bit. A pipeline built like this one
+  //! (same layers, compressor type and options, transport kind, scope, momentum, grouping
+  //! policy) that loads it continues exactly as this one would have: the same messages, the same
+  //! averages (given the same gradients on every rank). The averages of the last finish() are
+  //! not saved. Call between iterations. O(total elements).
+  //! @throws std::logic_error if an iteration is under way.
+  void save_state(state_writer& w) const requires has_binary_state<Compressor> {
+    require_between_iterations("save_state");
+    w.tag("pipeline");
+    w.u64(numel_.size());
+    for (const std::size_t n : numel_) {
+      w.u64(n);
+    }
+    w.u64(parts_);
+    w.u8(scope_ == compression_scope::per_group ? 1 : 0);
+    w.f32(momentum_);
+    prototype_.save_state(w);
+    w.tag("grouping");
+    w.u64(grouping_.size());
+    for (const schedule::layer_group& g : grouping_) {
+      w.u64(g.begin);
+      w.u64(g.end);
+    }
+    w.u8(replanned_ ? 1 : 0);
+    w.u8(replan_tried_ ? 1 : 0);
+    times_.save_state(w);
+    if (scope_ == compression_scope::per_layer) {
+      for (const auto& f : feedback_) {
+        f.save_state(w);
+      }
+    } else {
+      for (const group_state& state : groups_) {
+        for (const Compressor& c : state.compressors) {
+          c.save_state(w);
+        }
+      }
+      w.floats(residual_);
+      w.floats(velocity_);
+    }
+  }
+
+  //! @brief Restores what save_state() wrote (gradcomp::load_state(pipe, bytes)): checks the
+  //! layer sizes, parts, scope and momentum, validates the grouping, then takes the saved
+  //! grouping, re-planning status and every error-feedback state. All or nothing. averaged()
+  //! holds zeros until the next finish(). Call between iterations. O(total elements).
+  //! @throws state_error naming what differs or is invalid (the pipeline is then unchanged), or
+  //! std::logic_error if an iteration is under way.
+  void load_state(state_reader& r) requires has_binary_state<Compressor> {
+    require_between_iterations("load_state");
+    r.expect_tag("pipeline");
+    r.expect_u64("pipeline layers", numel_.size());
+    for (std::size_t l = 0; l < numel_.size(); ++l) {
+      r.expect_u64(gradcomp::detail::concat("pipeline layer ", l, " elements"), numel_[l]);
+    }
+    r.expect_u64("pipeline parts per rank", parts_);
+    const std::uint8_t per_group = r.u8("pipeline compression scope");
+    if (per_group != (scope_ == compression_scope::per_group ? 1 : 0)) {
+      throw state_error("gradcomp state: the checkpoint's compression scope differs from this "
+                        "pipeline's (per_layer vs per_group)");
+    }
+    const float m = r.f32("pipeline momentum");
+    if (std::bit_cast<std::uint32_t>(m) != std::bit_cast<std::uint32_t>(momentum_)) {
+      throw state_error(gradcomp::detail::concat("gradcomp state: momentum correction ", m,
+                                                 " in the checkpoint, ", momentum_, " here"));
+    }
+    Compressor prototype = prototype_;
+    prototype.load_state(r);
+    r.expect_tag("grouping");
+    const std::uint64_t count = r.u64("grouping size");
+    if (count == 0 || count > numel_.size()) {
+      throw state_error(gradcomp::detail::concat("gradcomp state: a grouping of ", count,
+                                                 " groups for ", numel_.size(), " layers"));
+    }
+    schedule::grouping grouping(static_cast<std::size_t>(count));
+    for (schedule::layer_group& g : grouping) {
+      g.begin = static_cast<std::size_t>(r.u64("group begin"));
+      g.end = static_cast<std::size_t>(r.u64("group end"));
+    }
+    if (!schedule::is_valid_grouping(grouping, numel_.size())) {
+      throw state_error(gradcomp::detail::concat("gradcomp state: the checkpoint's grouping of ",
+                                                 count, " groups is not valid for ", numel_.size(),
+                                                 " layers"));
+    }
+    const std::uint8_t replanned = r.u8("pipeline replanned");
+    const std::uint8_t replan_tried = r.u8("pipeline replan tried");
+    if (replanned > 1 || replan_tried > 1 || replanned > replan_tried) {
+      throw state_error("gradcomp state: the pipeline's re-planning flags are not valid");
+    }
+    gradcomp::detail::backward_timer<Clock> times = times_;
+    times.load_state(r);
+    std::vector<error_feedback<Compressor>> feedback = feedback_;
+    for (auto& f : feedback) {
+      f.load_state(r);
+    }
+    group_layout layout = layout_of(grouping);
+    std::vector<float> residual(residual_.size());
+    std::vector<float> velocity(velocity_.size());
+    if (scope_ == compression_scope::per_group) {
+      for (group_state& state : layout.groups) {
+        for (Compressor& c : state.compressors) {
+          c = prototype_;
+          c.load_state(r);
+        }
+      }
+      r.floats_into("pipeline residuals", residual);
+      r.floats_into("pipeline velocities", velocity);
+    }
+    // everything read: commit
+    prototype_ = std::move(prototype);
+    feedback_ = std::move(feedback);
+    residual_ = std::move(residual);
+    velocity_ = std::move(velocity);
+    times_ = std::move(times);
+    replanned_ = replanned == 1;
+    replan_tried_ = replan_tried == 1;
+    adopt(std::move(grouping), std::move(layout));
+  }
+
   //! @brief Sets the density of every compressor (every part and layer, or every part and group
   //! with compression_scope::per_group, and the prototype that a re-plan copies): a density
   //! schedule's step, e.g. `pipe.set_density(warmup.at_iteration(i, I))` (gradcomp::
@@ -772,35 +896,53 @@ private:
         return;
       }
       replan_tried_ = true;
-      const std::size_t layers = numel_.size();
       schedule::grouping next =
           policy_.replan(std::span<const std::size_t>(numel_), times_.take_medians());
-      schedule::validate(next, layers);
-      std::vector<group_state> groups;
-      std::vector<std::size_t> group_of(layers);
-      std::vector<std::uint64_t> offset_of(layers);
-      build_groups(next, groups, group_of, offset_of);
-      for (std::size_t l = 0; l < layers; ++l) {
+      schedule::validate(next, numel_.size());
+      group_layout layout = layout_of(next);
+      for (std::size_t l = 0; l < numel_.size(); ++l) {
         const auto a = averaged(l);
         std::copy(a.begin(), a.end(),
-                  groups[group_of[l]].average.begin() + static_cast<std::ptrdiff_t>(offset_of[l]));
+                  layout.groups[layout.group_of[l]].average.begin() +
+                      static_cast<std::ptrdiff_t>(layout.offset_of[l]));
       }
-      std::vector<bool> ready(groups.size(), false);
-      {
-        // the communication thread is idle (next_ == 0, nothing ready) but may wake spuriously
-        // and read groups_ and ready_
-        const std::lock_guard lock(mutex_);
-        groups_.swap(groups);
-        ready_.swap(ready);
-        next_ = 0;
-      }
-      group_of_.swap(group_of);
-      offset_of_.swap(offset_of);
-      grouping_.swap(next);
+      adopt(std::move(next), std::move(layout));
       replanned_ = true;
-      if (scope_ == compression_scope::per_group) {
-        current_.groups.assign(parts_ * groups_.size(), selection_stats{});
-      }
+    }
+  }
+
+  // The group state of a grouping (built by layout_of, committed by adopt).
+  struct group_layout {
+    std::vector<group_state> groups;
+    std::vector<std::size_t> group_of;
+    std::vector<std::uint64_t> offset_of;
+  };
+
+  // The group state of grouping `g` (valid for numel_): zeroed averages, all layers pending.
+  [[nodiscard]] group_layout layout_of(const schedule::grouping& g) const {
+    group_layout layout;
+    layout.group_of.resize(numel_.size());
+    layout.offset_of.resize(numel_.size());
+    build_groups(g, layout.groups, layout.group_of, layout.offset_of);
+    return layout;
+  }
+
+  // Makes `g` (with its `layout`) the grouping in use. Between iterations only: the
+  // communication thread is idle (next_ == 0, nothing ready) but may wake spuriously and read
+  // groups_ and ready_. Never throws but bad_alloc.
+  void adopt(schedule::grouping g, group_layout layout) {
+    std::vector<bool> ready(layout.groups.size(), false);
+    {
+      const std::lock_guard lock(mutex_);
+      groups_.swap(layout.groups);
+      ready_.swap(ready);
+      next_ = 0;
+    }
+    group_of_.swap(layout.group_of);
+    offset_of_.swap(layout.offset_of);
+    grouping_.swap(g);
+    if (scope_ == compression_scope::per_group) {
+      current_.groups.assign(parts_ * groups_.size(), selection_stats{});
     }
   }
 

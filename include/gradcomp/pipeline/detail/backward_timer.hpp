@@ -4,6 +4,8 @@
 //! re-planning policy's warm-up, and their medians.
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -76,6 +78,37 @@ public:
   //! The medians of take_medians(); empty before it. O(1).
   [[nodiscard]] std::span<const double> medians() const noexcept {
     return medians_valid_ ? std::span<const double>(medians_) : std::span<const double>();
+  }
+
+  //! Checkpoint state: W, the iterations measured, their samples and the medians (if taken).
+  void save_state(state_writer& w) const {
+    w.tag("backward_timer");
+    w.u64(warmup_);
+    w.u64(finished_);
+    w.doubles(samples_);
+    w.u8(medians_valid_ ? 1 : 0);
+    w.doubles(medians_);
+  }
+  //! Restores what save_state() wrote (all or nothing). @throws state_error if W, the layer
+  //! count or the counts differ, or the measured count exceeds W.
+  void load_state(state_reader& r) {
+    r.expect_tag("backward_timer");
+    r.expect_u64("re-planning warm-up iterations", warmup_);
+    const std::uint64_t finished = r.u64("re-planning iterations measured");
+    if (finished > warmup_) {
+      throw state_error(
+          concat("gradcomp state: ", finished, " warm-up iterations measured of ", warmup_));
+    }
+    std::vector<double> samples(samples_.size());
+    r.doubles_into("re-planning samples", samples);
+    const std::uint8_t valid = r.u8("re-planning medians taken");
+    std::vector<double> medians(medians_.size());
+    r.doubles_into("re-planning medians", medians);
+    finished_ = finished;
+    samples_ = std::move(samples);
+    medians_valid_ = valid == 1;
+    medians_ = std::move(medians);
+    have_reference_ = false;
   }
 
 private:
