@@ -20,6 +20,8 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace gradcomp {
@@ -165,6 +167,15 @@ public:
   }
   //! True once every byte was read.
   [[nodiscard]] bool at_end() const noexcept { return pos_ == bytes_.size(); }
+  //! @throws state_error unless every byte was read (the state was written by another
+  //! structure, or is followed by bytes that do not belong to it).
+  void require_end() const {
+    if (!at_end()) {
+      throw state_error(detail::concat("gradcomp state: ", bytes_.size() - pos_,
+                                       " bytes left over after the state (written by another "
+                                       "structure)"));
+    }
+  }
 
 private:
   void require_left(std::string_view what, std::uint64_t n, std::uint64_t limit) const {
@@ -219,7 +230,8 @@ template <has_binary_state T>
 
 //! @brief Restores `object` from bytes written by save_state(). Checks the container (magic,
 //! version, length, checksum) before reading, then the object checks that the state is its own
-//! (sizes, compressor, options) and that every byte is used. O(state size).
+//! (sizes, compressor, options) and that every byte is used. O(state size); a copyable object is
+//! loaded into a copy first (its size in memory again), which replaces it at the end.
 //! @throws state_error naming what is wrong; `object` is then unchanged.
 template <has_binary_state T>
 void load_state(T& object, std::span<const std::byte> bytes) {
@@ -249,10 +261,15 @@ void load_state(T& object, std::span<const std::byte> bytes) {
     throw state_error("gradcomp state: checksum mismatch (the checkpoint is corrupted)");
   }
   state_reader r(payload);
-  object.load_state(r);
-  if (!r.at_end()) {
-    throw state_error("gradcomp state: bytes left over after the state (written by another "
-                      "structure)");
+  if constexpr (std::is_copy_constructible_v<T> && std::is_move_assignable_v<T>) {
+    T copy(object); // so that bytes left over also leave `object` unchanged
+    copy.load_state(r);
+    r.require_end();
+    object = std::move(copy);
+  } else {
+    // a type that cannot be copied (pipeline) calls r.require_end() itself before it commits
+    object.load_state(r);
+    r.require_end();
   }
 }
 

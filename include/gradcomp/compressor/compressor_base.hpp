@@ -220,9 +220,11 @@ public:
   //! guard_factor, interval, sample_fraction, min_samples, max_adjust_rounds, seed that Options
   //! has; not threads), then Derived's own state through its optional `save_extra(state_writer&)
   //! const` hook (reused_threshold's interval position and threshold, sampled_threshold's RNG).
-  //! O(1) plus the hook. Needs `static constexpr std::string_view state_name` in Derived.
-  void save_state(state_writer& w) const requires requires { Derived::state_name; }
-  {
+  //! O(1) plus the hook. Needs `static constexpr std::string_view state_name` in Derived (a
+  //! compressor without one does not compile where its state is saved or loaded).
+  void save_state(state_writer& w) const {
+    static_assert(has_state_name, "gradcomp: declare `static constexpr std::string_view "
+                                  "state_name` in the compressor to save or load its state");
     w.tag("compressor");
     w.string(Derived::state_name);
     if constexpr (requires(const Options& o) { o.density; }) {
@@ -240,8 +242,9 @@ public:
   //! which replaces this compressor only when everything was read. O(1) plus the hook.
   //! @throws state_error naming the compressor and the option (with both values) on a
   //! difference, or what is truncated or invalid; this compressor is then unchanged.
-  void load_state(state_reader& r) requires requires { Derived::state_name; }
-  {
+  void load_state(state_reader& r) {
+    static_assert(has_state_name, "gradcomp: declare `static constexpr std::string_view "
+                                  "state_name` in the compressor to save or load its state");
     r.expect_tag("compressor");
     const std::string name = r.string("compressor name");
     if (name != Derived::state_name) {
@@ -269,6 +272,10 @@ protected:
   Options options_;
 
 private:
+  // whether Derived names its checkpoint state (checked where the state is saved or loaded:
+  // Derived is complete there)
+  static constexpr bool has_state_name = requires { Derived::state_name; };
+
   template <class Source>
   selection_stats dispatch(const Source& src, std::size_t n, sparse_message& out) {
     auto& self = static_cast<Derived&>(*this);

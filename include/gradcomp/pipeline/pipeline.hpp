@@ -580,7 +580,9 @@ public:
 
   //! @brief Restores what save_state() wrote (gradcomp::load_state(pipe, bytes)): checks the
   //! layer sizes, parts, scope and momentum, validates the grouping, then takes the saved
-  //! grouping, re-planning status and every error-feedback state. All or nothing. averaged()
+  //! grouping, re-planning status and every error-feedback state. The state must end the
+  //! reader's payload (a pipeline is not copied to load, so it checks that itself before it
+  //! changes anything; gradcomp::load_state(pipe, bytes) is the way). All or nothing. averaged()
   //! holds zeros until the next finish(). Call between iterations. O(total elements).
   //! @throws state_error naming what differs or is invalid (the pipeline is then unchanged), or
   //! std::logic_error if an iteration is under way.
@@ -644,6 +646,7 @@ public:
       r.floats_into("pipeline residuals", residual);
       r.floats_into("pipeline velocities", velocity);
     }
+    r.require_end(); // a pipeline's state is a whole payload (gradcomp::load_state)
     // everything read: commit
     prototype_ = std::move(prototype);
     feedback_ = std::move(feedback);
