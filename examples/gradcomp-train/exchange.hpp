@@ -188,6 +188,10 @@ public:
   //! @throws std::logic_error if the method has no density (dense, fp16).
   virtual void set_density(double density) = 0;
   virtual void set_layer_densities(std::span<const double> densities) = 0;
+  //! The pipeline's checkpoint state (gradcomp::pipeline::save_state / load_state; between
+  //! iterations). load_state throws gradcomp::state_error naming what differs.
+  virtual void save_state(gradcomp::state_writer& w) const = 0;
+  virtual void load_state(gradcomp::state_reader& r) = 0;
 };
 
 //! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
@@ -237,6 +241,9 @@ public:
       throw std::logic_error("set_layer_densities: the method sends every value (no density)");
     }
   }
+
+  void save_state(gradcomp::state_writer& w) const override { pipe_.save_state(w); }
+  void load_state(gradcomp::state_reader& r) override { pipe_.load_state(r); }
 
 private:
   T transport_; // before pipe_: the pipeline holds a reference to it

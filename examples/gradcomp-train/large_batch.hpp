@@ -121,6 +121,34 @@ public:
       }
     }
   }
+  //! Checkpoint: the optimizer's state. LARS: its velocities into `w`; SGD: LibTorch's
+  //! serialization of the SGD state (momentum buffers) into `sgd_path`.
+  void save_state(gradcomp::state_writer& w, const std::string& sgd_path) const {
+    w.tag("update_rule");
+    w.u8(lars_ ? 1 : 0);
+    for (const std::vector<float>& v : velocity_) {
+      w.floats(v);
+    }
+    if (!lars_) {
+      torch::save(sgd_, sgd_path);
+    }
+  }
+  //! Restores what save_state() wrote. @throws gradcomp::state_error if the optimizer or a
+  //! tensor's size differs; what torch::load throws.
+  void load_state(gradcomp::state_reader& r, const std::string& sgd_path) {
+    r.expect_tag("update_rule");
+    if (r.u8("optimizer is lars") != (lars_ ? 1 : 0)) {
+      throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
+                                  "--optimizer");
+    }
+    for (std::vector<float>& v : velocity_) {
+      r.floats_into("lars velocity", v);
+    }
+    if (!lars_) {
+      torch::load(sgd_, sgd_path);
+    }
+  }
+
   //! One step at learning rate `lr`.
   void step(double lr) {
     if (!lars_) {
@@ -213,6 +241,42 @@ public:
       }
     }
     return step.apply;
+  }
+
+  //! Checkpoint: the loss scale's counters (gradcomp::loss_scale_state), if scaling is on.
+  void save_state(gradcomp::state_writer& w) const {
+    w.tag("loss_scaling");
+    w.u8(scale_ ? 1 : 0);
+    if (scale_) {
+      const gradcomp::loss_scale_state st = scale_->state();
+      w.f64(st.scale);
+      w.u64(st.clean_in_a_row);
+      w.u64(st.steps);
+      w.u64(st.skipped_steps);
+    }
+    w.u64(dropped_);
+  }
+  //! Restores what save_state() wrote. @throws gradcomp::state_error if scaling was on in one
+  //! run and off in the other, or the scale is outside the options' range.
+  void load_state(gradcomp::state_reader& r) {
+    r.expect_tag("loss_scaling");
+    if (r.u8("loss scaling on") != (scale_ ? 1 : 0)) {
+      throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
+                                  "--loss-scale");
+    }
+    if (scale_) {
+      gradcomp::loss_scale_state st;
+      st.scale = r.f64("loss scale");
+      st.clean_in_a_row = r.u64("loss scale clean steps");
+      st.steps = r.u64("loss scale steps");
+      st.skipped_steps = r.u64("loss scale skipped steps");
+      try {
+        scale_->restore(st);
+      } catch (const std::invalid_argument& e) {
+        throw gradcomp::state_error(e.what());
+      }
+    }
+    dropped_ = r.u64("dropped values");
   }
 
   [[nodiscard]] std::uint64_t skipped_steps() const noexcept {

@@ -87,6 +87,24 @@ inline void add_options(CLI::App& app, train_options& o) {
   app.add_option("--data", o.data, "folder with the Fashion-MNIST IDX files (.gz or not)")
       ->capture_default_str();
   app.add_option("--report", o.report, "write the report as JSON to this file (rank 0)");
+  app.add_option("--checkpoint", o.checkpoint,
+                 "write a checkpoint into this folder (model, optimizer and every rank's "
+                 "compression state: residuals, velocities, thresholds) at the end of training "
+                 "and every --checkpoint-every iterations")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--checkpoint-every", o.checkpoint_every,
+                 "with --checkpoint: also every N iterations (0 = only at the end)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--resume", o.resume,
+                 "continue the training a --checkpoint run wrote into this folder (same options; "
+                 "the run then continues bit for bit)")
+      ->check(CLI::ExistingDirectory);
+  app.add_option("--stop-after-iterations", o.stop_after_iterations,
+                 "stop after N iterations in all (a preemption, for tests; with --checkpoint the "
+                 "checkpoint is written first; 0 = train every epoch)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--label", o.label, "name of the run in the report");
   app.add_option("--threads", o.threads, "LibTorch and compressor threads per rank")
       ->capture_default_str()
@@ -262,6 +280,16 @@ inline void check_options(const train_options& o) {
           gt::fidelity_problem(fs, o.method.name, o.transport.name, o.method.scope, o.sync);
       !why.empty()) {
     throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density", why);
+  }
+  if ((!o.checkpoint.empty() || !o.resume.empty()) &&
+      (o.sync != "sync" || o.parallel != "data" || o.transport.name == "coded" ||
+       fs.adaptive_density)) {
+    throw CLI::ValidationError("--checkpoint/--resume",
+                               "checkpoints are written and resumed for --sync sync, --parallel "
+                               "data, a transport other than coded and no --adaptive-density");
+  }
+  if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
+    throw CLI::ValidationError("--checkpoint-every", "needs --checkpoint DIR");
   }
   if (!(o.method.density > 0.0)) {
     throw CLI::ValidationError("--density",

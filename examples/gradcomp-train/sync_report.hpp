@@ -129,6 +129,11 @@ inline nlohmann::json report_json(const sync_setup& s,
                       : o.transport.ps_dense_pull ? "dense"
                                                   : "adaptive";
   config["merge"] = o.merge;
+  // --checkpoint / --resume (checkpoint.hpp): where this run started and whether it stopped early
+  config["checkpoint"] = o.checkpoint;
+  config["resumed_from"] = o.resume;
+  config["resumed_at_iteration"] = t.resumed ? t.points.front().iteration : 0;
+  config["stopped_early"] = t.stopped_early;
   config["momentum_correction"] = s.correction;
   config["compression_scope"] = o.method.scope;
   config["precision"] = o.large_batch.precision;

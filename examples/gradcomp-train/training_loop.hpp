@@ -26,6 +26,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "checkpoint.hpp"
 #include "coded_training.hpp"
 #include "exchange.hpp"
 #include "fidelity.hpp"
@@ -100,13 +101,24 @@ public:
   sync_trainer(const sync_trainer&) = delete;
   sync_trainer& operator=(const sync_trainer&) = delete;
 
-  //! Evaluates the initial model, then trains --epochs epochs. Collective.
+  //! Evaluates the initial model (with --resume: the resumed one, after loading the checkpoint),
+  //! then trains until --epochs epochs are done or --stop-after-iterations; writes the
+  //! checkpoints of --checkpoint. Collective.
   void train() {
     const train_options& o = s_.o;
+    if (!o.resume.empty()) {
+      trainer_state state = checkpoint_view(o.resume);
+      read_checkpoint(state, checkpoint_state_path(o.resume, s_.rank));
+      u_.global_iteration = position.global_iteration;
+      resumed = true;
+    }
     const evaluation initial = s_.evaluate();
-    points.push_back({0, 0, 0.0, 0.0, 0.0, initial});
+    points.push_back({position.epoch, position.global_iteration,
+                      position.epoch + static_cast<double>(position.iteration) /
+                                           static_cast<double>(s_.data.iterations_per_epoch),
+                      0.0, 0.0, initial});
     barrier(s_.comm);
-    for (int epoch = 0; epoch < o.epochs; ++epoch) {
+    for (int epoch = position.epoch; epoch < o.epochs; ++epoch) {
       // this rank's shard, or with transport coded the whole permutation (every rank needs every
       // part's samples)
       const std::vector<std::int64_t> mine =
@@ -114,12 +126,43 @@ public:
       const std::vector<std::int64_t> order =
           s_.coded ? gx::epoch_order(s_.data.train_set.size(), o.seed, epoch)
                    : std::vector<std::int64_t>{};
-      next_eval_ = 1;
-      for (std::int64_t it = 0; it < s_.data.iterations_per_epoch; ++it) {
+      const std::int64_t first = epoch == position.epoch ? position.iteration : 0;
+      // the evaluations this epoch's iterations before `first` already made
+      next_eval_ = 1 + static_cast<int>(first * std::max(1, o.evals_per_epoch) /
+                                        s_.data.iterations_per_epoch);
+      for (std::int64_t it = first; it < s_.data.iterations_per_epoch; ++it) {
         iterate(epoch, it, mine, order);
+        const bool last = it + 1 == s_.data.iterations_per_epoch;
+        position = {last ? epoch + 1 : epoch, last ? 0 : it + 1, u_.global_iteration};
+        const bool stop =
+            o.stop_after_iterations > 0 && u_.global_iteration >= o.stop_after_iterations;
+        if (!o.checkpoint.empty() && !stop && o.checkpoint_every > 0 &&
+            u_.global_iteration % o.checkpoint_every == 0) {
+          save_checkpoint();
+        }
+        if (stop) {
+          stopped_early = true;
+          if (!o.checkpoint.empty()) {
+            save_checkpoint();
+          }
+          return;
+        }
       }
     }
+    if (!o.checkpoint.empty()) {
+      save_checkpoint();
+    }
   }
+
+  //! This rank's training state in `dir` (checkpoint.hpp).
+  [[nodiscard]] trainer_state checkpoint_view(const std::string& dir) {
+    return trainer_state(s_.o, s_.ranks, position, s_.model.params, u_.update, u_.scaling,
+                         exchange.get(), checkpoint_sgd_path(dir, s_.rank));
+  }
+
+  training_position position; //!< the next iteration to run
+  bool resumed = false;       //!< --resume loaded a checkpoint
+  bool stopped_early = false; //!< --stop-after-iterations ended training
 
   iteration_sums totals;          //!< this rank's iterations
   std::vector<eval_point> points; //!< the evaluations, the initial one first
@@ -135,6 +178,12 @@ public:
 private:
   //! --transport none: no pipeline.
   [[nodiscard]] bool alone() const { return s_.o.transport.name == "none"; }
+
+  //! Writes this rank's checkpoint into --checkpoint (between iterations).
+  void save_checkpoint() {
+    const trainer_state state = checkpoint_view(s_.o.checkpoint);
+    write_checkpoint(state, checkpoint_state_path(s_.o.checkpoint, s_.rank));
+  }
 
   //! One iteration `it` of epoch `epoch` (`mine`: this rank's shard; transport coded: `order`,
   //! the epoch's permutation), then its statistics, the progress line and the evaluation due.

@@ -82,6 +82,12 @@ struct train_options {
   //! --parallel data|hybrid and --mp-layers (hybrid.hpp; sync only).
   std::string parallel = "data";
   std::string mp_layers = "auto";
+  //! --checkpoint DIR, --checkpoint-every N, --resume DIR, --stop-after-iterations N
+  //! (checkpoint.hpp, docs/checkpoint.md; sync data-parallel training only).
+  std::string checkpoint;
+  std::int64_t checkpoint_every = 0;
+  std::string resume;
+  std::int64_t stop_after_iterations = 0;
 };
 
 // ---- MPI helpers (nonblocking + gradcomp's wait policy: no busy-polling blocking call) ------

@@ -1,0 +1,55 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp-train --checkpoint / --resume (docs/checkpoint.md): a run stopped after a few
+iterations with a checkpoint and resumed from it ends with exactly the parameters of the
+uninterrupted run (the replicas' hash, bit for bit), with error feedback, momentum buffers, loss
+scaling and LARS in the state; a checkpoint of another configuration is refused naming the
+option."""
+import pytest
+
+from train_runner import load, needs_train, run
+
+CASES = [
+    # method, transport, extra options (every method over allgather, ring and ps resumes bit for
+    # bit at the library level: test/mpi/pipeline_test.cpp; here the program's own state)
+    ("reused_threshold", "allgather", ["--loss-scale", "dynamic", "--optimizer", "lars"]),
+    ("sampled_topk", "ring", []),  # SGD's momentum buffers through LibTorch's serialization
+]
+
+
+@needs_train
+@pytest.mark.parametrize("method,transport,extra", CASES)
+def test_resumed_run_ends_bit_identical(tmp_path, method, transport, extra):
+    args = ["--method", method, "--density", "0.05", "--transport", transport, "--merge",
+            "optimal", "--profile-iterations", "2", *extra]
+    whole, whole_report = run(tmp_path, "whole", 2, *args)
+    assert whole.returncode == 0, whole.stderr
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    first, first_report = run(tmp_path, "first", 2, *args, "--checkpoint", str(folder),
+                              "--stop-after-iterations", "4")
+    assert first.returncode == 0, first.stderr
+    assert (folder / "rank-0.state").exists() and (folder / "rank-1.state").exists()
+    resumed, resumed_report = run(tmp_path, "resumed", 2, *args, "--resume", str(folder))
+    assert resumed.returncode == 0, resumed.stderr
+    w, f, r = load(whole_report), load(first_report), load(resumed_report)
+    assert f["config"]["stopped_early"] and f["curve"][-1]["iteration"] <= 4
+    assert r["config"]["resumed_at_iteration"] == 4
+    assert r["replicas_identical"] and w["replicas_identical"]
+    # the checkpoint held everything: the resumed run ends where the uninterrupted one does
+    assert r["replica_hashes"] == w["replica_hashes"]
+    assert f["replica_hashes"] != w["replica_hashes"]
+    assert r["final_test_accuracy"] == w["final_test_accuracy"]
+
+
+@needs_train
+def test_checkpoint_of_another_configuration_is_refused(tmp_path):
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    first, _ = run(tmp_path, "first", 2, "--method", "exact_topk", "--transport", "allgather",
+                   "--checkpoint", str(folder), "--stop-after-iterations", "2")
+    assert first.returncode == 0, first.stderr
+    other, _ = run(tmp_path, "other", 2, "--method", "reused_threshold", "--transport",
+                   "allgather", "--resume", str(folder))
+    assert other.returncode != 0
+    assert "the checkpoint was written with --method exact_topk, this run has reused_threshold" \
+        in other.stderr
