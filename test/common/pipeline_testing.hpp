@@ -46,6 +46,34 @@ struct manual_clock {
   static inline std::atomic<rep> ticks{0};
 };
 
+//! Every layer's averages of pipeline `p` after its last finish(), concatenated in forward order.
+template <class Pipeline>
+std::vector<float> all_averages(const Pipeline& p) {
+  std::vector<float> out;
+  for (std::size_t l = 0; l < p.layers(); ++l) {
+    const auto a = p.averaged(l);
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  return out;
+}
+
+//! Iterations `first` .. `first + iterations - 1` of pipeline `p`: every layer reported last layer
+//! first with `gradient_of(layer, iteration)`, then finish(); the averages of every iteration
+//! (all_averages), concatenated.
+template <class Pipeline, class Gradient>
+std::vector<float> run_iterations(Pipeline& p, int first, int iterations, Gradient&& gradient_of) {
+  std::vector<float> out;
+  for (int it = first; it < first + iterations; ++it) {
+    for (std::size_t l = p.layers(); l-- > 0;) {
+      p.gradient_ready(l, gradient_of(l, it));
+    }
+    p.finish();
+    const std::vector<float> a = all_averages(p);
+    out.insert(out.end(), a.begin(), a.end());
+  }
+  return out;
+}
+
 //! The message of the std::invalid_argument `f()` throws, or "no exception".
 template <class F>
 std::string error_of(F&& f) {

@@ -14,6 +14,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
 
 using gradcomp::test::same_bits;
@@ -74,19 +75,8 @@ std::vector<std::vector<float>> gradients(unsigned seed) {
 // Three iterations of `p` (layers reported backward); every layer's averages, concatenated.
 template <class Pipeline>
 std::vector<float> run(Pipeline& p) {
-  std::vector<float> out;
-  for (unsigned it = 0; it < 3; ++it) {
-    const auto g = gradients(11 + it);
-    for (std::size_t l = sizes.size(); l-- > 0;) {
-      p.gradient_ready(l, g[l]);
-    }
-    p.finish();
-    for (std::size_t l = 0; l < sizes.size(); ++l) {
-      const auto a = p.averaged(l);
-      out.insert(out.end(), a.begin(), a.end());
-    }
-  }
-  return out;
+  return test::run_iterations(
+      p, 0, 3, [](std::size_t l, int it) { return gradients(11 + static_cast<unsigned>(it))[l]; });
 }
 
 } // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
 
 using gradcomp::test::same_bits;
@@ -173,18 +174,9 @@ namespace {
 template <class Pipeline>
 std::vector<float>
 run_pipeline(Pipeline& p, const std::vector<std::size_t>& sizes, int first, int iterations) {
-  std::vector<float> out;
-  for (int it = first; it < first + iterations; ++it) {
-    for (std::size_t l = sizes.size(); l-- > 0;) {
-      p.gradient_ready(l, gradient(sizes[l], static_cast<unsigned>(1000 * it + l)));
-    }
-    p.finish();
-    for (std::size_t l = 0; l < sizes.size(); ++l) {
-      const auto a = p.averaged(l);
-      out.insert(out.end(), a.begin(), a.end());
-    }
-  }
-  return out;
+  return test::run_iterations(p, first, iterations, [&](std::size_t l, int it) {
+    return gradient(sizes[l], static_cast<unsigned>(1000 * it) + static_cast<unsigned>(l));
+  });
 }
 
 } // namespace

@@ -127,28 +127,10 @@ public:
   }
   //! Floats into `out`, whose length must be the stored count (a layer's size).
   //! @throws state_error naming `what` and both counts if they differ.
-  void floats_into(std::string_view what, std::span<float> out) {
-    const std::uint64_t n = u64(what);
-    if (n != out.size()) {
-      throw state_error(detail::concat("gradcomp state: ", what, " has ", n,
-                                       " elements in the checkpoint, ", out.size(), " here"));
-    }
-    require_left(what, n * sizeof(float), std::numeric_limits<std::uint64_t>::max());
-    std::memcpy(out.data(), bytes_.data() + pos_, out.size_bytes());
-    pos_ += out.size_bytes();
-  }
+  void floats_into(std::string_view what, std::span<float> out) { values_into(what, out); }
   //! Doubles into `out`, whose length must be the stored count.
   //! @throws state_error naming `what` and both counts if they differ.
-  void doubles_into(std::string_view what, std::span<double> out) {
-    const std::uint64_t n = u64(what);
-    if (n != out.size()) {
-      throw state_error(detail::concat("gradcomp state: ", what, " has ", n,
-                                       " values in the checkpoint, ", out.size(), " here"));
-    }
-    require_left(what, n * sizeof(double), std::numeric_limits<std::uint64_t>::max());
-    std::memcpy(out.data(), bytes_.data() + pos_, out.size_bytes());
-    pos_ += out.size_bytes();
-  }
+  void doubles_into(std::string_view what, std::span<double> out) { values_into(what, out); }
   //! Reads a u64 and checks it equals `expected`. @throws state_error naming both.
   void expect_u64(std::string_view what, std::uint64_t expected) {
     const std::uint64_t got = u64(what);
@@ -178,6 +160,17 @@ public:
   }
 
 private:
+  template <class T>
+  void values_into(std::string_view what, std::span<T> out) {
+    const std::uint64_t n = u64(what);
+    if (n != out.size()) {
+      throw state_error(detail::concat("gradcomp state: ", what, " has ", n,
+                                       " elements in the checkpoint, ", out.size(), " here"));
+    }
+    require_left(what, n * sizeof(T), std::numeric_limits<std::uint64_t>::max());
+    std::memcpy(out.data(), bytes_.data() + pos_, out.size_bytes());
+    pos_ += out.size_bytes();
+  }
   void require_left(std::string_view what, std::uint64_t n, std::uint64_t limit) const {
     if (n > limit || n > bytes_.size() - pos_) {
       throw state_error(detail::concat("gradcomp state: truncated or corrupted at byte ", pos_,
