@@ -168,8 +168,10 @@ private:
                                        " elements in the checkpoint, ", out.size(), " here"));
     }
     require_left(what, n * sizeof(T), std::numeric_limits<std::uint64_t>::max());
-    std::memcpy(out.data(), bytes_.data() + pos_, out.size_bytes());
-    pos_ += out.size_bytes();
+    if (n > 0) { // an empty span's data() may be null, which memcpy must not get
+      std::memcpy(out.data(), bytes_.data() + pos_, out.size_bytes());
+      pos_ += out.size_bytes();
+    }
   }
   void require_left(std::string_view what, std::uint64_t n, std::uint64_t limit) const {
     if (n > limit || n > bytes_.size() - pos_) {

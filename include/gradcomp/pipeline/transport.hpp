@@ -34,8 +34,10 @@ namespace gradcomp::pipeline_policy {
 //!   `average` must not be touched until the operation completes.
 //! * `bool test()`: makes progress without blocking; true once `average` holds the result.
 //! * `void wait()`: completes the operation.
-//! One operation at a time per object. Adapters: gradcomp::loopback_exchange (one process),
-//! gradcomp::mpi::dense_exchange and gradcomp::mpi::sparse_exchange (mpi/pipeline_transports.hpp).
+//! One operation at a time per object. gradcomp::pipeline itself calls start() and then wait()
+//! on its communication thread (test() is for callers that poll). Adapters:
+//! gradcomp::loopback_exchange (one process), gradcomp::mpi::dense_exchange and
+//! gradcomp::mpi::sparse_exchange (mpi/pipeline_transports.hpp).
 template <class T>
 concept transport = std::same_as<typename T::transport_concept, transport_tag> &&
     requires(T& t, const sparse_message& m, std::span<float> out) {
