@@ -83,7 +83,8 @@ def find(block, source):
 
 def main():
     root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
-    docs = [os.path.join(root, "README.md")] + sorted(glob.glob(os.path.join(root, "docs", "*.md")))
+    docs = [d for d in [os.path.join(root, "README.md")] if os.path.isfile(d)]
+    docs += sorted(glob.glob(os.path.join(root, "docs", "*.md")))
     checked, failures = 0, []
     for doc in docs:
         name = os.path.relpath(doc, root)
@@ -103,6 +104,8 @@ def main():
             if missing is not None:
                 failures.append(f"{name}:{block_line}: the block differs from {path}: "
                                 f"'{missing}' is not where the block has it")
+    if checked == 0:
+        failures.append("no snippet found: the markers (<!-- snippet: PATH -->) are missing")
     for f in failures:
         print(f, file=sys.stderr)
     if failures:

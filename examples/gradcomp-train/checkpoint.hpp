@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp-train --checkpoint / --resume (docs/checkpoint.md): every rank writes its
-//! state into DIR as rank-R.state (gradcomp's checkpoint container: the run's shape, the position
-//! in training, the data-parallel parameters, the optimizer's and loss scaling's state, and the
-//! pipeline's whole compression state last) and, with SGD, rank-R.sgd.pt (LibTorch's
-//! serialization of the momentum buffers). A resumed run rebuilds everything from the same
-//! options, loads these and continues bit for bit.
+//! state into DIR as rank-R.state, one gradcomp checkpoint container: every option that decides
+//! the results (checked on resume, naming the option that differs), the position in training,
+//! the data-parallel parameters, the optimizer's state (LARS's velocities, or LibTorch's
+//! serialization of SGD's momentum buffers), loss scaling's counters, and the pipeline's whole
+//! compression state last. A resumed run rebuilds everything from the same options, loads these
+//! and continues bit for bit.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
@@ -15,7 +16,10 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "exchange.hpp"
@@ -31,17 +35,55 @@ struct training_position {
   std::int64_t global_iteration = 0; //!< iterations done before it
 };
 
-//! This rank's files in `dir`.
+//! This rank's checkpoint file in `dir`.
 inline std::string checkpoint_state_path(const std::string& dir, int rank) {
   return dir + "/rank-" + std::to_string(rank) + ".state";
 }
-inline std::string checkpoint_sgd_path(const std::string& dir, int rank) {
-  return dir + "/rank-" + std::to_string(rank) + ".sgd.pt";
+
+//! Every option that decides the results of the training from a checkpoint on, by name, as
+//! text (written into the checkpoint and compared on resume). Not: --report, --label, --threads,
+//! the timing and tracing options, --merge and --bucket-mib (the pipeline's grouping is in the
+//! state), --epochs (a resumed run may train longer; LARS's decay then follows the new length).
+inline std::vector<std::pair<std::string, std::string>> result_options(const train_options& o,
+                                                                       int ranks) {
+  const auto num = [](double v) {
+    std::ostringstream t;
+    t.precision(17);
+    t << v;
+    return t.str();
+  };
+  const large_batch_settings& lb = o.large_batch;
+  const fidelity_settings& fs = o.fidelity;
+  return {{"ranks", std::to_string(ranks)},
+          {"--batch-size", std::to_string(o.batch_size)},
+          {"--seed", std::to_string(o.seed)},
+          {"--train-limit", std::to_string(o.train_limit)},
+          {"--model", o.model},
+          {"--method", o.method.name},
+          {"--density", num(o.method.density)},
+          {"--interval", std::to_string(o.method.interval)},
+          {"--dense-below", std::to_string(o.method.dense_below)},
+          {"--compression-scope", o.method.scope},
+          {"--transport", o.transport.name},
+          {"--servers", std::to_string(o.transport.servers)},
+          {"--group-size", std::to_string(o.transport.group_size)},
+          {"--lr", num(o.lr)},
+          {"--momentum", num(o.momentum)},
+          {"--momentum-correction", o.momentum_correction ? "true" : "false"},
+          {"--precision", lb.precision},
+          {"--loss-scale", lb.loss_scale},
+          {"--optimizer", lb.optimizer},
+          {"--warmup-epochs", num(lb.warmup_epochs)},
+          {"--trust-coefficient", num(lb.trust_coefficient)},
+          {"--weight-decay", num(lb.weight_decay)},
+          {"--density-warmup-epochs", num(fs.density_warmup_epochs)},
+          {"--clip-norm", num(fs.clip_norm)}};
 }
 
 //! @brief One rank's training state as one gradcomp state (gradcomp::has_binary_state): refers
-//! to the trainer's objects, so loading restores them in place. Not copyable (so that
-//! gradcomp::load_state leaves the end check to the pipeline, which comes last).
+//! to the trainer's objects, so loading restores them in place, after every check of the
+//! checkpoint passed (the pipeline, which comes last, checks the end of the payload). Not
+//! copyable (gradcomp::load_state then loads it in place).
 class trainer_state {
 public:
   trainer_state(const train_options& o,
@@ -50,10 +92,9 @@ public:
                 std::vector<torch::Tensor>& params,
                 update_rule& update,
                 loss_scaling& scaling,
-                gradient_exchange* exchange,
-                std::string sgd_path)
+                gradient_exchange* exchange)
       : o_(o), ranks_(ranks), position_(position), params_(params), update_(update),
-        scaling_(scaling), exchange_(exchange), sgd_path_(std::move(sgd_path)) {}
+        scaling_(scaling), exchange_(exchange) {}
   trainer_state(const trainer_state&) = delete;
   trainer_state& operator=(const trainer_state&) = delete;
 
@@ -68,7 +109,7 @@ public:
       const torch::Tensor c = p.detach().contiguous();
       w.floats(std::span<const float>(c.data_ptr<float>(), static_cast<std::size_t>(c.numel())));
     }
-    update_.save_state(w, sgd_path_);
+    update_.save_state(w);
     scaling_.save_state(w);
     w.u8(exchange_ != nullptr ? 1 : 0);
     if (exchange_ != nullptr) {
@@ -89,17 +130,21 @@ public:
       values.emplace_back(static_cast<std::size_t>(p.numel()));
       r.floats_into("parameter", values.back());
     }
-    update_.load_state(r, sgd_path_);
-    scaling_.load_state(r);
+    const std::function<void()> update = update_.load_state(r);
+    const std::function<void()> scaling = scaling_.load_state(r);
     if (r.u8("pipeline present") != (exchange_ != nullptr ? 1 : 0)) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--transport (none against a pipeline)");
     }
     if (exchange_ != nullptr) {
-      exchange_->load_state(r);
+      exchange_->load_state(r); // checks the end of the payload, then commits the pipeline
     } else {
       r.require_end();
     }
+    // everything read and checked: commit (only LibTorch's reading of SGD's bytes can still fail
+    // now; gradcomp-train then stops the job)
+    update();
+    scaling();
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < params_.size(); ++i) {
       std::memcpy(params_[i].data_ptr<float>(), values[i].data(), values[i].size() * 4);
@@ -110,28 +155,27 @@ public:
 private:
   // what must be the same for the run to continue as it was: checked on load, naming the option
   void write_shape(gradcomp::state_writer& w) const {
-    w.u64(static_cast<std::uint64_t>(ranks_));
-    w.u64(static_cast<std::uint64_t>(o_.batch_size));
-    w.u64(o_.seed);
-    w.u64(static_cast<std::uint64_t>(o_.train_limit));
-    w.string(o_.model);
-    w.string(o_.method.name);
-    w.string(o_.transport.name);
+    const auto options = result_options(o_, ranks_);
+    w.u64(options.size());
+    for (const auto& [name, value] : options) {
+      w.string(name);
+      w.string(value);
+    }
   }
   void check_shape(gradcomp::state_reader& r) const {
-    r.expect_u64("ranks", static_cast<std::uint64_t>(ranks_));
-    r.expect_u64("--batch-size", static_cast<std::uint64_t>(o_.batch_size));
-    r.expect_u64("--seed", o_.seed);
-    r.expect_u64("--train-limit", static_cast<std::uint64_t>(o_.train_limit));
-    expect_string(r, "--model", o_.model);
-    expect_string(r, "--method", o_.method.name);
-    expect_string(r, "--transport", o_.transport.name);
-  }
-  static void expect_string(gradcomp::state_reader& r, const char* what, const std::string& v) {
-    const std::string got = r.string(what);
-    if (got != v) {
-      throw gradcomp::state_error(std::string("gradcomp-train: the checkpoint was written with ") +
-                                  what + " " + got + ", this run has " + v);
+    const auto options = result_options(o_, ranks_);
+    r.expect_u64("the number of recorded options", options.size());
+    for (const auto& [name, value] : options) {
+      const std::string got_name = r.string("option name");
+      const std::string got = r.string(name);
+      if (got_name != name) {
+        throw gradcomp::state_error("gradcomp-train: the checkpoint records option " + got_name +
+                                    " where this version records " + name);
+      }
+      if (got != value) {
+        throw gradcomp::state_error("gradcomp-train: the checkpoint was written with " + name +
+                                    " " + got + ", this run has " + value);
+      }
     }
   }
 
@@ -142,7 +186,6 @@ private:
   update_rule& update_;
   loss_scaling& scaling_;
   gradient_exchange* exchange_;
-  std::string sgd_path_;
 };
 
 //! Writes `state` to `path` (through a temporary file renamed over it, so that a preempted

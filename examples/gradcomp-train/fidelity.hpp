@@ -155,7 +155,8 @@ public:
     }
     current_ = total;
     std::fill(squares_.begin(), squares_.end(), 0.0);
-    if (epochs_.size() <= epoch) {
+    // one entry per epoch this run trains (a resumed run starts at its checkpoint's epoch)
+    if (epochs_.empty() || epochs_.back()["epoch"] != epoch) {
       epochs_.push_back({{"epoch", epoch}, {"density", total}, {"learning_rate", lr}});
       selected_.push_back(0);
       compressed_.push_back(0);

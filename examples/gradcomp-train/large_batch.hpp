@@ -16,9 +16,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -121,32 +123,41 @@ public:
       }
     }
   }
-  //! Checkpoint: the optimizer's state. LARS: its velocities into `w`; SGD: LibTorch's
-  //! serialization of the SGD state (momentum buffers) into `sgd_path`.
-  void save_state(gradcomp::state_writer& w, const std::string& sgd_path) const {
+  //! Checkpoint: the optimizer's state into `w`: LARS's velocities, or LibTorch's
+  //! serialization of the SGD state (momentum buffers) as bytes.
+  void save_state(gradcomp::state_writer& w) const {
     w.tag("update_rule");
     w.u8(lars_ ? 1 : 0);
     for (const std::vector<float>& v : velocity_) {
       w.floats(v);
     }
     if (!lars_) {
-      torch::save(sgd_, sgd_path);
+      std::ostringstream sgd(std::ios::binary);
+      torch::save(sgd_, sgd);
+      w.string(sgd.str());
     }
   }
-  //! Restores what save_state() wrote. @throws gradcomp::state_error if the optimizer or a
-  //! tensor's size differs; what torch::load throws.
-  void load_state(gradcomp::state_reader& r, const std::string& sgd_path) {
+  //! Reads what save_state() wrote; the returned function applies it (so that every check of
+  //! the checkpoint can run before anything changes). @throws gradcomp::state_error if the
+  //! optimizer or a tensor's size differs.
+  std::function<void()> load_state(gradcomp::state_reader& r) {
     r.expect_tag("update_rule");
     if (r.u8("optimizer is lars") != (lars_ ? 1 : 0)) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--optimizer");
     }
-    for (std::vector<float>& v : velocity_) {
+    std::vector<std::vector<float>> velocity = velocity_;
+    for (std::vector<float>& v : velocity) {
       r.floats_into("lars velocity", v);
     }
-    if (!lars_) {
-      torch::load(sgd_, sgd_path);
-    }
+    std::string sgd = lars_ ? std::string() : r.string("sgd state", std::uint64_t{1} << 40);
+    return [this, velocity = std::move(velocity), sgd = std::move(sgd)]() mutable {
+      velocity_ = std::move(velocity);
+      if (!lars_) {
+        std::istringstream in(sgd, std::ios::binary);
+        torch::load(sgd_, in);
+      }
+    };
   }
 
   //! One step at learning rate `lr`.
@@ -256,27 +267,33 @@ public:
     }
     w.u64(dropped_);
   }
-  //! Restores what save_state() wrote. @throws gradcomp::state_error if scaling was on in one
-  //! run and off in the other, or the scale is outside the options' range.
-  void load_state(gradcomp::state_reader& r) {
+  //! Reads what save_state() wrote; the returned function applies it. @throws
+  //! gradcomp::state_error if scaling was on in one run and off in the other, or the scale is
+  //! outside the options' range.
+  std::function<void()> load_state(gradcomp::state_reader& r) {
     r.expect_tag("loss_scaling");
     if (r.u8("loss scaling on") != (scale_ ? 1 : 0)) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--loss-scale");
     }
-    if (scale_) {
+    std::optional<gradcomp::loss_scale> scale = scale_;
+    if (scale) {
       gradcomp::loss_scale_state st;
       st.scale = r.f64("loss scale");
       st.clean_in_a_row = r.u64("loss scale clean steps");
       st.steps = r.u64("loss scale steps");
       st.skipped_steps = r.u64("loss scale skipped steps");
       try {
-        scale_->restore(st);
+        scale->restore(st);
       } catch (const std::invalid_argument& e) {
         throw gradcomp::state_error(e.what());
       }
     }
-    dropped_ = r.u64("dropped values");
+    const std::uint64_t dropped = r.u64("dropped values");
+    return [this, scale, dropped] {
+      scale_ = scale;
+      dropped_ = dropped;
+    };
   }
 
   [[nodiscard]] std::uint64_t skipped_steps() const noexcept {

@@ -20,9 +20,11 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <unistd.h>
 #include <vector>
 
@@ -107,13 +109,30 @@ public:
   void train() {
     const train_options& o = s_.o;
     if (!o.resume.empty()) {
-      trainer_state state = checkpoint_view(o.resume);
+      trainer_state state = checkpoint_view();
       read_checkpoint(state, checkpoint_state_path(o.resume, s_.rank));
       u_.global_iteration = position.global_iteration;
       resumed = true;
+      // every rank must resume at the same iteration (a job stopped while it wrote its
+      // checkpoints can leave ranks at different ones): checked on every rank
+      const std::vector<std::uint64_t> at =
+          allgather(s_.comm, static_cast<std::uint64_t>(position.global_iteration));
+      if (std::adjacent_find(at.begin(), at.end(), std::not_equal_to<>()) != at.end()) {
+        std::string all;
+        for (std::size_t r = 0; r < at.size(); ++r) {
+          all += (r == 0 ? "" : ", ") + std::to_string(at[r]);
+        }
+        throw gradcomp::state_error("gradcomp-train: the ranks' checkpoints in " + o.resume +
+                                    " are at different iterations (" + all + ", rank order)");
+      }
     }
     const evaluation initial = s_.evaluate();
-    points.push_back({position.epoch, position.global_iteration,
+    // the epoch this point falls in (0: before training; a resumed run's first point may fall
+    // in the middle of an epoch)
+    const int first_epoch = position.global_iteration == 0 ? 0
+                            : position.iteration > 0       ? position.epoch + 1
+                                                           : position.epoch;
+    points.push_back({first_epoch, position.global_iteration,
                       position.epoch + static_cast<double>(position.iteration) /
                                            static_cast<double>(s_.data.iterations_per_epoch),
                       0.0, 0.0, initial});
@@ -154,10 +173,10 @@ public:
     }
   }
 
-  //! This rank's training state in `dir` (checkpoint.hpp).
-  [[nodiscard]] trainer_state checkpoint_view(const std::string& dir) {
+  //! This rank's training state (checkpoint.hpp), read or written in place.
+  [[nodiscard]] trainer_state checkpoint_view() {
     return trainer_state(s_.o, s_.ranks, position, s_.model.params, u_.update, u_.scaling,
-                         exchange.get(), checkpoint_sgd_path(dir, s_.rank));
+                         exchange.get());
   }
 
   training_position position; //!< the next iteration to run
@@ -181,7 +200,7 @@ private:
 
   //! Writes this rank's checkpoint into --checkpoint (between iterations).
   void save_checkpoint() {
-    const trainer_state state = checkpoint_view(s_.o.checkpoint);
+    const trainer_state state = checkpoint_view();
     write_checkpoint(state, checkpoint_state_path(s_.o.checkpoint, s_.rank));
   }
 

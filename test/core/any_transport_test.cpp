@@ -117,8 +117,10 @@ TEST_CASE("any_transport: the in-place path only where the wrapped transport has
   pipeline<dense, any_transport> slow(sizes, groups, dense(), messages);
   CHECK_FALSE(slow.in_place());
   CHECK(same_bits(run(slow), run(reference)));
-  // no counters: reported as 0, and counts_bytes() says so
+  // no counters: reported as 0, and counts_bytes() says so, as the pipeline's statistics do
   CHECK_FALSE(messages.counts_bytes());
+  CHECK_FALSE(slow.last_stats().bytes_reported);
+  CHECK(fast.last_stats().bytes_reported); // loopback counts (0 bytes: one process)
   CHECK(messages.bytes_sent() == 0);
   CHECK(messages.bytes_received() == 0);
 }

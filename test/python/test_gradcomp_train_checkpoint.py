@@ -29,6 +29,7 @@ def test_resumed_run_ends_bit_identical(tmp_path, method, transport, extra):
                               "--stop-after-iterations", "4")
     assert first.returncode == 0, first.stderr
     assert (folder / "rank-0.state").exists() and (folder / "rank-1.state").exists()
+    assert not list(folder.glob("*.tmp"))
     resumed, resumed_report = run(tmp_path, "resumed", 2, *args, "--resume", str(folder))
     assert resumed.returncode == 0, resumed.stderr
     w, f, r = load(whole_report), load(first_report), load(resumed_report)
@@ -53,3 +54,7 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
     assert other.returncode != 0
     assert "the checkpoint was written with --method exact_topk, this run has reused_threshold" \
         in other.stderr
+    denser, _ = run(tmp_path, "denser", 2, "--method", "exact_topk", "--transport", "allgather",
+                    "--density", "0.5", "--resume", str(folder))
+    assert denser.returncode != 0
+    assert "the checkpoint was written with --density 0.01, this run has 0.5" in denser.stderr

@@ -239,7 +239,9 @@ public:
   //! @brief Restores the state save_state() wrote: checks the compressor name and every checked
   //! option against this compressor's, restores the density and Derived's own state (through its
   //! optional `load_extra(state_reader&)` hook). All or nothing: the state is read into a copy,
-  //! which replaces this compressor only when everything was read. O(1) plus the hook.
+  //! which replaces this compressor only when everything was read. Costs a copy of the
+  //! compressor (its selection workspace included: up to O(n) for the last gradient's length)
+  //! plus the hook.
   //! @throws state_error naming the compressor and the option (with both values) on a
   //! difference, or what is truncated or invalid; this compressor is then unchanged.
   void load_state(state_reader& r) {

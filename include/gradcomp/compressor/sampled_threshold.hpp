@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <locale>
 #include <random>
 #include <sstream>
 #include <string_view>
@@ -139,6 +140,7 @@ public:
   //! compressor_base's checkpoint hook: the RNG's state (its standard text form). O(1).
   void save_extra(state_writer& w) const {
     std::ostringstream text;
+    text.imbue(std::locale::classic()); // no digit grouping, whatever the global locale
     text << rng_;
     w.tag("sampled_threshold rng");
     w.string(text.str());
@@ -148,9 +150,10 @@ public:
   void load_extra(state_reader& r) {
     r.expect_tag("sampled_threshold rng");
     std::istringstream text(r.string("sampled_threshold rng", 1 << 14));
+    text.imbue(std::locale::classic());
     std::mt19937_64 rng;
     text >> rng;
-    if (text.fail()) {
+    if (text.fail() || !(text >> std::ws).eof()) {
       throw state_error("gradcomp state: sampled_threshold's RNG state is not valid");
     }
     rng_ = rng;

@@ -20,9 +20,11 @@ struct pipeline_iteration_stats {
   //! CPU clock (detail::thread_cpu_seconds).
   double communicate_cpu_seconds = 0.0;
   double finish_wait_seconds = 0.0; //!< finish() blocked on communication (not overlapped, s).
-  bool bytes_reported = false;      //!< the transport models byte_counting_transport.
-  std::size_t bytes_sent = 0;       //!< summed over groups (0 unless bytes_reported).
-  std::size_t bytes_received = 0;   //!< summed over groups (0 unless bytes_reported).
+  //! The transport reports its bytes (models byte_counting_transport and, where it has
+  //! counts_bytes(), says so: gradcomp::any_transport over a transport without counters does not).
+  bool bytes_reported = false;
+  std::size_t bytes_sent = 0;     //!< summed over groups (0 unless bytes_reported).
+  std::size_t bytes_received = 0; //!< summed over groups (0 unless bytes_reported).
   //! Elements compressed: of all layers, times the parts per rank (1 unless the transport is a
   //! multi_part_transport), so selected / numel is the density sent.
   std::size_t numel = 0;

@@ -583,7 +583,9 @@ public:
   //! grouping, re-planning status and every error-feedback state. The state must end the
   //! reader's payload (a pipeline is not copied to load, so it checks that itself before it
   //! changes anything; gradcomp::load_state(pipe, bytes) is the way). All or nothing. averaged()
-  //! holds zeros until the next finish(). Call between iterations. O(total elements).
+  //! holds zeros until the next finish(). Call between iterations. O(total elements) time; the
+  //! error feedback is read into copies first, so the peak memory is about twice the residuals
+  //! and velocities (plus the new group buffers).
   //! @throws state_error naming what differs or is invalid (the pipeline is then unchanged), or
   //! std::logic_error if an iteration is under way.
   void load_state(state_reader& r) requires has_binary_state<Compressor> {
@@ -629,6 +631,9 @@ public:
     }
     gradcomp::detail::backward_timer<Clock> times = times_;
     times.load_state(r);
+    if (replan_tried == 1 && !times.complete()) {
+      throw state_error("gradcomp state: the pipeline re-planned before its warm-up ended");
+    }
     std::vector<error_feedback<Compressor>> feedback = feedback_;
     for (auto& f : feedback) {
       f.load_state(r);
@@ -709,6 +714,20 @@ public:
 
 private:
   using clock = Clock;
+
+  // Whether the transport reports its bytes: byte_counting_transport, and its counts_bytes()
+  // where it has one (gradcomp::any_transport over a transport without counters says no).
+  [[nodiscard]] bool counts_bytes() const {
+    if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
+      if constexpr (requires(const Transport& t) { t.counts_bytes(); }) {
+        return transport_->counts_bytes();
+      } else {
+        return true;
+      }
+    } else {
+      return false;
+    }
+  }
 
   //! @throws std::logic_error naming `what` if a layer of the current iteration was reported.
   void require_between_iterations(const char* what) const {
@@ -870,7 +889,7 @@ private:
       ready_.assign(groups_.size(), false);
     }
     current_.finish_wait_seconds = seconds_since(t0);
-    current_.bytes_reported = pipeline_policy::byte_counting_transport<Transport>;
+    current_.bytes_reported = counts_bytes();
     const std::size_t slots = reported_.size();
     std::size_t missing = slots;
     current_.selected = 0;

@@ -102,6 +102,10 @@ public:
     std::vector<double> samples(samples_.size());
     r.doubles_into("re-planning samples", samples);
     const std::uint8_t valid = r.u8("re-planning medians taken");
+    if (valid > 1 || (valid == 1 && (warmup_ == 0 || finished != warmup_))) {
+      throw state_error(concat("gradcomp state: re-planning medians flag ", static_cast<int>(valid),
+                               " with ", finished, " of ", warmup_, " iterations measured"));
+    }
     std::vector<double> medians(medians_.size());
     r.doubles_into("re-planning medians", medians);
     finished_ = finished;
