@@ -298,3 +298,37 @@ TEST_CASE("multi-part pipeline with one part equals the one-message pipeline",
     }
   }
 }
+
+TEST_CASE("multi-part pipeline resumes from its checkpoint bit for bit",
+          "[pipeline][parts][checkpoint]") {
+  const fixed_grouping groups{schedule::grouping{{0, 2}, {2, 5}}};
+  const auto run = [&](auto& p, int first, int last) {
+    std::vector<float> out;
+    for (int it = first; it < last; ++it) {
+      for (std::size_t part = 0; part < parts; ++part) {
+        for (std::size_t l = sizes.size(); l-- > 0;) {
+          p.gradient_ready(part, l, gradient(part, l, it));
+        }
+      }
+      p.finish();
+      const std::vector<float> a = test::all_averages(p);
+      out.insert(out.end(), a.begin(), a.end());
+    }
+    return out;
+  };
+  for (const compression_scope scope :
+       {compression_scope::per_layer, compression_scope::per_group}) {
+    part_mean_exchange t1, t2, t3;
+    using pipe = pipeline<reused_threshold, part_mean_exchange>;
+    const reused_threshold prototype({.density = 0.05, .interval = 2});
+    pipe whole(sizes, groups, prototype, t1, momentum_correction{0.9}, scope);
+    pipe first(sizes, groups, prototype, t2, momentum_correction{0.9}, scope);
+    const std::vector<float> expected = run(whole, 0, 6);
+    std::vector<float> got = run(first, 0, 3);
+    pipe resumed(sizes, groups, prototype, t3, momentum_correction{0.9}, scope);
+    load_state(resumed, save_state(first));
+    const std::vector<float> tail = run(resumed, 3, 6);
+    got.insert(got.end(), tail.begin(), tail.end());
+    CHECK(same_bits(got, expected));
+  }
+}

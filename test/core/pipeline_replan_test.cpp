@@ -391,3 +391,68 @@ TEST_CASE("planned_grouping predicts the iteration of a grouping as hand-worked 
   CHECK_THROWS_AS(planner.predicted_iteration_seconds(numel, schedule::grouping{{0, 2}}),
                   std::invalid_argument);
 }
+
+namespace {
+
+// Iterations [first, last) of `p` with the fake backward times (layers reported backward, the
+// backward marked); after each, the grouping, whether it re-planned and every average.
+template <class Pipeline>
+void drive(Pipeline& p,
+           int first,
+           int last,
+           std::vector<schedule::grouping>& groupings,
+           std::vector<bool>& replanned,
+           std::vector<float>& averages) {
+  for (int it = first; it < last; ++it) {
+    manual_clock::advance(std::chrono::milliseconds(3));
+    p.begin_backward();
+    for (std::size_t l = sizes.size(); l-- > 0;) {
+      manual_clock::advance(fake_backward(l, it));
+      p.gradient_ready(l, gradient(l, it));
+    }
+    p.finish();
+    groupings.push_back(p.groups());
+    replanned.push_back(p.replanned());
+    const std::vector<float> a = test::all_averages(p);
+    averages.insert(averages.end(), a.begin(), a.end());
+  }
+}
+
+} // namespace
+
+TEST_CASE("a checkpoint taken during the re-planning warm-up resumes it",
+          "[pipeline][checkpoint]") {
+  // per group, so that the averages depend on the grouping too
+  using pipe = pipeline<exact_top_k, loopback_exchange, planned_grouping, manual_clock>;
+  constexpr int warmup = 3;
+  const int stop = GENERATE(1, 2, 3, 5); // mid warm-up, at its last iteration, after re-planning
+  CAPTURE(stop);
+  loopback_exchange t1, t2, t3;
+  pipe whole(sizes, optimal_planner(warmup), exact_top_k(0.1), t1, {},
+             compression_scope::per_group);
+  std::vector<schedule::grouping> g_whole, g_resumed;
+  std::vector<bool> r_whole, r_resumed;
+  std::vector<float> a_whole, a_resumed;
+  drive(whole, 0, 7, g_whole, r_whole, a_whole);
+  REQUIRE(r_whole.back());
+
+  pipe first(sizes, optimal_planner(warmup), exact_top_k(0.1), t2, {},
+             compression_scope::per_group);
+  drive(first, 0, stop, g_resumed, r_resumed, a_resumed);
+  const std::vector<std::byte> bytes = save_state(first);
+  pipe resumed(sizes, optimal_planner(warmup), exact_top_k(0.1), t3, {},
+               compression_scope::per_group);
+  load_state(resumed, bytes);
+  CHECK(resumed.groups() == first.groups());
+  CHECK(resumed.replanned() == first.replanned());
+  drive(resumed, stop, 7, g_resumed, r_resumed, a_resumed);
+  // re-plans at the same iteration, from the same measurements, to the same grouping
+  CHECK(g_resumed == g_whole);
+  CHECK(r_resumed == r_whole);
+  CHECK(std::vector<double>(resumed.measured_backward_seconds().begin(),
+                            resumed.measured_backward_seconds().end()) ==
+        std::vector<double>(whole.measured_backward_seconds().begin(),
+                            whole.measured_backward_seconds().end()));
+  REQUIRE(a_resumed.size() == a_whole.size());
+  CHECK(same_bits(a_resumed, a_whole));
+}
