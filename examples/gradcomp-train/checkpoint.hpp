@@ -111,7 +111,7 @@ public:
     }
     update_.save_state(w);
     scaling_.save_state(w);
-    w.u8(exchange_ != nullptr ? 1 : 0);
+    w.flag(exchange_ != nullptr);
     if (exchange_ != nullptr) {
       exchange_->save_state(w); // last: a pipeline's state ends the payload
     }
@@ -132,7 +132,7 @@ public:
     }
     const std::function<void()> update = update_.load_state(r);
     const std::function<void()> scaling = scaling_.load_state(r);
-    if (r.u8("pipeline present") != (exchange_ != nullptr ? 1 : 0)) {
+    if (r.flag("pipeline present") != (exchange_ != nullptr)) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--transport (none against a pipeline)");
     }

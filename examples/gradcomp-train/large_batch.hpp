@@ -127,7 +127,7 @@ public:
   //! serialization of the SGD state (momentum buffers) as bytes.
   void save_state(gradcomp::state_writer& w) const {
     w.tag("update_rule");
-    w.u8(lars_ ? 1 : 0);
+    w.flag(lars_);
     for (const std::vector<float>& v : velocity_) {
       w.floats(v);
     }
@@ -142,7 +142,7 @@ public:
   //! optimizer or a tensor's size differs.
   std::function<void()> load_state(gradcomp::state_reader& r) {
     r.expect_tag("update_rule");
-    if (r.u8("optimizer is lars") != (lars_ ? 1 : 0)) {
+    if (r.flag("optimizer is lars") != lars_) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--optimizer");
     }
@@ -257,7 +257,7 @@ public:
   //! Checkpoint: the loss scale's counters (gradcomp::loss_scale_state), if scaling is on.
   void save_state(gradcomp::state_writer& w) const {
     w.tag("loss_scaling");
-    w.u8(scale_ ? 1 : 0);
+    w.flag(scale_.has_value());
     if (scale_) {
       const gradcomp::loss_scale_state st = scale_->state();
       w.f64(st.scale);
@@ -272,7 +272,7 @@ public:
   //! outside the options' range.
   std::function<void()> load_state(gradcomp::state_reader& r) {
     r.expect_tag("loss_scaling");
-    if (r.u8("loss scaling on") != (scale_ ? 1 : 0)) {
+    if (r.flag("loss scaling on") != scale_.has_value()) {
       throw gradcomp::state_error("gradcomp-train: the checkpoint was written with another "
                                   "--loss-scale");
     }

@@ -16,8 +16,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: make_state_corpus DIR\n");
     return 2;
   }
-  using compressor =
-      gradcomp::size_switch<gradcomp::sampled_threshold, gradcomp::reused_threshold>;
+  using compressor = gradcomp::size_switch<gradcomp::sampled_threshold, gradcomp::reused_threshold>;
   gradcomp::error_feedback<compressor> object(
       8,
       compressor(4, gradcomp::sampled_threshold({.density = 0.5, .seed = 3}),
@@ -36,8 +35,8 @@ int main(int argc, char** argv) {
       std::ofstream f(path, std::ios::binary);
       const char first = static_cast<char>(mode);
       f.write(&first, 1);
-      // the payload sits between the 28-byte head and the 8-byte checksum
-      const std::size_t begin = mode == 0 ? 0 : 28;
+      // the payload sits between the container's head and its 8-byte checksum
+      const std::size_t begin = mode == 0 ? 0 : gradcomp::detail::state_head_bytes;
       const std::size_t end = mode == 0 ? bytes.size() : bytes.size() - 8;
       f.write(reinterpret_cast<const char*>(bytes.data() + begin),
               static_cast<std::streamsize>(end - begin));

@@ -14,14 +14,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <cstring>
 #include <span>
 #include <vector>
 
 namespace {
 
-using compressor =
-    gradcomp::size_switch<gradcomp::sampled_threshold, gradcomp::reused_threshold>;
+using compressor = gradcomp::size_switch<gradcomp::sampled_threshold, gradcomp::reused_threshold>;
 using feedback = gradcomp::error_feedback<compressor>;
 
 //! The object every input is loaded into, as the seed corpus was written
@@ -33,22 +31,6 @@ feedback make_object() {
                   gradcomp::momentum_correction{0.5});
 }
 
-//! `payload` in gradcomp's checkpoint container with its correct checksum.
-std::vector<std::byte> wrap(std::span<const std::byte> payload) {
-  std::vector<std::byte> out(16 + 4 + 8 + payload.size() + 8);
-  std::memcpy(out.data(), gradcomp::state_magic.data(), 16);
-  const std::uint32_t version = gradcomp::state_format_version;
-  const std::uint64_t length = payload.size();
-  const std::uint64_t sum = gradcomp::detail::fnv1a64(payload);
-  std::memcpy(out.data() + 16, &version, 4);
-  std::memcpy(out.data() + 20, &length, 8);
-  if (!payload.empty()) {
-    std::memcpy(out.data() + 28, payload.data(), payload.size());
-  }
-  std::memcpy(out.data() + 28 + payload.size(), &sum, 8);
-  return out;
-}
-
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -56,8 +38,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     return 0;
   }
   const auto rest = std::as_bytes(std::span<const std::uint8_t>(data + 1, size - 1));
-  const std::vector<std::byte> input =
-      (data[0] & 1u) != 0 ? wrap(rest) : std::vector<std::byte>(rest.begin(), rest.end());
+  const std::vector<std::byte> input = (data[0] & 1u) != 0
+                                           ? gradcomp::detail::state_container(rest)
+                                           : std::vector<std::byte>(rest.begin(), rest.end());
   feedback object = make_object();
   const std::vector<std::byte> before = gradcomp::save_state(object);
   try {

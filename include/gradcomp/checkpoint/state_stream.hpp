@@ -53,6 +53,26 @@ inline std::uint64_t fnv1a64(std::span<const std::byte> bytes) noexcept {
 }
 static_assert(std::endian::native == std::endian::little,
               "gradcomp's state format is written in the host byte order, little-endian");
+
+//! Bytes of the container's head: magic, version, payload length.
+inline constexpr std::size_t state_head_bytes = 16 + 4 + 8;
+
+//! `payload` in the checkpoint container (magic, version, length, payload, checksum; see
+//! state_magic). O(payload).
+inline std::vector<std::byte> state_container(std::span<const std::byte> payload) {
+  std::vector<std::byte> out(state_head_bytes + payload.size() + 8);
+  const std::uint32_t version = state_format_version;
+  const std::uint64_t length = payload.size();
+  const std::uint64_t sum = fnv1a64(payload);
+  std::memcpy(out.data(), state_magic.data(), state_magic.size());
+  std::memcpy(out.data() + 16, &version, 4);
+  std::memcpy(out.data() + 20, &length, 8);
+  if (!payload.empty()) {
+    std::memcpy(out.data() + state_head_bytes, payload.data(), payload.size());
+  }
+  std::memcpy(out.data() + state_head_bytes + payload.size(), &sum, 8);
+  return out;
+}
 } // namespace detail
 
 //! @brief Appends typed fields to a state payload. Every field is written in the host
@@ -62,7 +82,11 @@ class state_writer {
 public:
   //! A named marker (the reader's expect_tag() must see the same name).
   void tag(std::string_view name) { string(name); }
-  void u8(std::uint8_t v) { put(&v, 1); }          //!< one byte.
+  //! One byte, 0 or 1 (the reader's flag() refuses anything else).
+  void flag(bool v) {
+    const std::uint8_t b = v ? 1 : 0;
+    put(&b, 1);
+  }
   void u32(std::uint32_t v) { put(&v, sizeof v); } //!< 4 bytes.
   void u64(std::uint64_t v) { put(&v, sizeof v); } //!< 8 bytes.
   void f32(float v) { put(&v, sizeof v); }         //!< 4 bytes, the float's bits.
@@ -73,19 +97,18 @@ public:
     put(s.data(), s.size());
   }
   //! u64 count, then the floats' bits (4 bytes each).
-  void floats(std::span<const float> v) {
-    u64(v.size());
-    put(v.data(), v.size_bytes());
-  }
+  void floats(std::span<const float> v) { values(v); }
   //! u64 count, then the doubles' bits (8 bytes each).
-  void doubles(std::span<const double> v) {
-    u64(v.size());
-    put(v.data(), v.size_bytes());
-  }
+  void doubles(std::span<const double> v) { values(v); }
   //! The payload written so far.
   [[nodiscard]] std::span<const std::byte> payload() const noexcept { return bytes_; }
 
 private:
+  template <class T>
+  void values(std::span<const T> v) {
+    u64(v.size());
+    put(v.data(), v.size_bytes());
+  }
   void put(const void* p, std::size_t n) {
     const auto* b = static_cast<const std::byte*>(p);
     bytes_.insert(bytes_.end(), b, b + n);
@@ -112,7 +135,15 @@ public:
                                        "structure)"));
     }
   }
-  std::uint8_t u8(std::string_view what) { return get<std::uint8_t>(what); }    //!< one byte.
+  //! A flag written by state_writer::flag(). @throws state_error if the byte is not 0 or 1.
+  bool flag(std::string_view what) {
+    const auto b = get<std::uint8_t>(what);
+    if (b > 1) {
+      throw state_error(detail::concat("gradcomp state: ", what, " is ", static_cast<int>(b),
+                                       ", not a flag (0 or 1)"));
+    }
+    return b == 1;
+  }
   std::uint32_t u32(std::string_view what) { return get<std::uint32_t>(what); } //!< 4 bytes.
   std::uint64_t u64(std::string_view what) { return get<std::uint64_t>(what); } //!< 8 bytes.
   float f32(std::string_view what) { return get<float>(what); }                 //!< 4 bytes.
@@ -135,14 +166,6 @@ public:
   void expect_u64(std::string_view what, std::uint64_t expected) {
     const std::uint64_t got = u64(what);
     if (got != expected) {
-      throw state_error(detail::concat("gradcomp state: ", what, " is ", got,
-                                       " in the checkpoint, ", expected, " here"));
-    }
-  }
-  //! Reads an f64 and checks its bits equal `expected`'s. @throws state_error naming both.
-  void expect_f64(std::string_view what, double expected) {
-    const double got = f64(what);
-    if (std::bit_cast<std::uint64_t>(got) != std::bit_cast<std::uint64_t>(expected)) {
       throw state_error(detail::concat("gradcomp state: ", what, " is ", got,
                                        " in the checkpoint, ", expected, " here"));
     }
@@ -207,20 +230,7 @@ template <has_binary_state T>
 [[nodiscard]] std::vector<std::byte> save_state(const T& object) {
   state_writer w;
   object.save_state(w);
-  const std::span<const std::byte> payload = w.payload();
-  constexpr std::size_t head = state_magic.size() + 4 + 8;
-  std::vector<std::byte> out(head + payload.size() + 8);
-  const std::uint32_t version = state_format_version;
-  const std::uint64_t length = payload.size();
-  const std::uint64_t sum = detail::fnv1a64(payload);
-  std::memcpy(out.data(), state_magic.data(), state_magic.size());
-  std::memcpy(out.data() + 16, &version, 4);
-  std::memcpy(out.data() + 20, &length, 8);
-  if (!payload.empty()) {
-    std::memcpy(out.data() + head, payload.data(), payload.size());
-  }
-  std::memcpy(out.data() + head + payload.size(), &sum, 8);
-  return out;
+  return detail::state_container(w.payload());
 }
 
 //! @brief Restores `object` from bytes written by save_state(). Checks the container (magic,
@@ -230,7 +240,7 @@ template <has_binary_state T>
 //! @throws state_error naming what is wrong; `object` is then unchanged.
 template <has_binary_state T>
 void load_state(T& object, std::span<const std::byte> bytes) {
-  constexpr std::size_t head = 16 + 4 + 8;
+  constexpr std::size_t head = detail::state_head_bytes;
   if (bytes.size() < head + 8 ||
       std::memcmp(bytes.data(), state_magic.data(), state_magic.size()) != 0) {
     throw state_error(detail::concat("gradcomp state: not a gradcomp checkpoint (", bytes.size(),

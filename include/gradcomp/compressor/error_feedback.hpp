@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -74,6 +75,15 @@ inline std::size_t zero_non_finite(std::span<float> values) noexcept {
     }
   }
   return count;
+}
+//! Reads a saved momentum-correction momentum (error_feedback's, the pipeline's) and checks
+//! that it is `here`, bit for bit. @throws state_error naming both.
+inline void expect_momentum(state_reader& r, std::string_view what, float here) {
+  const float m = r.f32(what);
+  if (std::bit_cast<std::uint32_t>(m) != std::bit_cast<std::uint32_t>(here)) {
+    throw state_error(
+        concat("gradcomp state: momentum correction ", m, " in the checkpoint, ", here, " here"));
+  }
 }
 //! Multiplies every element of `values` by `factor`. O(n).
 inline void scale_in_place(std::span<float> values, float factor) noexcept {
@@ -174,11 +184,7 @@ public:
   void load_state(state_reader& r) requires has_binary_state<Compressor> {
     r.expect_tag("error_feedback");
     r.expect_u64("error_feedback layer length", residual_.size());
-    const float m = r.f32("error_feedback momentum");
-    if (std::bit_cast<std::uint32_t>(m) != std::bit_cast<std::uint32_t>(momentum_)) {
-      throw state_error(detail::concat("gradcomp state: momentum correction ", m,
-                                       " in the checkpoint, ", momentum_, " here"));
-    }
+    detail::expect_momentum(r, "error_feedback momentum", momentum_);
     Compressor c = compressor_;
     c.load_state(r);
     std::vector<float> residual(residual_.size());

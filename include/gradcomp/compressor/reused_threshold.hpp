@@ -102,7 +102,7 @@ public:
     w.tag("reused_threshold interval");
     w.u64(calls_);
     w.u64(phase_);
-    w.u8(refresh_ ? 1 : 0);
+    w.flag(refresh_);
     w.u32(threshold_key_);
   }
   //! compressor_base's checkpoint hook: restores what save_extra() wrote.
@@ -111,16 +111,15 @@ public:
     r.expect_tag("reused_threshold interval");
     const std::uint64_t calls = r.u64("reused_threshold calls");
     const std::uint64_t phase = r.u64("reused_threshold phase");
-    const std::uint8_t refresh = r.u8("reused_threshold refresh");
+    const bool refresh = r.flag("reused_threshold refresh");
     const std::uint32_t key = r.u32("reused_threshold threshold");
-    if (phase > calls || refresh > 1) {
+    if (phase > calls) {
       throw state_error(detail::concat("gradcomp state: reused_threshold phase ", phase,
-                                       " after calls ", calls, " or refresh flag ",
-                                       static_cast<int>(refresh), " is not valid"));
+                                       " lies after its calls ", calls));
     }
     calls_ = calls;
     phase_ = phase;
-    refresh_ = refresh == 1;
+    refresh_ = refresh;
     threshold_key_ = key;
   }
 

@@ -551,7 +551,7 @@ public:
       w.u64(n);
     }
     w.u64(parts_);
-    w.u8(scope_ == compression_scope::per_group ? 1 : 0);
+    w.flag(scope_ == compression_scope::per_group);
     w.f32(momentum_);
     prototype_.save_state(w);
     w.tag("grouping");
@@ -560,8 +560,8 @@ public:
       w.u64(g.begin);
       w.u64(g.end);
     }
-    w.u8(replanned_ ? 1 : 0);
-    w.u8(replan_tried_ ? 1 : 0);
+    w.flag(replanned_);
+    w.flag(replan_tried_);
     times_.save_state(w);
     if (scope_ == compression_scope::per_layer) {
       for (const auto& f : feedback_) {
@@ -596,16 +596,11 @@ public:
       r.expect_u64(gradcomp::detail::concat("pipeline layer ", l, " elements"), numel_[l]);
     }
     r.expect_u64("pipeline parts per rank", parts_);
-    const std::uint8_t per_group = r.u8("pipeline compression scope");
-    if (per_group != (scope_ == compression_scope::per_group ? 1 : 0)) {
+    if (r.flag("pipeline compression scope") != (scope_ == compression_scope::per_group)) {
       throw state_error("gradcomp state: the checkpoint's compression scope differs from this "
                         "pipeline's (per_layer vs per_group)");
     }
-    const float m = r.f32("pipeline momentum");
-    if (std::bit_cast<std::uint32_t>(m) != std::bit_cast<std::uint32_t>(momentum_)) {
-      throw state_error(gradcomp::detail::concat("gradcomp state: momentum correction ", m,
-                                                 " in the checkpoint, ", momentum_, " here"));
-    }
+    gradcomp::detail::expect_momentum(r, "pipeline momentum", momentum_);
     Compressor prototype = prototype_;
     prototype.load_state(r);
     r.expect_tag("grouping");
@@ -624,14 +619,14 @@ public:
                                                  count, " groups is not valid for ", numel_.size(),
                                                  " layers"));
     }
-    const std::uint8_t replanned = r.u8("pipeline replanned");
-    const std::uint8_t replan_tried = r.u8("pipeline replan tried");
-    if (replanned > 1 || replan_tried > 1 || replanned > replan_tried) {
+    const bool replanned = r.flag("pipeline replanned");
+    const bool replan_tried = r.flag("pipeline replan tried");
+    if (replanned && !replan_tried) {
       throw state_error("gradcomp state: the pipeline's re-planning flags are not valid");
     }
     gradcomp::detail::backward_timer<Clock> times = times_;
     times.load_state(r);
-    if (replan_tried == 1 && !times.complete()) {
+    if (replan_tried && !times.complete()) {
       throw state_error("gradcomp state: the pipeline re-planned before its warm-up ended");
     }
     std::vector<error_feedback<Compressor>> feedback = feedback_;
@@ -658,8 +653,8 @@ public:
     residual_ = std::move(residual);
     velocity_ = std::move(velocity);
     times_ = std::move(times);
-    replanned_ = replanned == 1;
-    replan_tried_ = replan_tried == 1;
+    replanned_ = replanned;
+    replan_tried_ = replan_tried;
     adopt(std::move(grouping), std::move(layout));
   }
 

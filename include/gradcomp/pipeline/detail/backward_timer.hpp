@@ -86,7 +86,7 @@ public:
     w.u64(warmup_);
     w.u64(finished_);
     w.doubles(samples_);
-    w.u8(medians_valid_ ? 1 : 0);
+    w.flag(medians_valid_);
     w.doubles(medians_);
   }
   //! Restores what save_state() wrote (all or nothing). @throws state_error if W, the layer
@@ -101,16 +101,16 @@ public:
     }
     std::vector<double> samples(samples_.size());
     r.doubles_into("re-planning samples", samples);
-    const std::uint8_t valid = r.u8("re-planning medians taken");
-    if (valid > 1 || (valid == 1 && (warmup_ == 0 || finished != warmup_))) {
-      throw state_error(concat("gradcomp state: re-planning medians flag ", static_cast<int>(valid),
-                               " with ", finished, " of ", warmup_, " iterations measured"));
+    const bool valid = r.flag("re-planning medians taken");
+    if (valid && (warmup_ == 0 || finished != warmup_)) {
+      throw state_error(concat("gradcomp state: re-planning medians taken with ", finished, " of ",
+                               warmup_, " iterations measured"));
     }
     std::vector<double> medians(medians_.size());
     r.doubles_into("re-planning medians", medians);
     finished_ = finished;
     samples_ = std::move(samples);
-    medians_valid_ = valid == 1;
+    medians_valid_ = valid;
     medians_ = std::move(medians);
     have_reference_ = false;
   }
