@@ -266,31 +266,18 @@ struct method_settings {
 //! The names accepted by --compression-scope.
 inline const std::vector<std::string> scope_names = {"layer", "group"};
 
-//! Calls fn(prototype) with the sparse compressor called `s.name`.
-//! @throws std::invalid_argument on an unknown name.
+//! Calls fn(prototype) with the sparse compressor called `s.name` (gradcomp::
+//! with_sparse_compressor). @throws std::invalid_argument on an unknown name.
 template <class Fn>
 decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
-  const double d = s.density;
-  const unsigned t = s.threads;
-  const gradcomp::value_type v = s.values;
-  if (s.name == "exact_topk") {
-    return fn(gradcomp::exact_top_k({.density = d, .values = v, .threads = t}));
-  }
-  if (s.name == "sampled_topk") {
-    return fn(
-        gradcomp::sampled_threshold({.density = d, .seed = s.seed, .values = v, .threads = t}));
-  }
-  if (s.name == "gaussian_threshold") {
-    return fn(gradcomp::gaussian_threshold({.density = d, .values = v, .threads = t}));
-  }
-  if (s.name == "lognormal_threshold") {
-    return fn(gradcomp::lognormal_threshold({.density = d, .values = v, .threads = t}));
-  }
-  if (s.name == "reused_threshold") {
-    return fn(gradcomp::reused_threshold(
-        {.density = d, .interval = s.interval, .values = v, .threads = t}));
-  }
-  throw std::invalid_argument("unknown method '" + s.name + "'");
+  return gradcomp::with_sparse_compressor(
+      s.name,
+      {.density = s.density,
+       .interval = s.interval,
+       .seed = s.seed,
+       .threads = s.threads,
+       .values = s.values},
+      std::forward<Fn>(fn));
 }
 
 //! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
