@@ -20,6 +20,7 @@ full_packages=(
   libtorch-dev libblas-dev libopenblas0-pthread
   dataset-fashion-mnist iproute2
   python3-numpy python3-torch python3-pytest python3-matplotlib
+  python3-dev pybind11-dev python3-pybind11
   doxygen
 )
 

@@ -1,0 +1,412 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp's compressors as PyTorch DDP communication hooks.
+
+Two lines in an unchanged DDP script::
+
+    import gradcomp.torch as gc
+    model.register_comm_hook(gc.HookState(method="reused_threshold", density=0.01),
+                             gc.sparse_allgather_hook)
+
+A hook returns a ``torch.futures.Future`` whose value is the bucket's **average** over the
+ranks, like DDP's default allreduce hook. The hooks:
+
+``sparse_allgather_hook``
+    Selects from the whole bucket with gradcomp's compressor (``method=``: exact_topk,
+    sampled_topk, gaussian_threshold, lognormal_threshold, reused_threshold; or the dense fp32,
+    fp16, bf16), error feedback kept per parameter, encodes the message in gradcomp's wire
+    format, all-gathers the messages (sizes first) and averages them in C++. Bytes per rank:
+    the largest encoded message (about 32 + 5k bytes for k values) to every other rank.
+``ring_allreduce_hook``
+    The dense baseline: a ring allreduce (reduce-scatter, then allgather; Patarasuk and Yuan
+    2009) of the bucket, over point-to-point messages of the process group, with values sent
+    as fp32, fp16 or bf16 (``method=``); fp16 / bf16 keep the rounding error as a residual.
+    Bytes per rank: 2 (P - 1) / P x n x (4 or 2).
+``fp16_hook``
+    ``ring_allreduce_hook`` for ``HookState(method="fp16")``: the counterpart of DDP's
+    ``fp16_compress_hook``, with error feedback.
+
+How the hooks run: each HookState owns one communication thread and its own process group
+(created by the constructor, a collective: every rank constructs its HookState at the same
+point). DDP calls a hook per bucket in bucket order; the hook queues the bucket and returns
+at once, so backward goes on; the thread compresses and exchanges buckets in that order, so
+every rank issues the same collectives in the same order however many buckets are in flight
+(PowerSGD's hook started its gloo collectives in different orders and crashed with two
+buckets), and DDP's own collectives (parameter broadcasts) never interleave with them.
+
+Error feedback is kept per parameter: the residual (and with ``momentum`` DGC's velocity) of a
+parameter lives in the bucket's contiguous storage, and when DDP rebuilds its buckets after the
+first iteration every parameter's residual moves to its new bucket: nothing is reset or lost.
+``state_dict()`` / ``load_state_dict()`` save and restore the residuals with a checkpoint.
+
+Needs float32 CPU gradients (DDP over gloo or MPI on CPU) and PyTorch's torch.distributed.
+"""
+import math
+import queue
+import threading
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from . import _core
+
+SPARSE_METHODS = tuple(_core.sparse_methods)
+DENSE_METHODS = tuple(_core.dense_methods)
+METHODS = SPARSE_METHODS + DENSE_METHODS
+_WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+_STATE_FORMAT = "gradcomp.torch.HookState/1"
+
+__all__ = ["HookState", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_hook", "METHODS",
+           "SPARSE_METHODS", "DENSE_METHODS"]
+
+
+class _Slot:
+    """One parameter's error-feedback state: views into its bucket's contiguous storage."""
+
+    __slots__ = ("param", "order", "residual", "velocity")
+
+    def __init__(self, param, order):
+        self.param = param
+        self.order = order
+        self.residual = None
+        self.velocity = None
+
+
+class _Layout:
+    """One bucket as DDP laid it out: its parameters, the contiguous residual (and velocity)
+    storage that the parameters' slots view, and the bucket's compressor."""
+
+    def __init__(self, key, numel, residual, velocity, compressor):
+        self.key = key
+        self.numel = numel
+        self.residual = residual
+        self.velocity = velocity
+        self.compressor = compressor
+
+
+def _positive_int(name, value):
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} {value!r} is not an integer >= 1")
+    return value
+
+
+class HookState:
+    """State of gradcomp's DDP communication hooks (modelled on PyTorch's PowerSGDState).
+
+    Args:
+        method: compressor name: exact_topk, sampled_topk, gaussian_threshold,
+            lognormal_threshold, reused_threshold (sparse: ``sparse_allgather_hook``), or fp32,
+            fp16, bf16 (dense: any hook).
+        density: fraction of each bucket's elements sent, in (0, 1] (sparse methods).
+        interval: reused_threshold's calls between exact selections (>= 1).
+        process_group: the group the hooks' collectives run on; None (default) creates a new
+            group of all ranks (collective call). A group given here must not be used by
+            anything else while training runs.
+        momentum: DGC's momentum correction factor in [0, 1) (Lin et al. 2018, eqs. 4-6), or
+            None for plain error feedback. With it, use the optimizer without momentum.
+        seed: sampled_topk's sample seed.
+        threads: threads per compression call, [1, 1024].
+
+    Raises:
+        ValueError: naming the argument and its limit.
+        RuntimeError: if torch.distributed is not initialised.
+    """
+
+    def __init__(self, method="reused_threshold", density=0.01, interval=10,
+                 process_group=None, momentum=None, seed=1, threads=1):
+        if method not in METHODS:
+            raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
+        if isinstance(density, bool) or not isinstance(density, (int, float)) or \
+                not 0.0 < density <= 1.0:
+            raise ValueError(f"density {density!r} is outside (0, 1]")
+        _positive_int("interval", interval)
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"seed {seed!r} is not an integer >= 0")
+        _positive_int("threads", threads)
+        if threads > 1024:
+            raise ValueError(f"threads {threads} is above the limit 1024")
+        if momentum is not None and (isinstance(momentum, bool) or
+                                     not isinstance(momentum, (int, float)) or
+                                     not 0.0 <= momentum < 1.0):
+            raise ValueError(f"momentum {momentum!r} is outside [0, 1)")
+        if not dist.is_available() or not dist.is_initialized():
+            raise RuntimeError("gradcomp.torch.HookState: torch.distributed is not initialised "
+                               "(call torch.distributed.init_process_group first)")
+        self.method = method
+        self.density = float(density)
+        self.interval = interval
+        self.momentum = float(momentum) if momentum else 0.0
+        self.seed = seed
+        self.threads = threads
+        self.process_group = process_group if process_group is not None else dist.new_group()
+        self.world_size = dist.get_world_size(self.process_group)
+        self.rank = dist.get_rank(self.process_group)
+        self._global_ranks = dist.get_process_group_ranks(self.process_group)
+        self._slots = {}
+        self._order = []
+        self._layouts = {}
+        self._pending = None
+        self._iteration = {}
+        self.history = []
+        """Statistics of every completed iteration, a dict per iteration (see statistics())."""
+        self._queue = queue.Queue()
+        self._thread = threading.Thread(target=self._run, name="gradcomp-hook", daemon=True)
+        self._thread.start()
+
+    # ---- statistics -------------------------------------------------------------------
+    def statistics(self):
+        """The last completed iteration's statistics: buckets, numel, k_selected (values sent),
+        density (k_selected / numel), wire_bytes (this rank's encoded messages), sent_bytes
+        (what this rank's collectives sent), compression_seconds, exchange_seconds (the
+        collectives and the averaging); None before the first iteration ends."""
+        self.synchronize()
+        return dict(self.history[-1]) if self.history else None
+
+    def synchronize(self):
+        """Waits until every queued bucket is averaged."""
+        self._queue.join()
+
+    # ---- checkpoints ------------------------------------------------------------------
+    def state_dict(self):
+        """The error-feedback state: every parameter's residual (and velocity) in the order the
+        hooks first saw the parameters (deterministic for the same model and DDP bucket sizes),
+        and the options that decide it. The compressors' own state (a reused threshold) is not
+        kept: after a restart it is re-estimated by the first call, which selects exactly."""
+        self.synchronize()
+        return {
+            "format": _STATE_FORMAT,
+            "options": self._options(),
+            "shapes": [tuple(s.param.shape) for s in self._order],
+            "residuals": [s.residual.clone() for s in self._order],
+            "velocities": [s.velocity.clone() for s in self._order] if self.momentum else None,
+        }
+
+    def load_state_dict(self, state):
+        """Restores what state_dict() returned. Before the first iteration the values wait until
+        the hooks see each parameter. Raises ValueError naming what differs (format, an option,
+        the number or shape of the parameters)."""
+        if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
+            raise ValueError(f"not a {_STATE_FORMAT} state dict")
+        for key, here in self._options().items():
+            there = state["options"].get(key)
+            if there != here:
+                raise ValueError(f"option {key} is {there!r} in the state dict, {here!r} here")
+        shapes, residuals = [tuple(s) for s in state["shapes"]], state["residuals"]
+        velocities = state["velocities"] or [None] * len(residuals)
+        if len(shapes) != len(residuals) or len(velocities) != len(residuals):
+            raise ValueError("state dict: shapes, residuals and velocities differ in length")
+        for i, (shape, r) in enumerate(zip(shapes, residuals)):
+            if r.dtype != torch.float32 or r.numel() != math.prod(shape):
+                raise ValueError(f"state dict: residual {i} has {r.numel()} {r.dtype} values, "
+                                 f"its parameter shape {shape} float32")
+        self.synchronize()
+        self._pending = list(zip(shapes, residuals, velocities))
+        if self._order:
+            if len(self._order) != len(self._pending):
+                raise ValueError(f"state dict has {len(self._pending)} parameters, the hooks "
+                                 f"have seen {len(self._order)}")
+            for slot in self._order:
+                self._restore(slot)
+            self._pending = None
+
+    def _options(self):
+        return {"method": self.method, "density": self.density, "interval": self.interval,
+                "momentum": self.momentum, "world_size": self.world_size}
+
+    def _restore(self, slot):
+        if slot.order >= len(self._pending):
+            raise ValueError(f"state dict has {len(self._pending)} parameters, the hooks see "
+                             f"parameter {slot.order}")
+        shape, residual, velocity = self._pending[slot.order]
+        if shape != tuple(slot.param.shape):
+            raise ValueError(f"state dict: parameter {slot.order} has shape {shape}, the "
+                             f"model's {tuple(slot.param.shape)} (restore into the same model "
+                             f"with the same DDP bucket sizes)")
+        slot.residual.copy_(residual)
+        if slot.velocity is not None and velocity is not None:
+            slot.velocity.copy_(velocity)
+
+    # ---- the communication thread -----------------------------------------------------
+    def _submit(self, work, bucket):
+        buffer = bucket.buffer()
+        if buffer.dtype != torch.float32 or buffer.device.type != "cpu":
+            raise ValueError(f"gradcomp hooks need float32 CPU buckets, got {buffer.dtype} on "
+                             f"{buffer.device}")
+        future = torch.futures.Future()
+        self._queue.put((work, buffer, bucket.parameters(), bucket.index(), bucket.is_last(),
+                         future))
+        return future
+
+    def _run(self):
+        while True:
+            work, buffer, params, index, last, future = self._queue.get()
+            try:
+                work(buffer, params, index)
+                if last:
+                    self._end_iteration()
+                future.set_result(buffer)
+            except BaseException as e:  # handed to DDP, which raises it in backward
+                future.set_exception(e)
+            finally:
+                self._queue.task_done()
+
+    def _count(self, **values):
+        for k, v in values.items():
+            self._iteration[k] = self._iteration.get(k, 0) + v
+
+    def _end_iteration(self):
+        it = self._iteration
+        it["iteration"] = len(self.history)
+        it["density"] = it.get("k_selected", 0) / it["numel"] if it.get("numel") else 0.0
+        self.history.append(it)
+        self._iteration = {}
+        if self._pending is not None and len(self._order) != len(self._pending):
+            raise ValueError(f"state dict has {len(self._pending)} parameters, the model "
+                             f"{len(self._order)}")
+        self._pending = None
+
+    def _layout(self, params, index, numel, method):
+        """The layout of bucket `index`; a new one (every parameter's residual moved into it)
+        when DDP laid the bucket out anew."""
+        key = tuple(id(p) for p in params)
+        layout = self._layouts.get(index)
+        if layout is not None and layout.key == key:
+            return layout
+        total = sum(p.numel() for p in params)
+        if total != numel:
+            raise ValueError(f"bucket {index} holds {numel} values, its parameters {total}")
+        residual = torch.zeros(numel, dtype=torch.float32)
+        velocity = torch.zeros(numel, dtype=torch.float32) if self.momentum else None
+        offset = 0
+        for p in params:
+            n = p.numel()
+            slot = self._slots.get(id(p))
+            fresh = slot is None
+            if fresh:
+                slot = _Slot(p, len(self._order))
+                self._slots[id(p)] = slot
+                self._order.append(slot)
+            else:
+                residual[offset:offset + n].copy_(slot.residual)
+                if velocity is not None:
+                    velocity[offset:offset + n].copy_(slot.velocity)
+            slot.residual = residual[offset:offset + n]
+            slot.velocity = velocity[offset:offset + n] if velocity is not None else None
+            if fresh and self._pending is not None:
+                self._restore(slot)
+            offset += n
+        compressor = None
+        if method != "fp32":
+            compressor = _core.Compressor(method, self.density, self.interval, self.seed,
+                                          self.threads)
+        layout = _Layout(key, numel, residual, velocity, compressor)
+        self._layouts[index] = layout
+        return layout
+
+    # ---- the exchanges ----------------------------------------------------------------
+    def _sparse_allgather(self, buffer, params, index):
+        layout = self._layout(params, index, buffer.numel(), self.method)
+        p = self.world_size
+        velocity = layout.velocity.numpy() if layout.velocity is not None else None
+        if layout.compressor is None:  # fp32 through the allgather: send the values as they are
+            layout.compressor = _core.Compressor("fp32", 1.0)
+        wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy(), velocity,
+                                              self.momentum)
+        t0 = time.perf_counter()
+        size = torch.tensor([wire.size], dtype=torch.int64)
+        sizes = torch.empty(p, dtype=torch.int64)
+        dist.all_gather(list(sizes.view(p, 1)), size, group=self.process_group)
+        capacity = int(sizes.max())
+        send = torch.zeros(capacity, dtype=torch.uint8)
+        send[:wire.size] = torch.from_numpy(wire)
+        gathered = torch.empty(p * capacity, dtype=torch.uint8)
+        dist.all_gather(list(gathered.view(p, capacity)), send, group=self.process_group)
+        _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(), float(p))
+        self._count(buckets=1, numel=st["numel"], k_selected=st["k_selected"],
+                    wire_bytes=st["wire_bytes"], sent_bytes=(p - 1) * (capacity + 8),
+                    compression_seconds=st["compression_seconds"],
+                    exchange_seconds=time.perf_counter() - t0)
+
+    def _ring(self, buffer, params, index, method):
+        if method not in DENSE_METHODS:
+            raise ValueError(f"ring_allreduce_hook sums dense buckets; method {method!r} is "
+                             f"sparse (use sparse_allgather_hook, or method fp32, fp16, bf16)")
+        layout = self._layout(params, index, buffer.numel(), method)
+        seconds = 0.0
+        if layout.compressor is not None:  # round to fp16 / bf16, the error stays as residual
+            st = layout.compressor.compress_dense(layout.residual.numpy(), buffer.numpy(),
+                                                  buffer.numpy())
+            seconds = st["compression_seconds"]
+        t0 = time.perf_counter()
+        sent = _ring_average(buffer, _WIRE_DTYPES[method], self.rank, self.world_size,
+                             self._global_ranks, self.process_group)
+        n = buffer.numel()
+        self._count(buckets=1, numel=n, k_selected=n, wire_bytes=n * buffer.element_size()
+                    if method == "fp32" else 2 * n, sent_bytes=sent,
+                    compression_seconds=seconds, exchange_seconds=time.perf_counter() - t0)
+
+
+def _ring_average(acc, wire_dtype, rank, size, global_ranks, group):
+    """Averages the fp32 tensor `acc` in place over the group with a ring allreduce: P - 1
+    reduce-scatter steps (partial sums kept in fp32, sent as `wire_dtype`), the owner of each
+    chunk rounds it to the wire type, P - 1 allgather steps, then division by P; the result is
+    bit-identical on every rank. Returns the bytes this rank sent."""
+    if size == 1:
+        return 0
+    n = acc.numel()
+    bounds = [i * (n // size) + min(i, n % size) for i in range(size + 1)]
+
+    def chunk(c):
+        return acc[bounds[c]:bounds[c + 1]]
+
+    right, left = global_ranks[(rank + 1) % size], global_ranks[(rank - 1) % size]
+    exact = wire_dtype == torch.float32
+    sent = 0
+
+    def step(send_chunk, recv_chunk):
+        out = chunk(send_chunk)
+        out = out if exact else out.to(wire_dtype)
+        into = torch.empty(bounds[recv_chunk + 1] - bounds[recv_chunk], dtype=wire_dtype)
+        works = [dist.isend(out, right, group=group), dist.irecv(into, left, group=group)]
+        for w in works:
+            w.wait()
+        return into, out.numel() * out.element_size()
+
+    for s in range(size - 1):
+        into, b = step((rank - s) % size, (rank - s - 1) % size)
+        chunk((rank - s - 1) % size).add_(into)
+        sent += b
+    own = chunk((rank + 1) % size)
+    if not exact:
+        own.copy_(own.to(wire_dtype))
+    for s in range(size - 1):
+        into, b = step((rank + 1 - s) % size, (rank - s) % size)
+        chunk((rank - s) % size).copy_(into)
+        sent += b
+    acc.div_(size)
+    return sent
+
+
+def sparse_allgather_hook(state, bucket):
+    """DDP communication hook: the bucket's average over the ranks through gradcomp's compressor
+    (``state.method`` at ``state.density``) with error feedback and an allgather of the encoded
+    messages. Register with ``ddp_model.register_comm_hook(state, sparse_allgather_hook)``;
+    every rank must register it. Returns a torch.futures.Future of the averaged bucket."""
+    return state._submit(state._sparse_allgather, bucket)
+
+
+def ring_allreduce_hook(state, bucket):
+    """DDP communication hook: the bucket's average over the ranks through a ring allreduce,
+    values sent as ``state.method`` (fp32, fp16 or bf16; the rounding error of fp16 / bf16
+    stays in the residual). Every rank must register it. Returns a torch.futures.Future of the
+    averaged bucket. Raises ValueError (through the future) for a sparse method."""
+    return state._submit(lambda b, p, i: state._ring(b, p, i, state.method), bucket)
+
+
+def fp16_hook(state, bucket):
+    """ring_allreduce_hook for a ``HookState(method="fp16")``: DDP's fp16_compress_hook with
+    error feedback and fp32 partial sums. Raises ValueError for another method."""
+    if state.method != "fp16":
+        raise ValueError(f"fp16_hook needs HookState(method='fp16'), got {state.method!r}")
+    return ring_allreduce_hook(state, bucket)

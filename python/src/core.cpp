@@ -1,0 +1,296 @@
+// SPDX-License-Identifier: Apache-2.0
+// gradcomp._core: the compiled half of the gradcomp.torch package (python/gradcomp/torch.py).
+// It exposes gradcomp's host compressors with error feedback (compress the accumulated bucket,
+// encode gradcomp's wire format) and the receiver's aggregation (decode every rank's message and
+// average them), on NumPy views of CPU tensors (tensor.numpy() shares the memory: no copy). The
+// GIL is released while a call computes. Errors: std::invalid_argument -> ValueError (pybind11's
+// translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
+#include <gradcomp/checkpoint/state_stream.hpp>
+#include <gradcomp/compressor/by_name.hpp>
+#include <gradcomp/error.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/wire.hpp>
+#include <gradcomp/version.hpp>
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <chrono>
+#include <cstring>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+using float_array = py::array_t<float, py::array::c_style>;
+using byte_array = py::array_t<std::uint8_t, py::array::c_style>;
+using int64_array = py::array_t<std::int64_t, py::array::c_style>;
+
+//! A writable float span over a C-contiguous float32 NumPy array (refuses a read-only one).
+std::span<float> writable(float_array& a, const char* what) {
+  if (!a.writeable()) {
+    throw std::invalid_argument(std::string(what) + " is read-only");
+  }
+  return {a.mutable_data(), static_cast<std::size_t>(a.size())};
+}
+
+std::span<const float> readable(const float_array& a) {
+  return {a.data(), static_cast<std::size_t>(a.size())};
+}
+
+//! The dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback).
+std::optional<gradcomp::value_type> dense_method(const std::string& name) {
+  if (name == "fp32") {
+    return gradcomp::value_type::fp32;
+  }
+  if (name == "fp16") {
+    return gradcomp::value_type::fp16;
+  }
+  if (name == "bf16") {
+    return gradcomp::value_type::bf16;
+  }
+  return std::nullopt;
+}
+
+//! One compressor chosen at run time, behind a virtual call per bucket.
+class erased {
+public:
+  virtual ~erased() = default;
+  virtual gradcomp::selection_stats compress(std::span<float> residual,
+                                             std::span<float> velocity,
+                                             std::span<const float> grad,
+                                             float momentum,
+                                             gradcomp::sparse_message& out) = 0;
+  [[nodiscard]] virtual std::vector<std::byte> save() const = 0;
+  virtual void load(std::span<const std::byte> bytes) = 0;
+};
+
+template <class C>
+class erased_impl final : public erased {
+public:
+  explicit erased_impl(C c) : c_(std::move(c)) {}
+  gradcomp::selection_stats compress(std::span<float> residual,
+                                     std::span<float> velocity,
+                                     std::span<const float> grad,
+                                     float momentum,
+                                     gradcomp::sparse_message& out) override {
+    if (momentum > 0.0f) {
+      return c_.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
+    }
+    return c_.compress_accumulate(residual, grad, out);
+  }
+  [[nodiscard]] std::vector<std::byte> save() const override { return gradcomp::save_state(c_); }
+  void load(std::span<const std::byte> bytes) override { gradcomp::load_state(c_, bytes); }
+
+private:
+  C c_;
+};
+
+//! gradcomp._core.Compressor: one bucket's compressor (its own state: the reused threshold and
+//! its interval position, the sampled threshold's generator).
+class compressor {
+public:
+  compressor(const std::string& method,
+             double density,
+             std::uint64_t interval,
+             std::uint64_t seed,
+             unsigned threads)
+      : method_(method) {
+    if (const auto v = dense_method(method)) {
+      dense_ = true;
+      impl_ = std::make_unique<erased_impl<gradcomp::dense>>(
+          gradcomp::dense({.values = *v, .threads = threads}));
+      return;
+    }
+    impl_ = gradcomp::with_sparse_compressor(
+        method,
+        {.density = density, .interval = interval, .seed = seed, .threads = threads},
+        [](auto c) -> std::unique_ptr<erased> {
+          return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
+        });
+  }
+
+  //! Error feedback + selection + encoding: acc = residual + grad (DGC's momentum correction
+  //! first when momentum > 0), message = C(acc), residual = acc - message; returns the message
+  //! in gradcomp's wire format and the call's statistics.
+  py::tuple compress(float_array& residual,
+                     const float_array& grad,
+                     std::optional<float_array> velocity,
+                     float momentum) {
+    const std::span<float> r = writable(residual, "residual");
+    const std::span<const float> g = readable(grad);
+    std::span<float> v;
+    if (momentum > 0.0f) {
+      if (!velocity) {
+        throw std::invalid_argument("momentum " + std::to_string(momentum) +
+                                    " needs a velocity array");
+      }
+      v = writable(*velocity, "velocity");
+    }
+    gradcomp::selection_stats st;
+    double seconds = 0.0;
+    {
+      py::gil_scoped_release unlocked;
+      const auto t0 = std::chrono::steady_clock::now();
+      st = impl_->compress(r, v, g, momentum, message_);
+      gradcomp::encode(message_, gradcomp::index_encoding::delta_varint, wire_);
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    byte_array out(static_cast<py::ssize_t>(wire_.size()));
+    std::memcpy(out.mutable_data(), wire_.data(), wire_.size());
+    return py::make_tuple(out, stats_dict(st, wire_.size(), seconds));
+  }
+
+  //! Dense methods only: the rounded values (fp16 / bf16 representable, as float32) into `out`,
+  //! with the rounding error kept in the residual. Returns the statistics.
+  py::dict compress_dense(float_array& residual, const float_array& grad, float_array& out) {
+    if (!dense_) {
+      throw std::invalid_argument("compress_dense: method '" + method_ +
+                                  "' is not dense (fp32, fp16 or bf16)");
+    }
+    const std::span<float> r = writable(residual, "residual");
+    const std::span<float> o = writable(out, "out");
+    const std::span<const float> g = readable(grad);
+    gradcomp::selection_stats st;
+    double seconds = 0.0;
+    {
+      py::gil_scoped_release unlocked;
+      const auto t0 = std::chrono::steady_clock::now();
+      st = impl_->compress(r, {}, g, 0.0f, message_);
+      gradcomp::decompress(message_, o);
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
+    return stats_dict(st, 0, seconds);
+  }
+
+  [[nodiscard]] py::bytes state() const {
+    const std::vector<std::byte> b = impl_->save();
+    return {reinterpret_cast<const char*>(b.data()), b.size()};
+  }
+
+  void load_state(const py::bytes& bytes) {
+    const std::string_view s = bytes;
+    try {
+      impl_->load({reinterpret_cast<const std::byte*>(s.data()), s.size()});
+    } catch (const gradcomp::state_error& e) {
+      throw std::invalid_argument(e.what());
+    }
+  }
+
+  [[nodiscard]] const std::string& method() const noexcept { return method_; }
+
+private:
+  static py::dict stats_dict(const gradcomp::selection_stats& st,
+                             std::size_t bytes,
+                             double seconds) {
+    py::dict d;
+    d["numel"] = st.numel;
+    d["k_target"] = st.k_target;
+    d["k_selected"] = st.k_selected;
+    d["threshold"] = st.threshold;
+    d["exact"] = st.exact;
+    d["fallback"] = st.fallback;
+    d["wire_bytes"] = bytes;
+    d["compression_seconds"] = seconds;
+    return d;
+  }
+
+  std::string method_;
+  bool dense_ = false;
+  std::unique_ptr<erased> impl_;
+  gradcomp::sparse_message message_;
+  std::vector<std::byte> wire_;
+};
+
+//! The receiver's side of the sparse allgather: every rank's message sits in row r of
+//! `gathered` (ranks x capacity bytes), `sizes[r]` bytes long; each is decoded (validated: a
+//! malformed message raises ValueError naming the rank) and added into `out` (zeroed first) in
+//! rank order, then `out` is divided by `divisor` (the number of ranks: the average). The same
+//! bytes give the same bits on every rank. Returns the number of values received.
+std::uint64_t decode_average(const byte_array& gathered,
+                             const int64_array& sizes,
+                             float_array& out,
+                             float divisor) {
+  const std::span<float> o = writable(out, "out");
+  const auto ranks = static_cast<std::size_t>(sizes.size());
+  if (ranks == 0 || gathered.size() % static_cast<py::ssize_t>(ranks) != 0) {
+    throw std::invalid_argument("gathered has " + std::to_string(gathered.size()) +
+                                " bytes, not a multiple of " + std::to_string(ranks) + " ranks");
+  }
+  if (!(divisor > 0.0f)) {
+    throw std::invalid_argument("divisor " + std::to_string(divisor) + " is not positive");
+  }
+  const std::size_t capacity = static_cast<std::size_t>(gathered.size()) / ranks;
+  const auto* base = reinterpret_cast<const std::byte*>(gathered.data());
+  const std::int64_t* size = sizes.data();
+  for (std::size_t r = 0; r < ranks; ++r) {
+    if (size[r] < 0 || static_cast<std::uint64_t>(size[r]) > capacity) {
+      throw std::invalid_argument("rank " + std::to_string(r) + "'s message size " +
+                                  std::to_string(size[r]) + " is outside [0, " +
+                                  std::to_string(capacity) + "]");
+    }
+  }
+  std::uint64_t received = 0;
+  std::string failure;
+  {
+    py::gil_scoped_release unlocked;
+    std::fill(o.begin(), o.end(), 0.0f);
+    gradcomp::sparse_message m;
+    for (std::size_t r = 0; r < ranks && failure.empty(); ++r) {
+      try {
+        gradcomp::decode({base + r * capacity, static_cast<std::size_t>(size[r])}, m);
+        gradcomp::accumulate(m, o);
+        received += m.nnz();
+      } catch (const std::exception& e) {
+        failure = "rank " + std::to_string(r) + "'s message: " + e.what();
+      }
+    }
+    if (failure.empty()) {
+      for (float& x : o) {
+        x /= divisor;
+      }
+    }
+  }
+  if (!failure.empty()) {
+    throw std::invalid_argument(failure);
+  }
+  return received;
+}
+
+} // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "gradcomp's compressors and wire format for the gradcomp.torch DDP hooks";
+  m.attr("version") = std::string(gradcomp::version_string);
+  py::list sparse;
+  for (const std::string_view n : gradcomp::sparse_compressor_names) {
+    sparse.append(std::string(n));
+  }
+  m.attr("sparse_methods") = sparse;
+  m.attr("dense_methods") = py::make_tuple("fp32", "fp16", "bf16");
+
+  py::class_<compressor>(m, "Compressor")
+      .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned>(),
+           py::arg("method"), py::arg("density"), py::arg("interval") = 10,
+           py::arg("seed") = 1, py::arg("threads") = 1)
+      .def("compress", &compressor::compress, py::arg("residual").noconvert(),
+           py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
+           py::arg("momentum") = 0.0f)
+      .def("compress_dense", &compressor::compress_dense, py::arg("residual").noconvert(),
+           py::arg("grad").noconvert(), py::arg("out").noconvert())
+      .def("state", &compressor::state)
+      .def("load_state", &compressor::load_state, py::arg("state"))
+      .def_property_readonly("method", &compressor::method);
+
+  m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
+        py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"));
+}

@@ -1,0 +1,251 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tests of gradcomp.torch's DDP communication hooks against independent references: a
+pure-PyTorch top-k with per-parameter residuals (bit for bit), conservation of every value by
+error feedback for every compressor, the ring against the plain average, a resumed state against
+an uninterrupted one, DDP itself with several buckets over gloo, and bad arguments.
+
+Needs the built package: ctest sets GRADCOMP_PYTHON_PACKAGE_DIR (<build>/python)."""
+import math
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+PACKAGE_DIR = os.environ.get("GRADCOMP_PYTHON_PACKAGE_DIR", str(ROOT / "build" / "python"))
+sys.path.insert(0, PACKAGE_DIR)
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+
+gc = pytest.importorskip("gradcomp.torch")
+import hooks_worker as worker  # noqa: E402  (the scenarios' inputs, shared with the ranks)
+
+
+def run(scenario, size, tmp_path):
+    env = dict(os.environ, WORLD_SIZE=str(size), INIT_FILE=str(tmp_path / "init"),
+               PYTHONPATH=PACKAGE_DIR, OMP_NUM_THREADS="1")
+    procs = [subprocess.Popen([sys.executable, worker.__file__, scenario, str(tmp_path)],
+                              env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(size)]
+    outputs = []
+    for p in procs:
+        try:
+            outputs.append(p.communicate(timeout=180)[0])
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            pytest.fail(f"{scenario}: a rank did not finish within 180 s (hang)")
+    for r, (p, out) in enumerate(zip(procs, outputs)):
+        assert p.returncode == 0, f"{scenario} rank {r} failed:\n{out}"
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(size)]
+
+
+def k_for_density(n, density):
+    """gradcomp::k_for_density: ceil(density x n) in [1, n], near-integers taken as integers."""
+    exact = density * n
+    nearest = round(exact)
+    k = nearest if abs(exact - nearest) <= 1e-9 * max(1.0, exact) else math.ceil(exact)
+    return min(max(int(k), 1), n)
+
+
+def reference_topk(size, iterations, density, momentum):
+    """Pure PyTorch: per rank and parameter a residual (and velocity); per bucket the top-k of
+    residual + (momentum x velocity + grad) over the whole bucket; the bucket's average is the
+    rank-ordered sum of the ranks' selections divided by the number of ranks."""
+    residual = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
+    velocity = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
+    outputs = []
+    for it in range(iterations):
+        grads = [worker.gradients(r, it) for r in range(size)]
+        per_bucket = []
+        for members in worker.layout(it):
+            n = sum(worker.SIZES[i] for i in members)
+            out = torch.zeros(n)
+            for r in range(size):
+                v = torch.cat([velocity[r][i] for i in members]) * momentum + \
+                    torch.cat([grads[r][i] for i in members])
+                acc = torch.cat([residual[r][i] for i in members]) + v
+                idx = torch.topk(acc.abs(), k_for_density(n, density)).indices
+                out[idx] += acc[idx]
+                acc[idx] = 0.0
+                v[idx] = 0.0
+                offset = 0
+                for i in members:
+                    residual[r][i] = acc[offset:offset + worker.SIZES[i]].clone()
+                    velocity[r][i] = v[offset:offset + worker.SIZES[i]].clone()
+                    offset += worker.SIZES[i]
+            per_bucket.append(out / size)
+        outputs.append(per_bucket)
+    return outputs, residual
+
+
+@pytest.mark.parametrize("momentum", ["0", "0.9"])
+def test_exact_topk_matches_pure_pytorch_bit_for_bit(tmp_path, momentum):
+    ranks = run(f"buckets:sparse_allgather_hook:exact_topk:{momentum}", 2, tmp_path)
+    expected, residual = reference_topk(2, 3, 0.05, float(momentum))
+    for r, got in enumerate(ranks):
+        for it, (want_it, got_it) in enumerate(zip(expected, got["outputs"])):
+            for b, (want, have) in enumerate(zip(want_it, got_it)):
+                assert torch.equal(want, have), f"rank {r} iteration {it} bucket {b}"
+        # per parameter, in the order the hooks first saw them: layout(0) flattened
+        order = [i for members in worker.layout(0) for i in members]
+        for slot, i in enumerate(order):
+            assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
+    hist = ranks[0]["history"]
+    assert [h["buckets"] for h in hist] == [2, 3, 3]
+    assert hist[0]["k_selected"] == k_for_density(2115, 0.05) + k_for_density(1520, 0.05)
+
+
+@pytest.mark.parametrize("method", gc.SPARSE_METHODS + ("fp16", "bf16"))
+def test_every_value_is_sent_or_kept_across_a_bucket_rebuild(tmp_path, method):
+    """size x (sum of the averages) == sum over ranks of (sum of the gradients - residual),
+    per parameter, through DDP's bucket rebuild; every rank gets the same bits."""
+    ranks = run(f"buckets:sparse_allgather_hook:{method}:0", 2, tmp_path)
+    for a, b in zip(ranks[0]["outputs"], ranks[1]["outputs"]):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+    sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
+    for it, per_bucket in enumerate(ranks[0]["outputs"]):
+        for members, out in zip(worker.layout(it), per_bucket):
+            offset = 0
+            for i in members:
+                sent[i] += 2 * out[offset:offset + worker.SIZES[i]].double()
+                offset += worker.SIZES[i]
+    order = [i for members in worker.layout(0) for i in members]
+    for i, n in enumerate(worker.SIZES):
+        kept = torch.zeros(n, dtype=torch.float64)
+        for r, res in enumerate(ranks):
+            kept += sum(worker.gradients(r, it)[i].double() for it in range(3))
+            kept -= res["residuals"][order.index(i)].double()
+        assert torch.allclose(sent[i], kept, atol=1e-5), f"{method}: parameter {i}"
+    assert 0 < ranks[0]["history"][-1]["k_selected"] <= sum(worker.SIZES)
+
+
+def test_ring_fp32_equals_the_plain_average(tmp_path):
+    ranks = run("buckets:ring_allreduce_hook:fp32:0", 2, tmp_path)
+    for it, per_bucket in enumerate(ranks[0]["outputs"]):
+        grads = [worker.gradients(r, it) for r in range(2)]
+        for members, out in zip(worker.layout(it), per_bucket):
+            want = (torch.cat([grads[0][i] for i in members]) +
+                    torch.cat([grads[1][i] for i in members])) / 2
+            assert torch.equal(out, want)
+    # on 2 ranks each rank sends one chunk per phase: the whole bucket once, 4 bytes a value
+    assert ranks[0]["history"][0]["sent_bytes"] == 4 * (2115 + 1520)
+
+
+def test_fp16_ring_is_identical_on_every_rank_and_close_to_the_average(tmp_path):
+    ranks = run("buckets:fp16_hook:fp16:0", 3, tmp_path)
+    for it, per_bucket in enumerate(ranks[0]["outputs"]):
+        grads = [worker.gradients(r, it) for r in range(3)]
+        for b, (members, out) in enumerate(zip(worker.layout(it), per_bucket)):
+            for other in ranks[1:]:
+                assert torch.equal(out, other["outputs"][it][b])
+            want = sum(torch.cat([g[i] for i in members]) for g in grads) / 3
+            assert torch.allclose(out, want, atol=2e-2, rtol=2e-3)
+
+
+def test_resumed_state_continues_bit_for_bit(tmp_path):
+    """Buckets laid out alike before and after the restart: the resumed iterations equal the
+    uninterrupted run's, bit for bit (residuals and velocities restored)."""
+    ranks = run("resume:static", 2, tmp_path)
+    for r, res in enumerate(ranks):
+        for it, (a, b) in enumerate(zip(res["resumed"], res["whole"])):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), f"rank {r} iteration {it}"
+
+
+def test_resume_across_a_bucket_rebuild_loses_nothing(tmp_path):
+    """A new DDP object starts with its first bucket layout again, so the selections differ
+    from an uninterrupted run's, but every value is still sent or kept (no residual dropped)."""
+    ranks = run("resume:rebuilds", 2, tmp_path)
+    sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
+    for outputs in ("first", "resumed"):
+        for it, per_bucket in enumerate(ranks[0][outputs]):
+            for members, out in zip(worker.layout(it), per_bucket):
+                offset = 0
+                for i in members:
+                    sent[i] += 2 * out[offset:offset + worker.SIZES[i]].double()
+                    offset += worker.SIZES[i]
+    order = [i for members in worker.layout(0) for i in members]
+    for i, n in enumerate(worker.SIZES):
+        kept = torch.zeros(n, dtype=torch.float64)
+        for r, res in enumerate(ranks):
+            kept += sum(worker.gradients(r, it)[i].double() for it in range(4))
+            kept -= res["residuals"][order.index(i)].double()
+        assert torch.allclose(sent[i], kept, atol=1e-5), f"parameter {i}"
+
+
+@pytest.mark.parametrize("scenario", ["ddp:sparse_allgather_hook:reused_threshold",
+                                      "ddp:sparse_allgather_hook:sampled_topk",
+                                      "ddp:ring_allreduce_hook:fp32",
+                                      "ddp:fp16_hook:fp16"])
+def test_ddp_with_several_buckets_keeps_replicas_identical(tmp_path, scenario):
+    ranks = run(scenario, 3, tmp_path)
+    for other in ranks[1:]:
+        assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], other["params"]))
+    hist = ranks[0]["history"]
+    assert len(hist) == 6
+    # DDP's first iteration has one bucket; then it rebuilds them (1 MiB, then bucket_cap_mb)
+    # and every parameter's residual moves to its new bucket
+    assert hist[0]["buckets"] == 1 and min(h["buckets"] for h in hist[1:]) >= 3
+    assert all(h["numel"] == sum(p.numel() for p in ranks[0]["params"]) for h in hist)
+
+
+def test_decode_rejects_a_corrupted_message():
+    import numpy as np
+    c = gc._core.Compressor("exact_topk", 0.1)
+    residual, grad = np.zeros(100, np.float32), np.arange(100, dtype=np.float32)
+    wire, stats = c.compress(residual, grad)
+    assert stats["k_selected"] == 10 and stats["wire_bytes"] == wire.size
+    gathered = np.concatenate([wire, wire])
+    gathered[wire.size + 1] ^= 0xFF  # rank 1's magic
+    out = np.zeros(100, np.float32)
+    with pytest.raises(ValueError, match="rank 1's message"):
+        gc._core.decode_average(gathered, np.array([wire.size] * 2, np.int64), out, 2.0)
+    with pytest.raises(ValueError, match="outside"):
+        gc._core.decode_average(gathered, np.array([wire.size + 1, 0], np.int64), out, 2.0)
+    with pytest.raises(ValueError, match="out has|elements"):
+        gc._core.decode_average(np.concatenate([wire, wire]), np.array([wire.size] * 2, np.int64),
+                                np.zeros(99, np.float32), 2.0)
+
+
+@pytest.fixture
+def single_rank(tmp_path):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method="file://" + str(tmp_path / "one"), rank=0,
+                            world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"method": "top_k"}, "method 'top_k' is not one of"),
+    ({"density": 0.0}, "density 0.0 is outside"),
+    ({"density": 1.5}, "density 1.5 is outside"),
+    ({"interval": 0}, "interval 0 is not"),
+    ({"momentum": 1.0}, "momentum 1.0 is outside"),
+    ({"threads": 2000}, "threads 2000 is above"),
+    ({"seed": -1}, "seed -1 is not"),
+])
+def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gc.HookState(**kwargs)
+
+
+def test_a_state_dict_of_other_options_is_refused(single_rank):
+    a = gc.HookState(method="exact_topk", density=0.01)
+    b = gc.HookState(method="exact_topk", density=0.02)
+    with pytest.raises(ValueError, match="option density is 0.01 in the state dict, 0.02 here"):
+        b.load_state_dict(a.state_dict())
+    with pytest.raises(ValueError, match="not a gradcomp.torch.HookState"):
+        b.load_state_dict({"residuals": []})
+
+
+def test_ring_hook_refuses_a_sparse_method(single_rank):
+    state = gc.HookState(method="exact_topk")
+    p = torch.nn.Parameter(torch.zeros(10))
+    fut = gc.ring_allreduce_hook(state, worker.Bucket(0, [p], [torch.ones(10)], True))
+    with pytest.raises(Exception, match="method 'exact_topk' is sparse"):
+        fut.wait()
+    with pytest.raises(ValueError, match="fp16_hook needs"):
+        gc.fp16_hook(state, worker.Bucket(0, [p], [torch.ones(10)], True))
