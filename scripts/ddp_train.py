@@ -17,6 +17,16 @@ runs side by side. Gradient exchange (--exchange):
             one bucket (with DDP's two default buckets its gloo collectives were started in
             different orders on different ranks and crashed, ../shared/reference/ddp-baseline.md)
   none      no DDP, no gradient exchange: every rank trains alone on its shard (the floor)
+  gradcomp       gradcomp's sparse_allgather_hook (gradcomp.torch, docs/python.md): --method
+                 (default reused_threshold) at --density with error feedback; with
+                 --momentum-correction true (the default, as gradcomp-train's) and a sparse
+                 method DGC's momentum correction runs inside the hook and the optimizer steps
+                 without momentum, as gradcomp-train does
+  gradcomp-ring  gradcomp's ring_allreduce_hook, fp32 values (a dense ring over gloo)
+  gradcomp-fp16  gradcomp's fp16_hook (fp16 values with error feedback, fp32 partial sums)
+The gradcomp hooks run with DDP's default buckets (several: --bucket-mib, first 1 MiB); the
+report adds the hook's statistics (bytes, achieved density, compression seconds). They need the
+gradcomp.torch package: build it and put <build>/python on PYTHONPATH.
 
 Launch one process per rank with mpiexec as a plain process launcher (the script reads hydra's
 PMI_RANK / PMI_SIZE, or torchrun's RANK / WORLD_SIZE; MPI itself is not used):
@@ -41,6 +51,9 @@ import sys
 import time
 
 MASK64 = (1 << 64) - 1
+GRADCOMP_HOOKS = ["gradcomp", "gradcomp-ring", "gradcomp-fp16"]
+HOOK_KEYS = ["buckets", "numel", "k_selected", "wire_bytes", "sent_bytes", "compression_seconds",
+             "exchange_seconds"]
 
 
 # ---- the sample order of examples/common/sample_order.hpp ---------------------------------
@@ -218,7 +231,8 @@ def blas_in_use():
 def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--exchange", choices=["dense", "fp16", "powersgd", "none"], default="dense")
+    ap.add_argument("--exchange", choices=["dense", "fp16", "powersgd", "none"] + GRADCOMP_HOOKS,
+                    default="dense")
     ap.add_argument("--model", choices=["cnn", "vgg", "mlp"], default="cnn")
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
@@ -230,6 +244,14 @@ def parse_args(argv):
     ap.add_argument("--bucket-mib", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--powersgd-rank", type=int, default=2)
     ap.add_argument("--powersgd-start-iter", type=int, default=10)
+    ap.add_argument("--method", default="reused_threshold",
+                    help="--exchange gradcomp: the hook's compressor (gradcomp.torch.METHODS)")
+    ap.add_argument("--density", type=float, default=0.01, help="--exchange gradcomp")
+    ap.add_argument("--interval", type=int, default=10,
+                    help="--exchange gradcomp: reused_threshold's calls between exact selections")
+    ap.add_argument("--momentum-correction", type=true_false, default=True,
+                    help="--exchange gradcomp, sparse methods: DGC's momentum correction in the "
+                         "hook, optimizer without momentum (true/false)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
@@ -251,6 +273,43 @@ def parse_args(argv):
     return a
 
 
+def true_false(text):
+    if text not in ("true", "false"):
+        raise argparse.ArgumentTypeError(f"'{text}' is not true or false")
+    return text == "true"
+
+
+def import_gradcomp_torch():
+    try:
+        import gradcomp.torch as gc
+    except ImportError as e:
+        raise SystemExit(f"ddp_train: error: --exchange gradcomp* needs the gradcomp.torch "
+                         f"package ({e}): build it (cmake --build <build> --target "
+                         "gradcomp_python) and put <build>/python on PYTHONPATH")
+    return gc
+
+
+def gradcomp_hook(gc, a, correction):
+    """The HookState (a collective: every rank at the same point) and hook for the exchange."""
+    if a.exchange == "gradcomp":
+        state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
+                             momentum=a.momentum if correction else None, seed=a.seed,
+                             threads=a.threads)
+        return state, gc.sparse_allgather_hook
+    if a.exchange == "gradcomp-ring":
+        return gc.HookState(method="fp32", threads=a.threads), gc.ring_allreduce_hook
+    return gc.HookState(method="fp16", threads=a.threads), gc.fp16_hook
+
+
+def hook_statistics(history):
+    """Per-iteration means of the hook's statistics and the achieved density, this rank."""
+    n = max(1, len(history))
+    total = {k: sum(h.get(k, 0) for h in history) for k in HOOK_KEYS}
+    means = {k: total[k] / n for k in HOOK_KEYS}
+    means["density"] = total["k_selected"] / total["numel"] if total["numel"] else 0.0
+    return means
+
+
 def launch_rank():
     for r, s in (("PMI_RANK", "PMI_SIZE"), ("RANK", "WORLD_SIZE"), ("OMPI_COMM_WORLD_RANK",
                                                                       "OMPI_COMM_WORLD_SIZE")):
@@ -262,6 +321,14 @@ def launch_rank():
 # ---- training ------------------------------------------------------------------------------
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
+    gc = import_gradcomp_torch() if a.exchange in GRADCOMP_HOOKS else None
+    if gc is not None and a.method not in gc.METHODS:
+        raise SystemExit(f"ddp_train: error: --method {a.method} is not one of "
+                         f"{', '.join(gc.METHODS)}")
+    # DGC's momentum correction inside the hook for sparse methods, the optimizer then without
+    # momentum (gradcomp-train's rule, examples/gradcomp-train/setup.hpp)
+    correction = (a.exchange == "gradcomp" and a.momentum_correction
+                  and a.method in gc.SPARSE_METHODS)
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -308,7 +375,12 @@ def main(argv=None):
                 start_powerSGD_iter=a.powersgd_start_iter, use_error_feedback=True,
                 warm_start=True, random_seed=a.seed)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
-    optimizer = torch.optim.SGD(net.parameters(), lr=a.lr, momentum=a.momentum)
+    hook_state = None
+    if gc is not None:
+        hook_state, hook = gradcomp_hook(gc, a, correction)
+        model.register_comm_hook(hook_state, hook)
+    optimizer = torch.optim.SGD(net.parameters(), lr=a.lr,
+                                momentum=0.0 if correction else a.momentum)
     F = torch.nn.functional
 
     n = train_x.shape[0]
@@ -398,7 +470,13 @@ def main(argv=None):
     dist.all_gather_object(hashes, h.hexdigest()[:16])
     identical = all(x == hashes[0] for x in hashes)
     keys = ["iteration", "forward", "backward", "step", "tx", "rx"]
-    mine_values = torch.tensor([s[k] / max(1, iterations) for k in keys], dtype=torch.float64)
+    values = [s[k] / max(1, iterations) for k in keys]
+    if hook_state is not None:
+        hook_state.synchronize()
+        hook_means = hook_statistics(hook_state.history)
+        keys += ["hook_" + k for k in HOOK_KEYS + ["density"]]
+        values += [hook_means[k] for k in HOOK_KEYS + ["density"]]
+    mine_values = torch.tensor(values, dtype=torch.float64)
     means, maxes = mine_values.clone(), mine_values.clone()
     dist.all_reduce(means)
     means /= ranks
@@ -422,9 +500,21 @@ def main(argv=None):
     if measured_bytes:
         per_iteration["bytes_sent"] = stat(4, 1.0)
         per_iteration["bytes_received"] = stat(5, 1.0)
-    label = a.label or ("PyTorch DDP, " + {"dense": "dense allreduce", "fp16": "fp16 hook",
-                                          "powersgd": f"PowerSGD rank {a.powersgd_rank}",
-                                          "none": "no communication"}[a.exchange])
+    hook_report = None
+    if hook_state is not None:
+        i = keys.index("hook_buckets")
+        per_iteration["compression_ms"] = stat(keys.index("hook_compression_seconds"))
+        hook_report = {k: stat(i + j, 1.0) for j, k in enumerate(HOOK_KEYS + ["density"])}
+        hook_report["compression_ms"] = hook_report.pop("compression_seconds")
+        hook_report["exchange_ms"] = hook_report.pop("exchange_seconds")
+        for k in ("compression_ms", "exchange_ms"):
+            hook_report[k] = {m: v * 1000.0 for m, v in hook_report[k].items()}
+        merge += f": {float(means[i]):g} buckets per iteration"
+    label = a.label or ("PyTorch DDP, " + {
+        "dense": "dense allreduce", "fp16": "fp16 hook",
+        "powersgd": f"PowerSGD rank {a.powersgd_rank}", "none": "no communication",
+        "gradcomp": f"gradcomp hook {a.method} {a.density:g}", "gradcomp-ring":
+        "gradcomp ring hook (fp32)", "gradcomp-fp16": "gradcomp fp16 hook"}[a.exchange])
     report = {
         "label": label,
         "peer": "pytorch-ddp",
@@ -439,13 +529,20 @@ def main(argv=None):
                    "bucket_mib": a.bucket_mib,
                    "powersgd_rank": a.powersgd_rank if a.exchange == "powersgd" else None,
                    "powersgd_start_iter": a.powersgd_start_iter if a.exchange == "powersgd" else None,
-                   "bytes_measured_on": iface if measured_bytes else None},
+                   "bytes_measured_on": iface if measured_bytes else None,
+                   "hook_method": hook_state.method if hook_state else None,
+                   "density": a.density if a.exchange == "gradcomp" else None,
+                   "interval": a.interval if a.exchange == "gradcomp" else None,
+                   "momentum_correction": correction,
+                   "optimizer_momentum": 0.0 if correction else a.momentum},
         "curve": curve,
         "final_test_accuracy": final_accuracy,
         "final_test_loss": curve[-1]["test_loss"],
         "train_seconds": train_seconds,
         "wall_seconds": wall_seconds,
         "per_iteration": per_iteration,
+        "hook_statistics": hook_report,
+        "achieved_density": hook_report["density"]["mean_over_ranks"] if hook_report else None,
         "replica_hashes": hashes,
         "replicas_identical": identical,
         "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -460,6 +557,13 @@ def main(argv=None):
           f"{1000 * float(means[2]):.1f} / {1000 * float(means[3]):.1f} ms |")
     if measured_bytes:
         print(f"| bytes sent per rank per iteration ({iface}) | {float(means[4]):.0f} |")
+    if hook_report:
+        hr = hook_report
+        print(f"| gradcomp hook per iteration: buckets, density, wire / sent bytes, compression / "
+              f"exchange ms | {hr['buckets']['mean_over_ranks']:g}, "
+              f"{hr['density']['mean_over_ranks']:.4f}, {hr['wire_bytes']['mean_over_ranks']:.0f} / "
+              f"{hr['sent_bytes']['mean_over_ranks']:.0f}, {hr['compression_ms']['mean_over_ranks']:.2f}"
+              f" / {hr['exchange_ms']['mean_over_ranks']:.2f} |")
     same = "independent (no exchange)" if a.exchange == "none" else "yes" if identical else "NO"
     print(f"| replicas identical | {same} ({hashes}) |")
     print(f"| BLAS | {blas} |", flush=True)
