@@ -104,7 +104,8 @@ class HookState:
             group of all ranks (collective call). A group given here must not be used by
             anything else while training runs.
         momentum: DGC's momentum correction factor in [0, 1) (Lin et al. 2018, eqs. 4-6), or
-            None for plain error feedback. With it, use the optimizer without momentum.
+            None for plain error feedback; sparse methods only. With it, run the optimizer
+            without momentum (the hook's velocity is the momentum).
         seed: sampled_topk's sample seed.
         threads: threads per compression call, [1, 1024].
 
@@ -130,6 +131,9 @@ class HookState:
                                      not isinstance(momentum, (int, float)) or
                                      not 0.0 <= momentum < 1.0):
             raise ValueError(f"momentum {momentum!r} is outside [0, 1)")
+        if momentum and method in DENSE_METHODS:
+            raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
+                             f"method {method!r} keep the optimizer's momentum instead")
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("gradcomp.torch.HookState: torch.distributed is not initialised "
                                "(call torch.distributed.init_process_group first)")

@@ -226,6 +226,7 @@ def single_rank(tmp_path):
     ({"momentum": 1.0}, "momentum 1.0 is outside"),
     ({"threads": 2000}, "threads 2000 is above"),
     ({"seed": -1}, "seed -1 is not"),
+    ({"method": "fp16", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
