@@ -10,7 +10,7 @@ A fenced code block in README.md or docs/*.md that follows a line
 
 (a path relative to the repository root) must appear in that file: its lines, each compared
 without leading and trailing blanks, form a contiguous run of the file's lines, except that a
-block line `// ...` stands for any number of skipped lines. Exits 1 naming the doc, the block's
+block line `// ...` (`# ...` in Python) stands for any number of skipped lines. Exits 1 naming the doc, the block's
 line and the first line not found; 0 when every marked block matches (and prints the count).
 Blocks without a marker are not checked: mark every block that shows library code in use.
 Standard library only.
@@ -21,7 +21,7 @@ import re
 import sys
 
 MARKER = re.compile(r"^<!--\s*snippet:\s*(\S+)\s*-->\s*$")
-ELISION = "// ..."
+ELISION = ("// ...", "# ...")  # C++ and Python blocks
 
 
 def blocks(doc_path):
@@ -55,7 +55,7 @@ def find(block, source):
     # split at the elisions: each piece must be a contiguous run, pieces in order
     pieces, piece = [], []
     for line in want:
-        if line == ELISION:
+        if line in ELISION:
             pieces.append(piece)
             piece = []
         else:
