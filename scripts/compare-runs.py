@@ -16,7 +16,8 @@ every dense baseline (iteration time) and with the target accuracy (time to reac
 is the final test accuracy of the run labelled --target-label (default: the PyTorch DDP dense run,
 else the first dense run). Prints a Markdown table and summary (also DIR/comparison.md) and writes
 DIR/accuracy-vs-time.svg (with --x epochs: DIR/accuracy-vs-epochs.svg, the curves against epochs
-trained, for runs whose iterations differ in cost). Python 3 and matplotlib (Debian:
+trained, for runs whose iterations differ in cost; with --bars also DIR/per-iteration.svg, ms per
+iteration and bytes sent per rank per iteration as bars). Python 3 and matplotlib (Debian:
 python3-matplotlib, for /usr/bin/python3; only the plot needs it).
 """
 import argparse
@@ -241,6 +242,33 @@ def accuracy_plot(reports, path, x_key="train_seconds"):
     plt.close(fig)
 
 
+def bars_plot(reports, path):
+    """Ms per iteration and MB sent per rank per iteration (mean over ranks), one bar per run,
+    as an SVG (matplotlib, Agg); runs without a figure get no bar."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    plt.rcParams.update({"svg.hashsalt": "gradcomp", "svg.fonttype": "none", "font.size": 9,
+                         "font.family": "sans-serif", "axes.titlesize": 11})
+    labels = [r["label"] for r in reports][::-1]
+    panels = [("ms per iteration (mean over ranks)", [mean_ms(r, "iteration_ms") for r in reports]),
+              ("MB sent per rank per iteration", [
+                  None if (b := get(r, "per_iteration", "bytes_sent", "mean_over_ranks")) is None
+                  else b / 1e6 for r in reports])]
+    fig, axes = plt.subplots(1, 2, figsize=(9.5, 0.45 * len(reports) + 1.2), sharey=True)
+    for ax, (title, values) in zip(axes, panels):
+        values = values[::-1]
+        ax.barh(range(len(values)), [v or 0 for v in values], color="#1f77b4")
+        for i, v in enumerate(values):
+            ax.text(v or 0, i, " -" if v is None else f" {v:.3g}", va="center")
+        ax.set_title(title, loc="left")
+        ax.set_xlim(0, max((v for v in values if v is not None), default=1) * 1.25)
+        ax.grid(True, axis="x", color="#dddddd", linewidth=0.8)
+    axes[0].set_yticks(range(len(labels)), labels)
+    write_svg(fig, path)
+    plt.close(fig)
+
+
 def write_svg(fig, path):
     """Saves `fig` as a reproducible SVG (no date, fixed ids) that starts with <svg (matplotlib's
     XML declaration and DOCTYPE left out, as in the hand-written SVGs before)."""
@@ -262,6 +290,8 @@ def main():
     ap.add_argument("--title", default="", help="a line printed above the table")
     ap.add_argument("--x", choices=["time", "epochs"], default="time",
                     help="the plot's horizontal axis: training seconds or epochs trained")
+    ap.add_argument("--bars", action="store_true",
+                    help="also DIR/per-iteration.svg: ms per iteration and bytes sent as bars")
     ap.add_argument("reports", nargs="+")
     a = ap.parse_args()
     reports = []
@@ -284,8 +314,11 @@ def main():
     svg_name = "accuracy-vs-time.svg" if a.x == "time" else "accuracy-vs-epochs.svg"
     accuracy_plot(reports, os.path.join(a.out, svg_name),
                   "train_seconds" if a.x == "time" else "epochs_done")
-    print(f"\n(written: {os.path.join(a.out, 'comparison.md')}, "
-          f"{os.path.join(a.out, svg_name)})")
+    written = [os.path.join(a.out, n) for n in ("comparison.md", svg_name)]
+    if a.bars:
+        written.append(os.path.join(a.out, "per-iteration.svg"))
+        bars_plot(reports, written[-1])
+    print(f"\n(written: {', '.join(written)})")
     return 0
 
 

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# gradcomp.torch's DDP communication hooks against PyTorch DDP's own exchanges (issue 21,
+# docs/python.md), side by side in one invocation on the emulated 4-host cluster at 1 Gbit/s
+# (scripts/emulated-cluster.sh; needs root: without it, 4 plain local ranks, and it says so).
+# Every run is scripts/ddp_train.py on the ddp-baseline CNN with the same seed, initial
+# weights, data order and evaluation points; only the gradient exchange differs:
+#   DDP dense              DDP's default allreduce (25 MiB buckets, first 1 MiB)
+#   DDP fp16 hook          DDP's fp16_compress_hook
+#   DDP PowerSGD rank 2    DDP's PowerSGD hook (one bucket: its gloo collectives crash with two)
+#   DDP + gradcomp hook    gradcomp.torch.sparse_allgather_hook, reused_threshold at density
+#                          0.01 (momentum correction in the hook), DDP's default buckets
+#   DDP + gradcomp ring    gradcomp.torch.ring_allreduce_hook (fp32), DDP's default buckets
+#   DDP + gradcomp fp16    gradcomp.torch.fp16_hook, DDP's default buckets
+# then scripts/compare-runs.py: ms per iteration, bytes sent per rank, accuracy after each
+# epoch and training seconds to DDP dense's final accuracy, every ratio between runs of this
+# invocation; plots of accuracy against seconds and epochs, ms per iteration and bytes.
+#
+#   scripts/python-hooks.sh [--quick] [--local] [--no-build] [--out DIR]
+#
+# --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 6 minutes on 2 cores).
+# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 30 minutes).
+# --no-build: use build/python as it is (otherwise the gradcomp_python target is built first).
+# Writes DIR (default results/python-hooks): every run's JSON and Markdown report,
+# comparison.md, accuracy-vs-time.svg, accuracy-vs-epochs.svg, per-iteration.svg.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+epochs=2
+limit=0
+evals=4
+local_only=0
+build=1
+out=results/python-hooks
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --quick) epochs=1; limit=12000; evals=2; shift ;;
+    --local) local_only=1; shift ;;
+    --no-build) build=0; shift ;;
+    --out) out=${2:?}; shift 2 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "python-hooks: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+if [[ $build == 1 ]]; then
+  [[ -f build/CMakeCache.txt ]] || cmake --preset release >/dev/null
+  cmake --build --preset release --target gradcomp_python
+fi
+export PYTHONPATH=$repo/build/python${PYTHONPATH:+:$PYTHONPATH}
+source scripts/lib/training-runs.sh
+runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals")
+training_runs_setup 4 "$local_only" "$out"
+echo "python-hooks: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
+
+run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
+run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
+run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
+run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcomp \
+  --method reused_threshold --density 0.01
+run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
+run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
+
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+title="### gradcomp.torch hooks against PyTorch DDP: $runs_mode; commit $commit; started \
+$(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run"
+compare=("$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started")
+"${compare[@]}" --x epochs "${runs_reports[@]}" >/dev/null
+"${compare[@]}" --bars --title "$title" "${runs_reports[@]}"
