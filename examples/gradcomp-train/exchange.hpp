@@ -96,6 +96,10 @@ struct transport_settings {
   unsigned wait_max_sleep_us = 50; //!< ring, --wait sleep: longest sleep, microseconds.
   //! ring: where the ring appends its per-step timeline (--ring-trace), or nullptr.
   gradcomp::mpi::ring_trace* trace = nullptr;
+  //! Deadline of every wait of the synchronous transports, seconds (--timeout; 0: none):
+  //! a peer that dies or cannot be reached ends the run with mpi::timeout_error. On by default
+  //! in gradcomp-train, far above any legitimate wait (an iteration takes well under a second).
+  double timeout_seconds = 300.0;
 };
 
 //! --wait: gradcomp::mpi::wait_kind by name.
@@ -119,7 +123,16 @@ inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settin
   o.wait.kind = value_of(wait_kinds, s.wait, "wait");
   o.wait.yield_rounds = s.wait_yield_rounds;
   o.wait.max_sleep = std::chrono::microseconds(s.wait_max_sleep_us);
+  o.wait.timeout_seconds = s.timeout_seconds;
   o.trace = s.trace;
+  return o;
+}
+
+//! Default options of a transport with --timeout applied to its wait policy.
+template <class Options>
+Options with_timeout(const transport_settings& s) {
+  Options o;
+  o.wait.timeout_seconds = s.timeout_seconds;
   return o;
 }
 
@@ -127,7 +140,7 @@ inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settin
 //! over mpi::coded_dense_exchange or mpi::coded_sparse_exchange with them).
 //! @throws std::invalid_argument on an unknown coding, schedule or variant name.
 inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_settings& s) {
-  gradcomp::mpi::coded_allreduce_options o;
+  auto o = with_timeout<gradcomp::mpi::coded_allreduce_options>(s);
   o.redundancy = s.redundancy;
   o.coding = value_of(codings, s.coding, "coding");
   o.schedule = value_of(coded_schedules, s.coded_schedule, "coded schedule");
@@ -141,22 +154,24 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
                                     const transport_settings& s) {
   namespace gm = gradcomp::mpi;
   if (s.name == "allreduce") {
-    return any_transport::make<gm::native_dense_exchange>(comm);
+    return any_transport::make<gm::native_dense_exchange>(
+        comm, with_timeout<gm::native_allreduce_options>(s));
   }
   if (s.name == "ring") {
     return any_transport::make<gm::dense_exchange>(comm, ring_options(s));
   }
   if (s.name == "allgather") {
-    return any_transport::make<gm::sparse_exchange>(comm);
+    return any_transport::make<gm::sparse_exchange>(
+        comm, with_timeout<gm::sparse_allgather_options>(s));
   }
   if (s.name == "ps") {
-    gm::parameter_server_options o;
+    auto o = with_timeout<gm::parameter_server_options>(s);
     o.servers = s.servers > 0 ? s.servers : comm.size();
     o.pull = s.ps_dense_pull ? gm::pull_format::dense : gm::pull_format::adaptive;
     return any_transport::make<gm::parameter_server_exchange>(comm, o);
   }
   if (s.name == "hierarchical") {
-    gm::hierarchical_allreduce_options o;
+    auto o = with_timeout<gm::hierarchical_allreduce_options>(s);
     o.group_size = s.group_size;
     return any_transport::make<gm::hierarchical_exchange>(comm, o);
   }

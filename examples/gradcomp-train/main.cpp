@@ -116,7 +116,12 @@ int main(int argc, char** argv) {
     status = o.sync == "async" ? gt::train_async(o, comm) : gt::train_sync(o, comm);
     barrier(comm);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "gradcomp-train: error: %s\n", e.what());
+    int rank = 0;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    std::fprintf(stderr, "gradcomp-train: rank %d: error: %s\n", rank, e.what());
+    std::fflush(stderr);
+    // every rank ends (after mpi::timeout_error, too: MPICH cannot recover inside the job);
+    // restart from the last --checkpoint
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
   finalize_with_watchdog(status);

@@ -132,6 +132,13 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "(sched_yield) or sleep (5 us doubling to --wait-max-sleep-us)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::wait_names));
+  app.add_option("--timeout", o.transport.timeout_seconds,
+                 "deadline of every wait of the synchronous transports, seconds (0: none): a "
+                 "rank that dies or a link that goes down ends every other rank with "
+                 "mpi::timeout_error naming the transport, the peer and the time (exit 1); "
+                 "restart from the last --checkpoint")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--wait-yield-rounds", o.transport.wait_yield_rounds,
                  "ring, --wait sleep: MPI_Test rounds that yield before the first sleep")
       ->capture_default_str();

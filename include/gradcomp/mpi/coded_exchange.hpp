@@ -131,6 +131,8 @@ class coded_allreduce : public detail::nonblocking_operation<coded_allreduce> {
   friend class detail::nonblocking_operation<coded_allreduce>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "coded_allreduce";
   using options = coded_allreduce_options; //!< see coded_allreduce_options.
 
   //! @brief Builds the placement of P = comm.size() ranks and r = o.redundancy, and this rank's

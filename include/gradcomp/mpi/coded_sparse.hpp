@@ -111,6 +111,8 @@ class coded_sparse_allreduce : public detail::nonblocking_operation<coded_sparse
   friend class detail::nonblocking_operation<coded_sparse_allreduce>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "coded_sparse_allreduce";
   using options = coded_allreduce_options; //!< see coded_allreduce_options.
 
   //! @brief Builds the coded_allreduce of P = comm.size() ranks with options `o` (which checks

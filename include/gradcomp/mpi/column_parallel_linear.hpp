@@ -113,6 +113,8 @@ class column_parallel_linear : public detail::nonblocking_operation<column_paral
   friend class detail::nonblocking_operation<column_parallel_linear<Gemm>>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "column_parallel_linear";
   //! The options struct (column_parallel_linear_options).
   using options = column_parallel_linear_options;
 

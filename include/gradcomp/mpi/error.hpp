@@ -9,6 +9,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace gradcomp::mpi {
 
@@ -27,6 +28,34 @@ public:
 
 private:
   int code_;
+};
+
+//! @brief Thrown when a gradcomp operation waited longer than its wait_policy's timeout_seconds
+//! (a peer that died, stalls or cannot be reached; off by default). The message names the
+//! operation, the peer it waited for (when the operation knows it) and the time waited.
+//! Afterwards the communicator cannot be used again: the operation's pending requests are
+//! dropped without completion (a dead peer never completes them), MPI may still touch their
+//! buffers, and MPICH offers no recovery inside the job (no ULFM). Report and end the job
+//! (MPI_Abort), then restart it from the last checkpoint (docs/checkpoint.md).
+class timeout_error : public mpi_error {
+public:
+  //! @param what the message; @param operation the operation's name; @param peer the rank
+  //! waited for, or -1 when unknown or a collective of all ranks; @param elapsed_seconds the
+  //! time waited.
+  timeout_error(const std::string& what, std::string operation, int peer, double elapsed_seconds)
+      : mpi_error(what), operation_(std::move(operation)), peer_(peer),
+        elapsed_seconds_(elapsed_seconds) {}
+  //! The operation that timed out ("ring_allreduce", ...).
+  [[nodiscard]] const std::string& operation() const noexcept { return operation_; }
+  //! The rank it waited for (in the operation's communicator), -1 if unknown.
+  [[nodiscard]] int peer() const noexcept { return peer_; }
+  //! Seconds waited before giving up.
+  [[nodiscard]] double elapsed_seconds() const noexcept { return elapsed_seconds_; }
+
+private:
+  std::string operation_;
+  int peer_;
+  double elapsed_seconds_;
 };
 
 //! @brief Throws mpi_error naming `call` and MPI's description of `rc` unless rc ==

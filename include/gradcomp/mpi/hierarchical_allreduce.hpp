@@ -103,6 +103,8 @@ class hierarchical_allreduce : public detail::nonblocking_operation<hierarchical
   friend class detail::nonblocking_operation<hierarchical_allreduce>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "hierarchical_allreduce";
   //! The options struct (hierarchical_allreduce_options).
   using options = hierarchical_allreduce_options;
 

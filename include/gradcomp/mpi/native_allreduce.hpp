@@ -53,6 +53,8 @@ class native_allreduce : public detail::nonblocking_operation<native_allreduce> 
   friend class detail::nonblocking_operation<native_allreduce>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "native_allreduce";
   //! The options struct (native_allreduce_options).
   using options = native_allreduce_options;
 

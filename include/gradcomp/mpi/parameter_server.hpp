@@ -134,6 +134,8 @@ class parameter_server : public detail::nonblocking_operation<parameter_server> 
   friend class detail::nonblocking_operation<parameter_server>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "parameter_server";
   //! The options struct (parameter_server_options).
   using options = parameter_server_options;
 

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gradcomp::mpi {
@@ -61,6 +62,8 @@ class ring_allreduce : public detail::nonblocking_operation<ring_allreduce> {
   friend class detail::nonblocking_operation<ring_allreduce>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "ring_allreduce";
   //! The options struct (ring_allreduce_options).
   using options = ring_allreduce_options;
 
@@ -99,6 +102,22 @@ public:
 
   //! @private The nonblocking_operation hooks.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private For timeout messages: the rank a step receives from (-1 outside the ring).
+  [[nodiscard]] int pending_peer() const noexcept {
+    return phase_ == phase::ring ? wrap(comm_->rank() - 1) : -1;
+  }
+  //! @private For timeout messages: the phase and step the operation waits in.
+  [[nodiscard]] std::string pending_description() const {
+    if (phase_ == phase::checking) {
+      return "the length agreement (an MPI_Iallreduce of every rank)";
+    }
+    if (phase_ != phase::ring) {
+      return {};
+    }
+    return gradcomp::detail::concat("step ", step_ + 1, " of ", 2 * (comm_->size() - 1),
+                                    ", receiving from rank ", wrap(comm_->rank() - 1),
+                                    " and sending to rank ", wrap(comm_->rank() + 1));
+  }
   //! @private
   bool progress() {
     for (;;) {

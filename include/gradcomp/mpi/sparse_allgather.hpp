@@ -107,6 +107,8 @@ class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> 
   friend class detail::nonblocking_operation<sparse_allgather>;
 
 public:
+  //! The name timeout and error messages give this operation.
+  static constexpr const char* operation_name = "sparse_allgather";
   //! The options struct (sparse_allgather_options).
   using options = sparse_allgather_options;
   //! How the encoded messages move (sparse_allgather_algorithm).
@@ -162,6 +164,43 @@ public:
 
   //! @private The nonblocking_operation hooks.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private For timeout messages: the first rank whose message has not arrived (pairwise
+  //! algorithm), the dense ring's peer, or -1 (a collective of every rank).
+  [[nodiscard]] int pending_peer() const noexcept {
+    if (phase_ == phase::dense) {
+      return dense_.pending_peer();
+    }
+    if (phase_ == phase::messages && options_.algorithm == algorithm::pairwise) {
+      for (std::size_t j = 0; j < ready_.size(); ++j) {
+        if (ready_[j] == 0) {
+          return static_cast<int>(j);
+        }
+      }
+    }
+    return -1;
+  }
+  //! @private For timeout messages: the phase the operation waits in.
+  [[nodiscard]] std::string pending_description() const {
+    switch (phase_) {
+    case phase::headers:
+      return "the header allgather (an MPI_Iallgather of every rank)";
+    case phase::messages: {
+      if (options_.algorithm != algorithm::pairwise) {
+        return "the messages' MPI_Iallgatherv of every rank";
+      }
+      std::size_t missing = 0;
+      for (const unsigned char r : ready_) {
+        missing += r == 0 ? 1 : 0;
+      }
+      return gradcomp::detail::concat(missing, " of ", ready_.size() - 1,
+                                      " messages not yet received");
+    }
+    case phase::dense:
+      return "the dense ring allreduce, " + dense_.pending_description();
+    default:
+      return {};
+    }
+  }
   //! @private
   bool progress() {
     for (;;) {

@@ -14,8 +14,10 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <span>
+#include <string>
 #include <thread>
 
 namespace gradcomp::mpi {
@@ -46,6 +48,12 @@ struct wait_policy {
   //! kind == sleep: the first rounds yield instead of sleeping (short waits then end without a
   //! timer's latency).
   unsigned yield_rounds = 0;
+  //! Deadline of one wait, seconds (0, the default: wait forever). A wait still incomplete after
+  //! this long throws timeout_error naming the operation, the peer and the time; from then on
+  //! gradcomp drops pending requests instead of completing them (peers_lost()). Checked after
+  //! every unsuccessful test: the error comes at most one pause after the deadline. Set it well
+  //! above the longest legitimate wait (a slow peer's whole backward pass, a large message).
+  double timeout_seconds = 0.0;
 
   //! Called between tests; `round` counts the unsuccessful tests so far.
   void pause(unsigned round) const {
@@ -68,22 +76,74 @@ struct wait_policy {
   }
 };
 
+namespace detail {
+
+//! Whether a gradcomp wait timed out in this process (timeout_error): from then on
+//! detail::abandon() drops pending requests instead of completing them, so that unwinding and
+//! destructors cannot wait forever for a peer that is gone. Process-wide, never cleared.
+inline std::atomic<bool>& peers_lost() noexcept {
+  static std::atomic<bool> lost{false};
+  return lost;
+}
+
+//! The deadline of one wait: started at construction, check() throws timeout_error once the
+//! policy's timeout_seconds have passed (never when it is 0). One steady_clock read per check.
+class wait_clock {
+public:
+  wait_clock(const wait_policy& policy, const char* operation) noexcept
+      : timeout_seconds_(policy.timeout_seconds), operation_(operation),
+        start_(std::chrono::steady_clock::now()) {}
+
+  //! @throws timeout_error naming the operation, `peer` (-1: unknown or every rank) and
+  //! `pending` (what was outstanding) once the deadline has passed; sets peers_lost() first.
+  void check(int peer, const std::string& pending) const {
+    if (timeout_seconds_ <= 0.0) {
+      return;
+    }
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    if (elapsed < timeout_seconds_) {
+      return;
+    }
+    peers_lost().store(true);
+    throw timeout_error(
+        gradcomp::detail::concat("gradcomp mpi: ", operation_, " timed out after ", elapsed,
+                                 " s (timeout ", timeout_seconds_, " s)",
+                                 peer >= 0 ? gradcomp::detail::concat(" waiting for rank ", peer)
+                                           : std::string(),
+                                 pending.empty() ? "" : ": ", pending),
+        operation_, peer, elapsed);
+  }
+
+private:
+  double timeout_seconds_;
+  const char* operation_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+} // namespace detail
+
 //! @brief Completes `request` by MPI_Test in a loop, pausing per `policy`. Not collective.
-//! @throws mpi_error if MPI_Test fails.
+//! @throws mpi_error if MPI_Test fails; timeout_error (operation "MPI request") after the
+//! policy's timeout_seconds, leaving `request` pending.
 inline void wait(MPI_Request& request, const wait_policy& policy = {}) {
+  const detail::wait_clock clock(policy, "MPI request");
   for (unsigned round = 0;; ++round) {
     int done = 0;
     detail::check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), "MPI_Test");
     if (done) {
       return;
     }
+    clock.check(-1, "");
     policy.pause(round);
   }
 }
 
 //! @brief Completes every request in `requests` (MPI_Testall in a loop). Not collective.
-//! @throws mpi_error if MPI_Testall fails.
+//! @throws mpi_error if MPI_Testall fails; timeout_error (operation "MPI requests") after the
+//! policy's timeout_seconds, leaving the incomplete ones pending.
 inline void wait_all(std::span<MPI_Request> requests, const wait_policy& policy = {}) {
+  const detail::wait_clock clock(policy, "MPI requests");
   for (unsigned round = 0;; ++round) {
     int done = 0;
     detail::check(
@@ -92,6 +152,7 @@ inline void wait_all(std::span<MPI_Request> requests, const wait_policy& policy 
     if (done) {
       return;
     }
+    clock.check(-1, "");
     policy.pause(round);
   }
 }

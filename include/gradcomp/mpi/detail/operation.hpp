@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <utility>
 
 namespace gradcomp::mpi::detail {
@@ -71,12 +72,20 @@ enum class request_kind {
 //! a message that arrives later is written into a buffer that the caller may have released by
 //! then, and a freed send goes on reading its buffer.
 //!
+//! After a timeout_error in this process (peers_lost()), abandon() only forgets the request:
+//! the peer it waits for may be gone, and waiting would hang the unwinding; MPI may then still
+//! use the buffers, so the process must end the job (MPI_Abort) rather than go on.
+//!
 //! Complexity: two MPI calls; a wait lasts as long as the peers take (see above), with
 //! MPI_Wait's busy polling rather than the wait policy (this runs on fault paths only). Never
 //! throws: the return codes are ignored (it runs in noexcept resets and destructors); should
 //! MPI_Wait fail, the handle is dropped (set to MPI_REQUEST_NULL) without further calls.
 inline void abandon(MPI_Request& request, request_kind kind) noexcept {
   if (request == MPI_REQUEST_NULL) {
+    return;
+  }
+  if (peers_lost().load()) { // a wait timed out: a peer may never complete it, drop it
+    request = MPI_REQUEST_NULL;
     return;
   }
   if (kind == request_kind::point_to_point) {
@@ -106,8 +115,9 @@ inline void abandon(std::span<MPI_Request> requests, request_kind kind) noexcept
 
 //! CRTP base of the transports. Derived provides `start(args...)`, `bool progress()` (as much
 //! progress as possible without blocking; true when the operation is complete), `void reset()
-//! noexcept` (drop what is pending, become ready for a new start) and `const wait_policy&
-//! waiting() const`.
+//! noexcept` (drop what is pending, become ready for a new start), `const wait_policy&
+//! waiting() const` and `static constexpr const char* operation_name`; optionally `int
+//! pending_peer() const` and `std::string pending_description() const` for timeout messages.
 template <class Derived>
 class nonblocking_operation {
 public:
@@ -130,14 +140,42 @@ public:
   }
 
   //! Completes the operation, pausing between tests as the wait policy says.
+  //! @throws timeout_error after the wait policy's timeout_seconds (if set), naming the
+  //! operation (Derived::operation_name) and what it waited for (Derived's
+  //! `pending_peer()` and `pending_description()` when it has them); the operation is reset
+  //! first, its pending requests dropped (peers_lost()).
   void wait() {
+    const wait_policy& policy = derived().waiting();
+    const wait_clock clock(policy, Derived::operation_name);
     for (unsigned round = 0; !test(); ++round) {
-      derived().waiting().pause(round);
+      if (policy.timeout_seconds > 0.0) {
+        try {
+          clock.check(pending_peer(), pending_description());
+        } catch (...) {
+          derived().reset();
+          throw;
+        }
+      }
+      policy.pause(round);
     }
   }
 
 private:
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
+  [[nodiscard]] int pending_peer() const {
+    if constexpr (requires(const Derived& d) { d.pending_peer(); }) {
+      return static_cast<const Derived&>(*this).pending_peer();
+    } else {
+      return -1;
+    }
+  }
+  [[nodiscard]] std::string pending_description() const {
+    if constexpr (requires(const Derived& d) { d.pending_description(); }) {
+      return static_cast<const Derived&>(*this).pending_description();
+    } else {
+      return {};
+    }
+  }
 };
 
 //! Every rank's vector length, agreed with one nonblocking allreduce of (n, -n) under MPI_MIN:
