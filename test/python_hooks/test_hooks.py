@@ -98,6 +98,27 @@ def test_exact_topk_matches_pure_pytorch_bit_for_bit(tmp_path, momentum):
     assert hist[0]["k_selected"] == k_for_density(2115, 0.05) + k_for_density(1520, 0.05)
 
 
+def assert_conserved(ranks, runs, iterations, what):
+    """Every value sent or kept: P x (sum of the averages over `runs`, each a list of iterations
+    whose buckets are laid out as worker.layout(0), layout(1), ...) equals the sum over ranks of
+    (the gradients of `iterations` iterations - the final residual), per parameter."""
+    sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
+    for outputs in runs:
+        for it, per_bucket in enumerate(outputs):
+            for members, out in zip(worker.layout(it), per_bucket):
+                offset = 0
+                for i in members:
+                    sent[i] += len(ranks) * out[offset:offset + worker.SIZES[i]].double()
+                    offset += worker.SIZES[i]
+    order = [i for members in worker.layout(0) for i in members]
+    for i, n in enumerate(worker.SIZES):
+        kept = torch.zeros(n, dtype=torch.float64)
+        for r, res in enumerate(ranks):
+            kept += sum(worker.gradients(r, it)[i].double() for it in range(iterations))
+            kept -= res["residuals"][order.index(i)].double()
+        assert torch.allclose(sent[i], kept, atol=1e-5), f"{what}: parameter {i}"
+
+
 @pytest.mark.parametrize("method", gc.SPARSE_METHODS + ("fp16", "bf16"))
 def test_every_value_is_sent_or_kept_across_a_bucket_rebuild(tmp_path, method):
     """size x (sum of the averages) == sum over ranks of (sum of the gradients - residual),
@@ -105,20 +126,7 @@ def test_every_value_is_sent_or_kept_across_a_bucket_rebuild(tmp_path, method):
     ranks = run(f"buckets:sparse_allgather_hook:{method}:0", 2, tmp_path)
     for a, b in zip(ranks[0]["outputs"], ranks[1]["outputs"]):
         assert all(torch.equal(x, y) for x, y in zip(a, b))
-    sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
-    for it, per_bucket in enumerate(ranks[0]["outputs"]):
-        for members, out in zip(worker.layout(it), per_bucket):
-            offset = 0
-            for i in members:
-                sent[i] += 2 * out[offset:offset + worker.SIZES[i]].double()
-                offset += worker.SIZES[i]
-    order = [i for members in worker.layout(0) for i in members]
-    for i, n in enumerate(worker.SIZES):
-        kept = torch.zeros(n, dtype=torch.float64)
-        for r, res in enumerate(ranks):
-            kept += sum(worker.gradients(r, it)[i].double() for it in range(3))
-            kept -= res["residuals"][order.index(i)].double()
-        assert torch.allclose(sent[i], kept, atol=1e-5), f"{method}: parameter {i}"
+    assert_conserved(ranks, [ranks[0]["outputs"]], 3, method)
     assert 0 < ranks[0]["history"][-1]["k_selected"] <= sum(worker.SIZES)
 
 
@@ -158,21 +166,7 @@ def test_resume_across_a_bucket_rebuild_loses_nothing(tmp_path):
     """A new DDP object starts with its first bucket layout again, so the selections differ
     from an uninterrupted run's, but every value is still sent or kept (no residual dropped)."""
     ranks = run("resume:rebuilds", 2, tmp_path)
-    sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
-    for outputs in ("first", "resumed"):
-        for it, per_bucket in enumerate(ranks[0][outputs]):
-            for members, out in zip(worker.layout(it), per_bucket):
-                offset = 0
-                for i in members:
-                    sent[i] += 2 * out[offset:offset + worker.SIZES[i]].double()
-                    offset += worker.SIZES[i]
-    order = [i for members in worker.layout(0) for i in members]
-    for i, n in enumerate(worker.SIZES):
-        kept = torch.zeros(n, dtype=torch.float64)
-        for r, res in enumerate(ranks):
-            kept += sum(worker.gradients(r, it)[i].double() for it in range(4))
-            kept -= res["residuals"][order.index(i)].double()
-        assert torch.allclose(sent[i], kept, atol=1e-5), f"parameter {i}"
+    assert_conserved(ranks, [ranks[0]["first"], ranks[0]["resumed"]], 4, "resume")
 
 
 @pytest.mark.parametrize("scenario", ["ddp:sparse_allgather_hook:reused_threshold",
