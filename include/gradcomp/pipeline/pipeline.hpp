@@ -293,10 +293,11 @@ public:
   //! read during the call only.
   //!
   //! While measuring (re-planning warm-up), the call's ready time t0 is taken after the
-  //! argument checks, before compressing, and its end t1 after the hand-off; the layer's
-  //! backward time is t0 minus the previous call's t1 in this iteration (or the
-  //! begin_backward() mark, or t0 itself for the first call without one): the gap between
-  //! calls, so the caller-thread compression and assembly are not counted as backward.
+  //! argument checks, before compressing, and its end t1 after the hand-off; the gaps between
+  //! calls (t0 minus the previous call's t1 in this iteration, or the begin_backward() mark, or
+  //! t0 itself for the first call without one) add up to the layer's ready time, so the
+  //! caller-thread compression and assembly are not counted as backward; the iteration's ready
+  //! times become per-layer backward times in backward order (detail::backward_timer).
   //! @throws std::invalid_argument naming the layer if it is out of range or was already
   //! reported in this iteration, or naming both lengths if grad's length differs from the
   //! layer's, or if the transport takes several parts per rank (call the three-argument

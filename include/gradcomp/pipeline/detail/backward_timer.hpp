@@ -16,11 +16,15 @@ namespace gradcomp::detail {
 
 //! @brief Backward times of W warm-up iterations, per layer, and their per-layer medians (the
 //! measurement behind pipeline's online re-planning; see pipeline::gradient_ready for what a
-//! layer's backward time is). A layer's time is the gap from the previous event of the
-//! iteration (the begin-of-backward mark or the end of the previous report) to its report; the
-//! first report of an iteration without a mark counts 0 s. Memory: 8 (W + 1) bytes per layer
-//! plus 8 W, allocated by start(); nothing per iteration. Not thread-safe: the training thread
-//! only.
+//! layer's backward time is). Within an iteration the reports' gaps (each from the previous
+//! event: the begin-of-backward mark or the end of the previous report, so the reports' own
+//! work is left out; the first report without a mark counts 0 s) add up to each layer's ready
+//! time. When the iteration is done, the ready times become backward times in backward order
+//! (forward index descending, the order the planner sums them in): a layer's time is its ready
+//! time's running maximum minus the previous layer's, so a layer reported out of order (a bias
+//! after its weight) gets 0 and the layer after it the whole gap, and the planner's sums give
+//! back the ready times. Memory: 8 (W + 1) bytes per layer plus 8 W, allocated by start();
+//! nothing per iteration. Not thread-safe: the training thread only.
 //! @tparam Clock a steady std::chrono clock.
 template <class Clock>
 class backward_timer {
@@ -46,22 +50,35 @@ public:
     last_ = t;
     have_reference_ = true;
   }
-  //! Records `layer`'s backward time in this iteration: ready at `t0`, measured from the last
-  //! mark (t0 itself if there is none yet). Only while measuring(). O(1).
+  //! Records `layer`'s ready time in this iteration: reported at `t0`, the gap from the last
+  //! mark (t0 itself if there is none yet) added to the iteration's elapsed backward time. Only
+  //! while measuring(). O(1).
   void record(std::size_t layer, time_point t0) noexcept {
     if (!have_reference_) {
       mark(t0);
     }
-    samples_[finished_ * layers_ + layer] =
-        std::max(0.0, std::chrono::duration<double>(t0 - last_).count());
+    elapsed_ += std::max(0.0, std::chrono::duration<double>(t0 - last_).count());
+    samples_[finished_ * layers_ + layer] = elapsed_;
   }
   //! A new iteration starts: the next report has no reference until mark(). O(1).
-  void next_iteration() noexcept { have_reference_ = false; }
-  //! The iteration completed successfully: its row of samples counts. O(1).
+  void next_iteration() noexcept {
+    have_reference_ = false;
+    elapsed_ = 0.0;
+  }
+  //! The iteration completed successfully: its ready times become backward times in backward
+  //! order (see the class) and the row counts. O(L).
   void iteration_done() noexcept {
-    if (measuring()) {
-      ++finished_;
+    if (!measuring()) {
+      return;
     }
+    double* row = samples_.data() + finished_ * layers_;
+    double ready = 0.0;
+    for (std::size_t l = layers_; l-- > 0;) {
+      const double later = std::max(ready, row[l]);
+      row[l] = later - ready;
+      ready = later;
+    }
+    ++finished_;
   }
   //! Computes and keeps the per-layer medians of the W iterations (the mean of the two middle
   //! values for an even W). O(W L). Precondition: complete().
@@ -113,6 +130,7 @@ public:
     medians_valid_ = valid;
     medians_ = std::move(medians);
     have_reference_ = false;
+    elapsed_ = 0.0;
   }
 
 private:
@@ -136,6 +154,7 @@ private:
   std::vector<double> medians_; // per layer, forward order
   bool medians_valid_ = false;
   bool have_reference_ = false; // last_ holds this iteration's previous event
+  double elapsed_ = 0.0;        // this iteration's backward time so far (sum of the gaps)
   time_point last_{};
 };
 
