@@ -48,6 +48,7 @@ if [[ $build == 1 ]]; then
   [[ -f build/CMakeCache.txt ]] || cmake --preset release >/dev/null
   cmake --build --preset release --target gradcomp_python
 fi
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 export PYTHONPATH=$repo/build/python${PYTHONPATH:+:$PYTHONPATH}
 source scripts/lib/training-runs.sh
 runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals")
@@ -62,7 +63,6 @@ run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcom
 run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
 run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
 
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 title="### gradcomp.torch hooks against PyTorch DDP: $runs_mode; commit $commit; started \
 $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run"
 compare=("$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started")
