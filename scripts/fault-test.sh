@@ -4,7 +4,9 @@
 # 4 emulated hosts with --timeout T and a checkpoint every 10 iterations; mid-epoch one rank is
 # killed (SIGKILL), or one host's link is taken down. Per trial: how long after the fault the
 # last surviving gradcomp-train process exited (the acceptance: at most T + 10 s), its exit and
-# message; then the job is resumed from the last checkpoint and must finish (exit 0).
+# message; then the job is resumed from the newest checkpoint every rank holds and must train
+# to the end (its report written: MPICH's process manager sometimes fails after the ranks
+# finished, docs/emulated-cluster.md "Known problems", so the exit status alone does not say).
 #
 #   scripts/fault-test.sh [--repeat N (5)] [--timeout T (5)] [--out DIR (results/fault-test)]
 #                         [--kinds "kill link"]
@@ -44,7 +46,7 @@ job() { # PREFIX SUBNET LOG ARGS...: the training job on an emulated cluster, in
   job_pid=$!
 }
 
-printf '%-5s %-5s %-22s %-10s %-8s %s\n' kind trial "last survivor exit (s)" "job exit" resumed \
+printf '%-5s %-5s %-22s %-10s %-8s %s\n' kind trial "last survivor exit (s)" "job exit" "resumed@it" \
   "first error line" | tee "$out/summary.txt"
 for kind in $kinds; do
   for trial in $(seq 1 "$repeat"); do
@@ -86,13 +88,18 @@ for kind in $kinds; do
     pkill -KILL -f "^$train " 2>/dev/null || true
     "$cluster" down --prefix gcflt --force >/dev/null 2>&1 || true
     # resume from the last checkpoint (the same options) and train to the end of the epoch
-    job gcflr 10.80.0 "$dir/resumed.log" --checkpoint "$dir/checkpoint" --resume "$dir/checkpoint"
-    resumed=0
-    wait "$job_pid" || resumed=$?
+    job gcflr 10.80.0 "$dir/resumed.log" --checkpoint "$dir/checkpoint" --resume \
+      "$dir/checkpoint" --report "$dir/resumed.json"
+    status=0
+    wait "$job_pid" || status=$?
+    resumed="FAILED($status)"
+    if grep -q '"final_test_accuracy"' "$dir/resumed.json" 2>/dev/null; then
+      resumed="ok@$(grep -o '"resumed_at_iteration": *[0-9]*' "$dir/resumed.json" | grep -o '[0-9]*$')"
+    fi
     "$cluster" down --prefix gcflr --force >/dev/null 2>&1 || true
     message=$(grep -m1 -E "error|Abort|killed|BAD TERMINATION" "$dir/faulted.log" || true)
     printf '%-5s %-5s %-22s %-10s %-8s %s\n' "$kind" "$trial" "$survivors" "$job_status" \
-      "exit $resumed" "${message:0:160}" | tee -a "$out/summary.txt"
+      "$resumed" "${message:0:160}" | tee -a "$out/summary.txt"
   done
 done
 echo "fault-test: logs in $out (timeout ${timeout_s} s, $(git -C "$root" rev-parse --short HEAD), $(date -u +%F))"

@@ -40,6 +40,13 @@ inline std::string checkpoint_state_path(const std::string& dir, int rank) {
   return dir + "/rank-" + std::to_string(rank) + ".state";
 }
 
+//! The checkpoint before it: write_checkpoint keeps one generation back, so that a job killed
+//! while its ranks wrote a new checkpoint (some ranks have it, some not) can still resume from
+//! the previous one, which every rank has.
+inline std::string previous_checkpoint_path(const std::string& path) {
+  return path + ".previous";
+}
+
 //! Every option that decides the results of the training from a checkpoint on, by name, as
 //! text (written into the checkpoint and compared on resume). Not: --report, --label, --threads,
 //! the timing and tracing options, --merge and --bucket-mib (the pipeline's grouping is in the
@@ -188,8 +195,9 @@ private:
   gradient_exchange* exchange_;
 };
 
-//! Writes `state` to `path` (through a temporary file renamed over it, so that a preempted
-//! write leaves the previous checkpoint intact). @throws std::runtime_error if writing fails.
+//! Writes `state` to `path` through a temporary file; the checkpoint that was at `path` becomes
+//! previous_checkpoint_path(path) (two renames, so a preempted write leaves at least the
+//! previous checkpoint intact). @throws std::runtime_error if writing fails.
 inline void write_checkpoint(const trainer_state& state, const std::string& path) {
   const std::vector<std::byte> bytes = gradcomp::save_state(state);
   const std::string tmp = path + ".tmp";
@@ -200,6 +208,10 @@ inline void write_checkpoint(const trainer_state& state, const std::string& path
     if (!f) {
       throw std::runtime_error("gradcomp-train: cannot write the checkpoint " + tmp);
     }
+  }
+  const std::string previous = previous_checkpoint_path(path);
+  if (std::ifstream(path).good() && std::rename(path.c_str(), previous.c_str()) != 0) {
+    throw std::runtime_error("gradcomp-train: cannot rename " + path + " to " + previous);
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     throw std::runtime_error("gradcomp-train: cannot rename " + tmp + " to " + path);

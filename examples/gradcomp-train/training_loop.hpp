@@ -20,6 +20,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -109,22 +110,7 @@ public:
   void train() {
     const train_options& o = s_.o;
     if (!o.resume.empty()) {
-      trainer_state state = checkpoint_view();
-      read_checkpoint(state, checkpoint_state_path(o.resume, s_.rank));
-      u_.global_iteration = position.global_iteration;
-      resumed = true;
-      // every rank must resume at the same iteration (a job stopped while it wrote its
-      // checkpoints can leave ranks at different ones): checked on every rank
-      const std::vector<std::uint64_t> at =
-          allgather(s_.comm, static_cast<std::uint64_t>(position.global_iteration));
-      if (std::adjacent_find(at.begin(), at.end(), std::not_equal_to<>()) != at.end()) {
-        std::string all;
-        for (std::size_t r = 0; r < at.size(); ++r) {
-          all += (r == 0 ? "" : ", ") + std::to_string(at[r]);
-        }
-        throw gradcomp::state_error("gradcomp-train: the ranks' checkpoints in " + o.resume +
-                                    " are at different iterations (" + all + ", rank order)");
-      }
+      resume_from(o.resume);
     }
     const evaluation initial = s_.evaluate();
     // the epoch this point falls in (0: before training; a resumed run's first point may fall
@@ -197,6 +183,60 @@ public:
 private:
   //! --transport none: no pipeline.
   [[nodiscard]] bool alone() const { return s_.o.transport.name == "none"; }
+
+  //! Loads the newest checkpoint in `dir` that every rank has: a job stopped while its ranks
+  //! wrote a checkpoint leaves some ranks at the new iteration and some at the previous one
+  //! (write_checkpoint keeps one generation back), so each rank reads the iterations of its
+  //! current and previous files, the ranks agree on the newest one all of them hold, and each
+  //! loads that file. Collective. @throws gradcomp::state_error on every rank naming the
+  //! iterations if no iteration is held by every rank, or whatever loading a file throws.
+  void resume_from(const std::string& dir) {
+    const std::string current = checkpoint_state_path(dir, s_.rank);
+    const std::array<std::string, 2> paths = {current, previous_checkpoint_path(current)};
+    std::array<std::int64_t, 2> held = {-1, -1}; // iterations of the files, -1: none
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+      if (std::ifstream(paths[i]).good()) {
+        trainer_state state = checkpoint_view();
+        read_checkpoint(state, paths[i]);
+        held[i] = position.global_iteration;
+      }
+    }
+    const std::vector<std::uint64_t> cur = allgather(s_.comm, static_cast<std::uint64_t>(held[0] + 1));
+    const std::vector<std::uint64_t> prev = allgather(s_.comm, static_cast<std::uint64_t>(held[1] + 1));
+    std::int64_t chosen = -1;
+    for (const std::uint64_t candidate : {cur[0], prev[0]}) {
+      bool everywhere = candidate > 0;
+      for (std::size_t r = 0; r < cur.size() && everywhere; ++r) {
+        everywhere = cur[r] == candidate || prev[r] == candidate;
+      }
+      if (everywhere) {
+        chosen = std::max(chosen, static_cast<std::int64_t>(candidate) - 1);
+      }
+    }
+    if (chosen < 0) {
+      std::string all;
+      for (std::size_t r = 0; r < cur.size(); ++r) {
+        const auto text = [](std::uint64_t v) { return v == 0 ? std::string("none") : std::to_string(v - 1); };
+        all += (r == 0 ? "" : ", ") + text(cur[r]) + "/" + text(prev[r]);
+      }
+      throw gradcomp::state_error("gradcomp-train: no iteration of the checkpoints in " + dir +
+                                  " is held by every rank (current/previous per rank: " + all +
+                                  ")");
+    }
+    if (held[1] == chosen && held[0] != chosen) {
+      // the previous file was read last: position and state are the chosen ones already
+    } else {
+      trainer_state state = checkpoint_view();
+      read_checkpoint(state, paths[held[0] == chosen ? 0 : 1]);
+    }
+    u_.global_iteration = position.global_iteration;
+    resumed = true;
+    if (chosen != held[0] && s_.rank == 0) {
+      std::printf("gradcomp-train: resuming at iteration %lld, the newest checkpoint every rank "
+                  "holds (some ranks wrote a newer one)\n",
+                  static_cast<long long>(chosen));
+    }
+  }
 
   //! Writes this rank's checkpoint into --checkpoint (between iterations).
   void save_checkpoint() {

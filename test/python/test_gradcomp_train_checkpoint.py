@@ -58,3 +58,32 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
                     "--density", "0.5", "--resume", str(folder))
     assert denser.returncode != 0
     assert "the checkpoint was written with --density 0.01, this run has 0.5" in denser.stderr
+
+
+@needs_train
+def test_a_job_killed_while_writing_a_checkpoint_resumes_from_the_previous_one(tmp_path):
+    """Rank 1 died before writing the newest checkpoint (its files are one generation behind):
+    the ranks agree on the newest iteration every one of them holds and resume there, ending
+    where the uninterrupted run does; with no common iteration, every rank refuses."""
+    args = ["--method", "exact_topk", "--density", "0.05", "--transport", "allgather"]
+    whole, whole_report = run(tmp_path, "whole", 2, *args)
+    assert whole.returncode == 0, whole.stderr
+    folder = tmp_path / "checkpoint"
+    folder.mkdir()
+    first, _ = run(tmp_path, "first", 2, *args, "--checkpoint", str(folder),
+                   "--checkpoint-every", "2", "--stop-after-iterations", "4")
+    assert first.returncode == 0, first.stderr
+    # written at iterations 2 and 4: the current and the previous generation on each rank
+    assert (folder / "rank-1.state.previous").exists()
+    (folder / "rank-1.state.previous").replace(folder / "rank-1.state")
+    resumed, resumed_report = run(tmp_path, "resumed", 2, *args, "--resume", str(folder))
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming at iteration 2, the newest checkpoint every rank holds" in resumed.stdout
+    r, w = load(resumed_report), load(whole_report)
+    assert r["config"]["resumed_at_iteration"] == 2
+    assert r["replica_hashes"] == w["replica_hashes"]
+    (folder / "rank-1.state").unlink()
+    lost, _ = run(tmp_path, "lost", 2, *args, "--resume", str(folder))
+    assert lost.returncode != 0
+    assert "no iteration of the checkpoints in" in lost.stderr
+    assert "none/none" in lost.stderr
