@@ -19,6 +19,7 @@
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
 #include <gradcomp/mpi/native_allreduce.hpp>
+#include <gradcomp/mpi/nonblocking_operation.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>

@@ -127,8 +127,8 @@ namespace gradcomp::mpi {
 //! MPI count (a packet, or a block of the reduce-scatter form, above INT_MAX); mpi_error on every
 //! rank when ranks pass different lengths or options, and on an MPI failure; gradcomp::wire_error
 //! if a received packet has the wrong length.
-class coded_allreduce : public detail::nonblocking_operation<coded_allreduce> {
-  friend class detail::nonblocking_operation<coded_allreduce>;
+class coded_allreduce : public nonblocking_operation<coded_allreduce> {
+  friend class nonblocking_operation<coded_allreduce>;
 
 public:
   //! The name timeout and error messages give this operation.

@@ -107,8 +107,8 @@ namespace gradcomp::mpi {
 //! failure; gradcomp::wire_error on every rank when a gathered header or index list is
 //! malformed (a count above d, an index not below d, a list not strictly ascending); and
 //! whatever coded_allreduce throws (NaN or an infinity with fixed_point, on every rank).
-class coded_sparse_allreduce : public detail::nonblocking_operation<coded_sparse_allreduce> {
-  friend class detail::nonblocking_operation<coded_sparse_allreduce>;
+class coded_sparse_allreduce : public nonblocking_operation<coded_sparse_allreduce> {
+  friend class nonblocking_operation<coded_sparse_allreduce>;
 
 public:
   //! The name timeout and error messages give this operation.

@@ -109,8 +109,8 @@ struct fc_traffic {
 //! fails mid-way; use a GEMM backend that does not throw for valid sizes.
 //! @tparam Gemm a gradcomp::gemm_backend (e.g. gradcomp::blas::cblas_gemm).
 template <gemm_backend Gemm>
-class column_parallel_linear : public detail::nonblocking_operation<column_parallel_linear<Gemm>> {
-  friend class detail::nonblocking_operation<column_parallel_linear<Gemm>>;
+class column_parallel_linear : public nonblocking_operation<column_parallel_linear<Gemm>> {
+  friend class nonblocking_operation<column_parallel_linear<Gemm>>;
 
 public:
   //! The name timeout and error messages give this operation.

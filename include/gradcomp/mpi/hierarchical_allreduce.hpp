@@ -99,8 +99,8 @@ struct hierarchical_allreduce_options {
 //! rank count and length (0 included). Nonblocking use: start(), then test() until true, or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class hierarchical_allreduce : public detail::nonblocking_operation<hierarchical_allreduce> {
-  friend class detail::nonblocking_operation<hierarchical_allreduce>;
+class hierarchical_allreduce : public nonblocking_operation<hierarchical_allreduce> {
+  friend class nonblocking_operation<hierarchical_allreduce>;
 
 public:
   //! The name timeout and error messages give this operation.

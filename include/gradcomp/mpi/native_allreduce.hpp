@@ -49,8 +49,8 @@ struct native_allreduce_options {
 //! operation at a time per object.
 //! @throws std::invalid_argument if piece_bytes < 4; mpi_error on an MPI failure or when ranks
 //! pass different lengths (on every rank).
-class native_allreduce : public detail::nonblocking_operation<native_allreduce> {
-  friend class detail::nonblocking_operation<native_allreduce>;
+class native_allreduce : public nonblocking_operation<native_allreduce> {
+  friend class nonblocking_operation<native_allreduce>;
 
 public:
   //! The name timeout and error messages give this operation.

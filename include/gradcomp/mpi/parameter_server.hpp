@@ -130,8 +130,8 @@ struct parameter_server_options {
 //! and on a rank whose received sparse pull does not decode or states an impossible size (a
 //! fault on the wire: the other ranks complete the round; the rank throws only after its own
 //! part of the round has completed, so nobody is left waiting on it).
-class parameter_server : public detail::nonblocking_operation<parameter_server> {
-  friend class detail::nonblocking_operation<parameter_server>;
+class parameter_server : public nonblocking_operation<parameter_server> {
+  friend class nonblocking_operation<parameter_server>;
 
 public:
   //! The name timeout and error messages give this operation.

@@ -58,8 +58,8 @@ struct ring_allreduce_options {
 //! test() until true (each test() makes whatever progress is possible without blocking), or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class ring_allreduce : public detail::nonblocking_operation<ring_allreduce> {
-  friend class detail::nonblocking_operation<ring_allreduce>;
+class ring_allreduce : public nonblocking_operation<ring_allreduce> {
+  friend class nonblocking_operation<ring_allreduce>;
 
 public:
   //! The name timeout and error messages give this operation.

@@ -103,8 +103,8 @@ struct sparse_allgather_options {
 //!   that received it: every rank but the sender, which checked its own bytes before sending
 //!   (a fault on the wire, which TCP's and MPI's checks make unlikely, is not agreed on);
 //! - from the constructor, std::invalid_argument for a tag outside [0, MPI_TAG_UB].
-class sparse_allgather : public detail::nonblocking_operation<sparse_allgather> {
-  friend class detail::nonblocking_operation<sparse_allgather>;
+class sparse_allgather : public nonblocking_operation<sparse_allgather> {
+  friend class nonblocking_operation<sparse_allgather>;
 
 public:
   //! The name timeout and error messages give this operation.

@@ -8,6 +8,7 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/nonblocking_operation.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
 #include <mpi.h>
@@ -112,71 +113,6 @@ inline void abandon(std::span<MPI_Request> requests, request_kind kind) noexcept
   check(MPI_Comm_get_attr(comm.native(), MPI_TAG_UB, &value, &found), "MPI_Comm_get_attr");
   return found && value != nullptr ? *static_cast<int*>(value) : 32767;
 }
-
-//! CRTP base of the transports. Derived provides `start(args...)`, `bool progress()` (as much
-//! progress as possible without blocking; true when the operation is complete), `void reset()
-//! noexcept` (drop what is pending, become ready for a new start), `const wait_policy&
-//! waiting() const` and `static constexpr const char* operation_name`; optionally `int
-//! pending_peer() const` and `std::string pending_description() const` for timeout messages.
-template <class Derived>
-class nonblocking_operation {
-public:
-  //! Blocking form: start(args...) then wait(). Collective as start() is.
-  template <class... Args>
-  void operator()(Args&&... args) {
-    derived().start(std::forward<Args>(args)...);
-    wait();
-  }
-
-  //! Makes whatever progress is possible without blocking; true once the result is in place on
-  //! this rank. After an exception the object is reset and ready for a new start().
-  bool test() {
-    try {
-      return derived().progress();
-    } catch (...) {
-      derived().reset();
-      throw;
-    }
-  }
-
-  //! Completes the operation, pausing between tests as the wait policy says.
-  //! @throws timeout_error after the wait policy's timeout_seconds (if set), naming the
-  //! operation (Derived::operation_name) and what it waited for (Derived's
-  //! `pending_peer()` and `pending_description()` when it has them); the operation is reset
-  //! first, its pending requests dropped (peers_lost()).
-  void wait() {
-    const wait_policy& policy = derived().waiting();
-    const wait_clock clock(policy, Derived::operation_name);
-    for (unsigned round = 0; !test(); ++round) {
-      if (policy.timeout_seconds > 0.0) {
-        try {
-          clock.check(pending_peer(), pending_description());
-        } catch (...) {
-          derived().reset();
-          throw;
-        }
-      }
-      policy.pause(round);
-    }
-  }
-
-private:
-  Derived& derived() noexcept { return static_cast<Derived&>(*this); }
-  [[nodiscard]] int pending_peer() const {
-    if constexpr (requires(const Derived& d) { d.pending_peer(); }) {
-      return static_cast<const Derived&>(*this).pending_peer();
-    } else {
-      return -1;
-    }
-  }
-  [[nodiscard]] std::string pending_description() const {
-    if constexpr (requires(const Derived& d) { d.pending_description(); }) {
-      return static_cast<const Derived&>(*this).pending_description();
-    } else {
-      return {};
-    }
-  }
-};
 
 //! Every rank's vector length, agreed with one nonblocking allreduce of (n, -n) under MPI_MIN:
 //! afterwards every rank knows the smallest and the largest length, so all of them detect a
