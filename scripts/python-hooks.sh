@@ -18,8 +18,8 @@
 #
 #   scripts/python-hooks.sh [--quick] [--local] [--no-build] [--out DIR]
 #
-# --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 6 minutes on 2 cores).
-# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 30 minutes).
+# --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 3 minutes on 2 cores).
+# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 20 minutes).
 # --no-build: use build/python as it is (otherwise the gradcomp_python target is built first).
 # Writes DIR (default results/python-hooks): every run's JSON and Markdown report,
 # comparison.md, accuracy-vs-time.svg, accuracy-vs-epochs.svg, per-iteration.svg.
