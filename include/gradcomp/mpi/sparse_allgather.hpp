@@ -179,7 +179,8 @@ public:
     }
     return -1;
   }
-  //! @private For timeout messages: the phase the operation waits in.
+  //! @private For timeout messages: the phase the operation waits in (and, in the pairwise
+  //! exchange, the ranks whose messages are missing: the first 8).
   [[nodiscard]] std::string pending_description() const {
     switch (phase_) {
     case phase::headers:
@@ -188,12 +189,17 @@ public:
       if (options_.algorithm != algorithm::pairwise) {
         return "the messages' MPI_Iallgatherv of every rank";
       }
+      std::string ranks;
       std::size_t missing = 0;
-      for (const unsigned char r : ready_) {
-        missing += r == 0 ? 1 : 0;
+      for (std::size_t j = 0; j < ready_.size(); ++j) {
+        if (ready_[j] == 0 && ++missing <= 8) {
+          ranks += gradcomp::detail::concat(missing == 1 ? "" : ", ", j);
+        }
       }
       return gradcomp::detail::concat(missing, " of ", ready_.size() - 1,
-                                      " messages not yet received");
+                                      " messages not yet received (from rank",
+                                      missing == 1 ? " " : "s ", ranks,
+                                      missing > 8 ? ", ..." : "", ")");
     }
     case phase::dense:
       return "the dense ring allreduce, " + dense_.pending_description();
