@@ -22,12 +22,13 @@
 #   scripts/fidelity.sh [--quick] [--epochs E] [--ranks P] [--train-limit N] [--models "cnn vgg"]
 #                       [--densities "0.01 0.001"] [--warmup-epochs E] [--clip-norm C]
 #                       [--dense-below N] [--lr-warmup-epochs W] [--combo "OPTIONS"]
-#                       [--bin PATH] [--local] [--out DIR]
+#                       [--bin PATH] [--local] [--out DIR] [--only "RUN NAMES"]
 #
 # Defaults: 6 epochs, 4 ranks, every training sample, density warm-up over 4 epochs (DGC's
 # 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 46
 # runs: several hours on 2 cores. --quick: 2 epochs of 256 samples, cnn at density 0.01 only
-# (12 runs, a few minutes): it checks that the grid runs, not what it measures.
+# (12 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
+# the named runs of the grid (names as the reports', e.g. "vgg-dense vgg-0.01-reused-clip").
 # Needs a release build of gradcomp-train (--bin, default build/examples/gradcomp-train) and the
 # Fashion-MNIST files.
 set -euo pipefail
@@ -48,6 +49,7 @@ bin=$repo/build/examples/gradcomp-train
 local_only=0
 out=results/fidelity
 quick=0
+only=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick=1; shift ;;
@@ -64,6 +66,7 @@ while [[ $# -gt 0 ]]; do
     --bin) bin=$(cd "$(dirname "$2")" && pwd)/$(basename "$2"); shift 2 ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
+    --only) only=" ${2:?} "; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fidelity: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -97,6 +100,9 @@ echo "fidelity: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
 failed=()
 run_one() {
   local name=$1
+  if [[ -n $only && $only != *" $name "* ]]; then
+    return
+  fi
   rm -f "$runs_out/$name.json"
   run_gradcomp "$@" || true
   if [[ ! -s $runs_out/$name.json ]]; then
