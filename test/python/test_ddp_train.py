@@ -92,6 +92,30 @@ def test_ddp_run_learns_with_identical_replicas(tmp_path, exchange, port):
     assert "bytes_sent" not in r["per_iteration"]  # ranks share lo: not measurable
 
 
+PACKAGE_DIR = os.environ.get("GRADCOMP_PYTHON_PACKAGE_DIR", "")
+
+
+@pytest.mark.skipif(not (os.path.isdir(DATA) and PACKAGE_DIR),
+                    reason="needs the dataset and the built gradcomp.torch package "
+                           "(GRADCOMP_PYTHON_PACKAGE_DIR)")
+@pytest.mark.parametrize("exchange,port", [("gradcomp", 29617), ("gradcomp-ring", 29618),
+                                           ("gradcomp-fp16", 29619)])
+def test_ddp_run_with_gradcomp_hooks(tmp_path, exchange, port, monkeypatch):
+    """The peer script with gradcomp.torch's hooks (scripts/python-hooks.sh measures them):
+    learns, keeps the replicas identical over DDP's default buckets, reports the hook's
+    statistics (a sparse exchange sends about its density)."""
+    monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
+    _, r = run_ddp(tmp_path, exchange, "--exchange", exchange, "--require-accuracy", "0.3",
+                   port=port)
+    assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
+    hook = {k: v["mean_over_ranks"] for k, v in r["hook_statistics"].items()}
+    assert hook["buckets"] >= 1 and hook["numel"] == r["config"]["parameters"]
+    if exchange == "gradcomp":
+        assert 0.005 <= hook["density"] <= 0.02
+    else:
+        assert hook["density"] == 1.0
+
+
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
                     reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
 @pytest.mark.parametrize("model,port", [("cnn", 29613), ("vgg", 29617), ("mlp", 29618)])
