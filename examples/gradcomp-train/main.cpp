@@ -115,6 +115,12 @@ int main(int argc, char** argv) {
     const gradcomp::mpi::communicator comm(MPI_COMM_WORLD);
     status = o.sync == "async" ? gt::train_async(o, comm) : gt::train_sync(o, comm);
     barrier(comm);
+  } catch (const gt::agreed_refusal& e) {
+    // every rank got here together: one message, a clean end
+    if (root) {
+      std::fprintf(stderr, "gradcomp-train: error: %s\n", e.what());
+    }
+    status = exit_bad_input;
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);

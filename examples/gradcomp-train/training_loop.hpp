@@ -188,8 +188,8 @@ private:
   //! wrote a checkpoint leaves some ranks at the new iteration and some at the previous one
   //! (write_checkpoint keeps one generation back), so each rank reads the iterations of its
   //! current and previous files, the ranks agree on the newest one all of them hold, and each
-  //! loads that file. Collective. @throws gradcomp::state_error on every rank naming the
-  //! iterations if no iteration is held by every rank, or whatever loading a file throws.
+  //! loads that file. Collective. @throws agreed_refusal on every rank naming the iterations if
+  //! no iteration is held by every rank, or whatever loading a file throws.
   void resume_from(const std::string& dir) {
     const std::string current = checkpoint_state_path(dir, s_.rank);
     const std::array<std::string, 2> paths = {current, previous_checkpoint_path(current)};
@@ -219,7 +219,7 @@ private:
         const auto text = [](std::uint64_t v) { return v == 0 ? std::string("none") : std::to_string(v - 1); };
         all += (r == 0 ? "" : ", ") + text(cur[r]) + "/" + text(prev[r]);
       }
-      throw gradcomp::state_error("gradcomp-train: no iteration of the checkpoints in " + dir +
+      throw agreed_refusal("gradcomp-train: no iteration of the checkpoints in " + dir +
                                   " is held by every rank (current/previous per rank: " + all +
                                   ")");
     }

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <stdexcept>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -38,6 +39,14 @@ namespace gx = gradcomp_examples;
 inline constexpr int exit_bad_input = 2;
 inline constexpr int exit_replicas_differ = 3;
 inline constexpr int exit_accuracy_low = 4;
+
+//! A refusal every rank reaches together (the ranks agreed on it, e.g. no checkpoint iteration
+//! that every rank holds): main() prints it once and ends every rank with exit_bad_input
+//! through MPI_Finalize instead of MPI_Abort, so no rank's output is cut off.
+class agreed_refusal : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
 
 using clock_type = std::chrono::steady_clock;
 

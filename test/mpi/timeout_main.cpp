@@ -8,6 +8,7 @@
 //     deadline, gets timeout_error within [0.3, 1.5] s naming ring_allreduce, its left neighbour
 //     (the peer its step waits for) and the time, and its reset does not hang; rank 1 then runs
 //     the operation with the same deadline and times out too (its peers are gone).
+//  2b. The same with native_allreduce, which names no peer (a collective of every rank).
 //  3. mpi::wait on a receive nobody sends to times out naming "MPI request".
 // Rank 0 prints "timeout: all P ranks ok" and the program exits 0 without MPI_Finalize (the
 // dropped requests of a timed-out communicator can make MPI_Finalize wait for ever).
@@ -89,6 +90,27 @@ int main(int argc, char** argv) {
                what.find("waiting for rank " + std::to_string(left)) != std::string::npos,
            "message: " + what, rank);
     expect(gm::detail::peers_lost().load(), "peers_lost() set", rank);
+  }
+
+  // 2b. an operation without pending_peer()/pending_description() (native_allreduce): the
+  // message has no peer; rank 1 stalls again (it may complete or time out afterwards: the
+  // others' contributions were posted before they gave up)
+  {
+    const gm::communicator native_comm(MPI_COMM_WORLD);
+    gm::native_allreduce native(native_comm, {.check_lengths = false,
+                                              .wait = {.timeout_seconds = 0.3}});
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    try {
+      native(std::span<float>(data));
+      expect(rank == 1, "native_allreduce returned although rank 1 stalled", rank);
+    } catch (const gm::timeout_error& e) {
+      const std::string what = e.what();
+      expect(e.operation() == "native_allreduce" && e.peer() == -1 &&
+                 what.find("native_allreduce timed out after") != std::string::npos,
+             "native_allreduce: " + what, rank);
+    }
   }
 
   // 3. the free wait on a receive nobody matches

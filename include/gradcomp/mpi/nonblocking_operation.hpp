@@ -54,7 +54,7 @@ public:
     for (unsigned round = 0; !test(); ++round) {
       if (policy.timeout_seconds > 0.0) {
         try {
-          clock.check(pending_peer(), pending_description());
+          clock.check(timeout_peer(), timeout_description());
         } catch (...) {
           derived().reset();
           throw;
@@ -66,14 +66,16 @@ public:
 
 private:
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
-  [[nodiscard]] int pending_peer() const {
+  // Derived's pending_peer() / pending_description() if it has them (names of their own: the
+  // requires-expressions must not find these helpers through Derived)
+  [[nodiscard]] int timeout_peer() const {
     if constexpr (requires(const Derived& d) { d.pending_peer(); }) {
       return static_cast<const Derived&>(*this).pending_peer();
     } else {
       return -1;
     }
   }
-  [[nodiscard]] std::string pending_description() const {
+  [[nodiscard]] std::string timeout_description() const {
     if constexpr (requires(const Derived& d) { d.pending_description(); }) {
       return static_cast<const Derived&>(*this).pending_description();
     } else {
