@@ -33,6 +33,26 @@ inline std::vector<std::size_t> hook_order(
   return order;
 }
 
+//! The per-layer backward times a pipeline measures from one iteration's ready times (seconds
+//! of backward until each layer's report, by forward index), as the planner sums them in
+//! backward order (forward index descending): the latest ready time among a layer and the
+//! layers before it in backward order, minus that of the layers before it. Written as that
+//! formula, apart from the pipeline's running maximum, to be the tests' reference.
+inline std::vector<double> backward_seconds_from_ready(const std::vector<double>& ready) {
+  const auto latest_from = [&](std::size_t first) {
+    double m = 0.0;
+    for (std::size_t j = first; j < ready.size(); ++j) {
+      m = std::max(m, ready[j]);
+    }
+    return m;
+  };
+  std::vector<double> out(ready.size());
+  for (std::size_t l = 0; l < ready.size(); ++l) {
+    out[l] = latest_from(l) - latest_from(l + 1);
+  }
+  return out;
+}
+
 //! A steady clock the test advances by hand: measured times are exactly what the test says.
 //! Atomic: a pipeline's communication thread reads it too.
 struct manual_clock {

@@ -171,18 +171,11 @@ TEST_CASE("pipeline re-plans from the measured medians after the warm-up", "[pip
       elapsed += i == 0 && !mark_backward ? 0.0 : std::chrono::duration<double>(d).count();
       ready[l] = elapsed;
     }
-    // a layer's backward time, as the planner sums them in backward order (forward index
-    // descending): the latest ready time among it and the layers before it in backward order,
-    // minus that of the layers before it (a layer reported out of order gets 0)
-    const auto latest_from = [&](std::size_t first) {
-      double m = 0.0;
-      for (std::size_t j = first; j < ready.size(); ++j) {
-        m = std::max(m, ready[j]);
-      }
-      return m;
-    };
+    // each layer's backward time as the planner sums them in backward order (a layer reported
+    // out of order gets 0)
+    const std::vector<double> times = test::backward_seconds_from_ready(ready);
     for (std::size_t l = 0; it < warmup && l < sizes.size(); ++l) {
-      samples[l].push_back(latest_from(l) - latest_from(l + 1));
+      samples[l].push_back(times[l]);
     }
     p.finish(out.spans);
     for (std::size_t l = 0; l < sizes.size(); ++l) {

@@ -291,10 +291,7 @@ std::vector<std::size_t> replanning_hook_order(int rank, int it) {
 }
 
 // The backward times the pipeline measures for one iteration whose hooks came in `order`, each
-// after `gap(layer)` seconds of backward (begin_backward marked the start): the ready times in
-// call order, as the planner sums them in backward order (forward index descending) — the
-// latest ready time among a layer and those before it in backward order, minus that of the
-// layers before it.
+// after `gap(layer)` seconds of backward (begin_backward marked the start).
 template <class Gap>
 std::vector<double> expected_backward_seconds(const std::vector<std::size_t>& order, Gap gap) {
   std::vector<double> ready(order.size());
@@ -303,18 +300,7 @@ std::vector<double> expected_backward_seconds(const std::vector<std::size_t>& or
     elapsed += gap(l);
     ready[l] = elapsed;
   }
-  const auto latest_from = [&](std::size_t first) {
-    double m = 0.0;
-    for (std::size_t j = first; j < ready.size(); ++j) {
-      m = std::max(m, ready[j]);
-    }
-    return m;
-  };
-  std::vector<double> out(order.size());
-  for (std::size_t l = 0; l < order.size(); ++l) {
-    out[l] = latest_from(l) - latest_from(l + 1);
-  }
-  return out;
+  return test::backward_seconds_from_ready(ready);
 }
 
 pipeline_policy::planned_grouping replanning_planner(std::size_t replan_after) {
