@@ -52,13 +52,11 @@ public:
     const wait_policy& policy = derived().waiting();
     const detail::wait_clock clock(policy, Derived::operation_name);
     for (unsigned round = 0; !test(); ++round) {
-      if (policy.timeout_seconds > 0.0) {
-        try {
-          clock.check(timeout_peer(), timeout_description());
-        } catch (...) {
-          derived().reset();
-          throw;
-        }
+      try {
+        clock.check([this] { return detail::pending_wait{timeout_peer(), timeout_description()}; });
+      } catch (...) {
+        derived().reset();
+        throw;
       }
       policy.pause(round);
     }

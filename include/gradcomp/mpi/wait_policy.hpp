@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace gradcomp::mpi {
 
@@ -86,17 +87,27 @@ inline std::atomic<bool>& peers_lost() noexcept {
   return lost;
 }
 
+//! What a timed-out wait was waiting for: the peer (-1: unknown, or every rank) and what was
+//! outstanding (may be empty).
+struct pending_wait {
+  int peer = -1;
+  std::string what;
+};
+
 //! The deadline of one wait: started at construction, check() throws timeout_error once the
-//! policy's timeout_seconds have passed (never when it is 0). One steady_clock read per check.
+//! policy's timeout_seconds have passed (never when it is 0). One steady_clock read per check
+//! when a deadline is set; the description is built only when it has passed.
 class wait_clock {
 public:
   wait_clock(const wait_policy& policy, const char* operation) noexcept
       : timeout_seconds_(policy.timeout_seconds), operation_(operation),
         start_(std::chrono::steady_clock::now()) {}
 
-  //! @throws timeout_error naming the operation, `peer` (-1: unknown or every rank) and
-  //! `pending` (what was outstanding) once the deadline has passed; sets peers_lost() first.
-  void check(int peer, const std::string& pending) const {
+  //! @throws timeout_error naming the operation and what `describe()` (a callable returning a
+  //! pending_wait, called only then) says was outstanding, once the deadline has passed; sets
+  //! peers_lost() first.
+  template <class Describe>
+  void check(Describe&& describe) const {
     if (timeout_seconds_ <= 0.0) {
       return;
     }
@@ -106,13 +117,15 @@ public:
       return;
     }
     peers_lost().store(true);
+    const pending_wait pending = std::forward<Describe>(describe)();
     throw timeout_error(
-        gradcomp::detail::concat("gradcomp mpi: ", operation_, " timed out after ", elapsed,
-                                 " s (timeout ", timeout_seconds_, " s)",
-                                 peer >= 0 ? gradcomp::detail::concat(" waiting for rank ", peer)
-                                           : std::string(),
-                                 pending.empty() ? "" : ": ", pending),
-        operation_, peer, elapsed);
+        gradcomp::detail::concat(
+            "gradcomp mpi: ", operation_, " timed out after ", elapsed, " s (timeout ",
+            timeout_seconds_, " s)",
+            pending.peer >= 0 ? gradcomp::detail::concat(" waiting for rank ", pending.peer)
+                              : std::string(),
+            pending.what.empty() ? "" : ": ", pending.what),
+        operation_, pending.peer, elapsed);
   }
 
 private:
@@ -134,7 +147,7 @@ inline void wait(MPI_Request& request, const wait_policy& policy = {}) {
     if (done) {
       return;
     }
-    clock.check(-1, "");
+    clock.check([] { return detail::pending_wait{}; });
     policy.pause(round);
   }
 }
@@ -152,7 +165,7 @@ inline void wait_all(std::span<MPI_Request> requests, const wait_policy& policy 
     if (done) {
       return;
     }
-    clock.check(-1, "");
+    clock.check([] { return detail::pending_wait{}; });
     policy.pause(round);
   }
 }
