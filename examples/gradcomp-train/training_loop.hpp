@@ -192,17 +192,21 @@ private:
   //! no iteration is held by every rank, or whatever loading a file throws.
   void resume_from(const std::string& dir) {
     const std::string current = checkpoint_state_path(dir, s_.rank);
+    // the previous file first: the current one, the usual choice, is then the one loaded last
     const std::array<std::string, 2> paths = {current, previous_checkpoint_path(current)};
     std::array<std::int64_t, 2> held = {-1, -1}; // iterations of the files, -1: none
-    for (std::size_t i = 0; i < paths.size(); ++i) {
+    std::int64_t loaded = -1;                     // the iteration of the file read last
+    for (const std::size_t i : {1, 0}) {
       if (std::ifstream(paths[i]).good()) {
         trainer_state state = checkpoint_view();
         read_checkpoint(state, paths[i]);
-        held[i] = position.global_iteration;
+        held[i] = loaded = position.global_iteration;
       }
     }
-    const std::vector<std::uint64_t> cur = allgather(s_.comm, static_cast<std::uint64_t>(held[0] + 1));
-    const std::vector<std::uint64_t> prev = allgather(s_.comm, static_cast<std::uint64_t>(held[1] + 1));
+    const std::vector<std::uint64_t> cur =
+        allgather(s_.comm, static_cast<std::uint64_t>(held[0] + 1));
+    const std::vector<std::uint64_t> prev =
+        allgather(s_.comm, static_cast<std::uint64_t>(held[1] + 1));
     std::int64_t chosen = -1;
     for (const std::uint64_t candidate : {cur[0], prev[0]}) {
       bool everywhere = candidate > 0;
@@ -216,16 +220,15 @@ private:
     if (chosen < 0) {
       std::string all;
       for (std::size_t r = 0; r < cur.size(); ++r) {
-        const auto text = [](std::uint64_t v) { return v == 0 ? std::string("none") : std::to_string(v - 1); };
+        const auto text = [](std::uint64_t v) {
+          return v == 0 ? std::string("none") : std::to_string(v - 1);
+        };
         all += (r == 0 ? "" : ", ") + text(cur[r]) + "/" + text(prev[r]);
       }
       throw agreed_refusal("gradcomp-train: no iteration of the checkpoints in " + dir +
-                                  " is held by every rank (current/previous per rank: " + all +
-                                  ")");
+                           " is held by every rank (current/previous per rank: " + all + ")");
     }
-    if (held[1] == chosen && held[0] != chosen) {
-      // the previous file was read last: position and state are the chosen ones already
-    } else {
+    if (loaded != chosen) {
       trainer_state state = checkpoint_view();
       read_checkpoint(state, paths[held[0] == chosen ? 0 : 1]);
     }
