@@ -161,8 +161,8 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
     return any_transport::make<gm::dense_exchange>(comm, ring_options(s));
   }
   if (s.name == "allgather") {
-    return any_transport::make<gm::sparse_exchange>(
-        comm, with_timeout<gm::sparse_allgather_options>(s));
+    return any_transport::make<gm::sparse_exchange>(comm,
+                                                    with_timeout<gm::sparse_allgather_options>(s));
   }
   if (s.name == "ps") {
     auto o = with_timeout<gm::parameter_server_options>(s);
@@ -196,8 +196,10 @@ public:
   virtual void finish() = 0;
   [[nodiscard]] virtual std::span<const float> averaged(std::size_t layer) const = 0;
   [[nodiscard]] virtual const gradcomp::pipeline_iteration_stats& last_stats() const = 0;
-  //! The pipeline's rescale_state / drop_non_finite_state (loss scaling, large_batch.hpp).
+  //! The pipeline's rescale_state / drop_non_finite_state / return_sent (loss scaling and
+  //! skipped steps, large_batch.hpp).
   virtual void rescale_state(float factor) = 0;
+  virtual std::size_t return_sent() = 0;
   virtual std::size_t drop_non_finite_state() = 0;
   //! The pipeline's set_density / set_layer_densities (between iterations; fidelity.hpp).
   //! @throws std::logic_error if the method has no density (dense, fp16).
@@ -242,6 +244,7 @@ public:
   }
   void rescale_state(float factor) override { pipe_.rescale_state(factor); }
   std::size_t drop_non_finite_state() override { return pipe_.drop_non_finite_state(); }
+  std::size_t return_sent() override { return pipe_.return_sent(); }
   void set_density(double density) override {
     if constexpr (gradcomp::density_compressor<C>) {
       pipe_.set_density(density);
@@ -276,6 +279,8 @@ struct method_settings {
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
   //! Type of the sent values (--precision): every method rounds to it; fp32 = exact.
   gradcomp::value_type values = gradcomp::value_type::fp32;
+  //! --nonfinite: every compressor's gradcomp::nonfinite_policy.
+  gradcomp::nonfinite_policy nonfinite = gradcomp::nonfinite_policy::propagate;
 };
 
 //! The names accepted by --compression-scope.
@@ -285,14 +290,14 @@ inline const std::vector<std::string> scope_names = {"layer", "group"};
 //! with_sparse_compressor). @throws std::invalid_argument on an unknown name.
 template <class Fn>
 decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
-  return gradcomp::with_sparse_compressor(
-      s.name,
-      {.density = s.density,
-       .interval = s.interval,
-       .seed = s.seed,
-       .threads = s.threads,
-       .values = s.values},
-      std::forward<Fn>(fn));
+  return gradcomp::with_sparse_compressor(s.name,
+                                          {.density = s.density,
+                                           .interval = s.interval,
+                                           .seed = s.seed,
+                                           .threads = s.threads,
+                                           .values = s.values,
+                                           .nonfinite = s.nonfinite},
+                                          std::forward<Fn>(fn));
 }
 
 //! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
@@ -301,12 +306,13 @@ decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
 template <class Fn>
 decltype(auto) with_method(const method_settings& s, Fn&& fn) {
   // every value goes out in s.values (--precision); method fp16 is dense in fp16 whatever it says
-  const gradcomp::dense plain({.values = s.values, .threads = s.threads});
+  const gradcomp::dense plain({.values = s.values, .threads = s.threads, .nonfinite = s.nonfinite});
   if (s.name == "dense") {
     return fn(plain);
   }
   if (s.name == "fp16") {
-    return fn(gradcomp::dense({.values = gradcomp::value_type::fp16, .threads = s.threads}));
+    return fn(gradcomp::dense(
+        {.values = gradcomp::value_type::fp16, .threads = s.threads, .nonfinite = s.nonfinite}));
   }
   return with_sparse_method(s, [&](auto sparse) {
     return fn(gradcomp::size_switch(s.dense_below, plain, std::move(sparse)));

@@ -188,17 +188,23 @@ private:
   std::vector<std::vector<float>> velocity_;
 };
 
-//! Loss scaling in the training loop (docs/large-batch.md): scale() multiplies the loss before
-//! backward; note() checks each reported gradient on this rank; after the exchange, settle()
-//! agrees on overflow across ranks (gradcomp::mpi::any_rank: every rank must call it), unscales
-//! the averaged gradients, makes the error feedback follow the scale and, on overflow, drops the
-//! non-finite values the skipped step left in it. Without --loss-scale (none) everything is a
-//! no-op and no collective is called.
+//! Loss scaling and skipped steps in the training loop (docs/large-batch.md): scale() multiplies
+//! the loss before backward; note() checks each reported gradient on this rank; after the
+//! exchange, settle() agrees on overflow (and, with --nonfinite skip_step, on a non-finite
+//! gradient value any rank's compressors counted) across ranks (gradcomp::mpi::any_rank: every
+//! rank must call it); on a skipped step every rank gives the values it sent back to its error
+//! feedback (pipeline::return_sent: nothing is lost) and drops the non-finite values left in it;
+//! on an applied one it unscales the averaged gradients; the error feedback follows the scale.
+//! Without --loss-scale (none) and skip_step everything is a no-op and no collective is called.
 class loss_scaling {
 public:
-  loss_scaling(const large_batch_settings& s, int rank, int ranks)
+  loss_scaling(const large_batch_settings& s,
+               gradcomp::nonfinite_policy nonfinite,
+               int rank,
+               int ranks)
       : scale_(make_loss_scale(s.loss_scale)), wire_(wire_type(s.precision)),
-        inject_at_(s.inject_overflow_at), injector_(rank == ranks - 1) {}
+        inject_at_(s.inject_overflow_at), injector_(rank == ranks - 1),
+        skip_nonfinite_(nonfinite == gradcomp::nonfinite_policy::skip_step) {}
 
   [[nodiscard]] bool enabled() const noexcept { return scale_.has_value(); }
   [[nodiscard]] double scale() const noexcept { return scale_ ? scale_->scale() : 1.0; }
@@ -223,8 +229,22 @@ public:
               std::vector<torch::Tensor>& params,
               gradient_exchange* exchange) {
     injected_.clear();
-    if (!scale_) {
+    const bool skip_policy = skip_nonfinite_ && exchange != nullptr;
+    if (!scale_ && !skip_policy) {
       return true;
+    }
+    if (skip_policy) { // --nonfinite skip_step: this rank's compressors counted a NaN / inf
+      overflow_ = overflow_ || exchange->last_stats().nonfinite > 0;
+    }
+    if (!scale_) {
+      const bool skip = gradcomp::mpi::any_rank(overflow_, comm);
+      overflow_ = false;
+      if (skip) {
+        ++skipped_nonfinite_;
+        returned_ += exchange->return_sent();
+        dropped_ += exchange->drop_non_finite_state();
+      }
+      return !skip;
     }
     if (exchange == nullptr) { // transport none: no hook saw the gradients, check .grad here
       for (const torch::Tensor& p : params) {
@@ -246,6 +266,9 @@ public:
       }
     }
     if (exchange != nullptr) {
+      if (!step.apply) { // in the old scale's units, before the rescale
+        returned_ += exchange->return_sent();
+      }
       exchange->rescale_state(static_cast<float>(step.factor));
       if (!step.apply) {
         dropped_ += exchange->drop_non_finite_state();
@@ -296,9 +319,14 @@ public:
     };
   }
 
+  //! Steps skipped for overflow (loss scaling) or, without loss scaling, for a non-finite
+  //! gradient value (--nonfinite skip_step).
   [[nodiscard]] std::uint64_t skipped_steps() const noexcept {
-    return scale_ ? scale_->skipped_steps() : 0;
+    return scale_ ? scale_->skipped_steps() : skipped_nonfinite_;
   }
+  //! Values the skipped steps gave back to the error feedback (return_sent), since the start
+  //! of this process.
+  [[nodiscard]] std::uint64_t returned_values() const noexcept { return returned_; }
   [[nodiscard]] std::uint64_t dropped_values() const noexcept { return dropped_; }
 
 private:
@@ -306,8 +334,11 @@ private:
   gradcomp::value_type wire_;
   std::int64_t inject_at_;
   bool injector_;
+  bool skip_nonfinite_;
   bool overflow_ = false;
   std::uint64_t dropped_ = 0;
+  std::uint64_t skipped_nonfinite_ = 0;      // not in checkpoints
+  std::uint64_t returned_ = 0;               // not in checkpoints
   std::vector<std::vector<float>> injected_; // testing copies, alive until settle()
 };
 

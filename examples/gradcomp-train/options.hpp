@@ -82,6 +82,15 @@ inline void add_options(CLI::App& app, train_options& o) {
   app.add_option("--dense-below", o.method.dense_below,
                  "sparse methods: send layers of fewer elements than this dense (0 = none)")
       ->capture_default_str();
+  app.add_option_function<std::string>(
+         "--nonfinite",
+         [&o](const std::string& name) {
+           o.method.nonfinite = gradcomp::nonfinite_policy_from_string(name);
+         },
+         "NaN / infinity in a gradient: propagate (send it), raise (end the run naming the "
+         "layer and element) or skip_step (every rank skips the step; nothing finite is lost)")
+      ->default_str("propagate")
+      ->check(CLI::IsMember({"propagate", "raise", "skip_step"}));
   app.add_option("--seed", o.seed, "seed of the model, the shards and the samplers")
       ->capture_default_str();
   app.add_option("--data", o.data, "folder with the Fashion-MNIST IDX files (.gz or not)")
@@ -215,7 +224,7 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1.0));
   app.add_option("--inject-overflow-at", lb.inject_overflow_at,
                  "testing: at this iteration the last rank's gradients get +inf (needs "
-                 "--loss-scale; -1: never)")
+                 "--loss-scale or --nonfinite raise or skip_step; -1: never)")
       ->capture_default_str();
   gt::fidelity_settings& fs = o.fidelity;
   app.add_option("--density-warmup-epochs", fs.density_warmup_epochs,
@@ -275,8 +284,11 @@ inline void check_options(const train_options& o) {
   if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
     throw CLI::ValidationError("--mp-layers", why);
   }
-  if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none") {
-    throw CLI::ValidationError("--inject-overflow-at", "needs --loss-scale (dynamic or S)");
+  if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none" &&
+      o.method.nonfinite == gradcomp::nonfinite_policy::propagate) {
+    throw CLI::ValidationError("--inject-overflow-at",
+                               "needs --loss-scale (dynamic or S) or --nonfinite raise or "
+                               "skip_step");
   }
   try { // a malformed --loss-scale fails here, on every rank
     static_cast<void>(gt::make_loss_scale(lb.loss_scale));

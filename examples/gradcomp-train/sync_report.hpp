@@ -159,7 +159,8 @@ inline nlohmann::json report_json(const sync_setup& s,
                            {"replicas_identical", r.identical},
                            {"loss_scale_final", u.scaling.scale()},
                            {"skipped_steps", u.scaling.skipped_steps()},
-                           {"dropped_non_finite", u.scaling.dropped_values()}};
+                           {"dropped_non_finite", u.scaling.dropped_values()},
+                           {"returned_values", u.scaling.returned_values()}};
   t.remedies.add_to(report);
   if (s.coded) {
     const gradcomp::coded::placement& pl = *s.coded;

@@ -63,7 +63,7 @@ inline bool stderr_is_terminal() {
 struct sync_update {
   explicit sync_update(const sync_setup& s)
       : update(s.model.params, s.o.large_batch, s.o.lr, s.correction ? 0.0 : s.o.momentum),
-        scaling(s.o.large_batch, s.rank, s.ranks),
+        scaling(s.o.large_batch, s.o.method.nonfinite, s.rank, s.ranks),
         learning_rate(s.o.lr, s.o.large_batch, s.data.iterations_per_epoch, s.o.epochs) {
     if (s.model.hybrid->active()) {
       mp_update.emplace(s.model.mp_params, s.o.large_batch, s.o.lr, s.o.momentum);
@@ -195,7 +195,7 @@ private:
     // the previous file first: the current one, the usual choice, is then the one loaded last
     const std::array<std::string, 2> paths = {current, previous_checkpoint_path(current)};
     std::array<std::int64_t, 2> held = {-1, -1}; // iterations of the files, -1: none
-    std::int64_t loaded = -1;                     // the iteration of the file read last
+    std::int64_t loaded = -1;                    // the iteration of the file read last
     for (const std::size_t i : {1, 0}) {
       if (std::ifstream(paths[i]).good()) {
         trainer_state state = checkpoint_view();

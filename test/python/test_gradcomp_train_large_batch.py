@@ -6,7 +6,9 @@ A fixed power-of-two loss scale is exact (scaling by 2^k and back changes no bit
 with the same replica hash as no loss scaling: an independent check that the loss is scaled
 before backward and the averaged gradient unscaled exactly once. An infinity injected into one
 rank's gradients is skipped on every rank (one skipped step, the dynamic scale halved once,
-identical replicas). LARS with a warm-up learns. Bad values exit with status 2 naming them.
+identical replicas); so is one counted by the compressors under --nonfinite skip_step, whose
+sent values go back to the residuals, while --nonfinite raise ends the run naming the element.
+LARS with a warm-up learns. Bad values exit with status 2 naming them.
 """
 import pytest
 
@@ -53,6 +55,31 @@ def test_injected_overflow_is_skipped_on_every_rank(tmp_path):
     assert c["replica_hashes"] != r["replica_hashes"]  # one step fewer changes the result
 
 
+def test_nonfinite_skip_step_is_agreed_and_loses_nothing(tmp_path):
+    # --nonfinite skip_step without loss scaling: the last rank's compressors count the injected
+    # infinities, every rank skips that step and gives its sent values back to its residuals
+    common = ["--method", "exact_topk", "--density", "0.05", "--nonfinite", "skip_step"]
+    p, report = run(tmp_path, "skip", 3, *common, "--inject-overflow-at", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["skipped_steps"] == 1
+    assert r["returned_values"] > 0  # rank 0's sent values of the skipped step
+    assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
+    assert r["curve"][-1]["test_accuracy"] > r["curve"][0]["test_accuracy"] + 0.1
+    p, clean = run(tmp_path, "clean", 3, *common)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c = load(clean)
+    assert c["skipped_steps"] == 0 and c["returned_values"] == 0
+    assert c["replica_hashes"] != r["replica_hashes"]
+
+
+def test_nonfinite_raise_names_the_layer(tmp_path):
+    p, _ = run(tmp_path, "raise", 2, "--method", "exact_topk", "--density", "0.05",
+               "--nonfinite", "raise", "--inject-overflow-at", "2")
+    assert p.returncode != 0
+    assert "rank 1" in p.stderr and "non-finite value inf at index 0" in p.stderr, p.stderr
+
+
 def test_lars_with_warmup_learns(tmp_path):
     p, report = run(tmp_path, "lars", 2, "--optimizer", "lars", "--lr", "2",
                     "--warmup-epochs", "0.5", "--method", "exact_topk", "--density", "0.05")
@@ -71,6 +98,7 @@ def test_lars_with_warmup_learns(tmp_path):
     (["--precision", "fp8"], "fp8"),
     (["--optimizer", "adam"], "adam"),
     (["--inject-overflow-at", "2"], "needs --loss-scale"),
+    (["--nonfinite", "ignore"], "ignore"),
     (["--sync", "async", "--transport", "ps", "--optimizer", "lars"], "async trains with fp32"),
 ])
 def test_bad_values_are_named(tmp_path, args, named):

@@ -7,6 +7,7 @@
 #include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/compressor/gaussian_threshold.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/error.hpp>
@@ -24,11 +25,12 @@ namespace gradcomp {
 //! ones it has (density for all sparse ones, interval for reused_threshold, seed for
 //! sampled_topk).
 struct named_compressor_settings {
-  double density = 0.01;       //!< fraction of the elements sent, (0, 1].
-  std::uint64_t interval = 10; //!< reused_threshold: calls between exact selections, >= 1.
-  std::uint64_t seed = 1;      //!< sampled_topk: seed of the sample.
-  unsigned threads = 1;        //!< threads per compression call, [1, 1024].
+  double density = 0.01;                //!< fraction of the elements sent, (0, 1].
+  std::uint64_t interval = 10;          //!< reused_threshold: calls between exact selections, >= 1.
+  std::uint64_t seed = 1;               //!< sampled_topk: seed of the sample.
+  unsigned threads = 1;                 //!< threads per compression call, [1, 1024].
   value_type values = value_type::fp32; //!< type of the sent values (fp32: exact).
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 //! @brief The names of the sparse (top-k and threshold) host compressors, in the order the
@@ -36,8 +38,7 @@ struct named_compressor_settings {
 //! gradcomp::sampled_threshold), gaussian_threshold, lognormal_threshold
 //! (gradcomp::gaussian_threshold / lognormal_threshold) and reused_threshold.
 inline constexpr std::array<std::string_view, 5> sparse_compressor_names = {
-    "exact_topk", "sampled_topk", "gaussian_threshold", "lognormal_threshold",
-    "reused_threshold"};
+    "exact_topk", "sampled_topk", "gaussian_threshold", "lognormal_threshold", "reused_threshold"};
 
 //! @brief Whether `name` is one of sparse_compressor_names. O(1).
 [[nodiscard]] constexpr bool is_sparse_compressor_name(std::string_view name) noexcept {
@@ -55,36 +56,39 @@ inline constexpr std::array<std::string_view, 5> sparse_compressor_names = {
 //! sparse_compressor_names, and whatever the compressor's constructor throws for `s` (a density
 //! outside (0, 1], an interval of 0, threads outside [1, 1024], each naming the value).
 template <class Fn>
-decltype(auto) with_sparse_compressor(std::string_view name,
-                                      const named_compressor_settings& s,
-                                      Fn&& fn) {
+decltype(auto)
+with_sparse_compressor(std::string_view name, const named_compressor_settings& s, Fn&& fn) {
   const double d = s.density;
   const unsigned t = s.threads;
   const value_type v = s.values;
+  const nonfinite_policy nf = s.nonfinite;
   if (name == "exact_topk") {
-    return std::forward<Fn>(fn)(exact_top_k({.density = d, .values = v, .threads = t}));
+    return std::forward<Fn>(fn)(
+        exact_top_k({.density = d, .values = v, .threads = t, .nonfinite = nf}));
   }
   if (name == "sampled_topk") {
-    return std::forward<Fn>(fn)(
-        sampled_threshold({.density = d, .seed = s.seed, .values = v, .threads = t}));
+    return std::forward<Fn>(fn)(sampled_threshold(
+        {.density = d, .seed = s.seed, .values = v, .threads = t, .nonfinite = nf}));
   }
   if (name == "gaussian_threshold") {
-    return std::forward<Fn>(fn)(gaussian_threshold({.density = d, .values = v, .threads = t}));
+    return std::forward<Fn>(fn)(
+        gaussian_threshold({.density = d, .values = v, .threads = t, .nonfinite = nf}));
   }
   if (name == "lognormal_threshold") {
-    return std::forward<Fn>(fn)(lognormal_threshold({.density = d, .values = v, .threads = t}));
+    return std::forward<Fn>(fn)(
+        lognormal_threshold({.density = d, .values = v, .threads = t, .nonfinite = nf}));
   }
   if (name == "reused_threshold") {
-    return std::forward<Fn>(fn)(
-        reused_threshold({.density = d, .interval = s.interval, .values = v, .threads = t}));
+    return std::forward<Fn>(fn)(reused_threshold(
+        {.density = d, .interval = s.interval, .values = v, .threads = t, .nonfinite = nf}));
   }
   std::string names;
   for (const std::string_view n : sparse_compressor_names) {
     names += names.empty() ? "" : ", ";
     names += n;
   }
-  throw std::invalid_argument(detail::concat("gradcomp: unknown compressor '", name, "' (known: ", names,
-                                             ")"));
+  throw std::invalid_argument(
+      detail::concat("gradcomp: unknown compressor '", name, "' (known: ", names, ")"));
 }
 
 } // namespace gradcomp

@@ -30,6 +30,9 @@ struct selection_stats {
   bool exact = false;         //!< an exact top-k selection was computed in this call.
   bool fallback = false;      //!< the guard rejected the estimate and exact top-k ran instead.
   unsigned adjust_rounds = 0; //!< threshold re-adjustment passes run before accepting.
+  //! nonfinite_policy::skip_step: how many values of the call were NaN or infinite (dropped:
+  //! sent and kept as 0). 0 under the other policies (propagate does not look; raise throws).
+  std::size_t nonfinite = 0;
 };
 
 //! @brief A compressor policy: selects values of a float gradient into a sparse_message.

@@ -12,12 +12,14 @@
 #include <gradcomp/compressor/detail/compressor_base.hpp>
 #include <gradcomp/compressor/detail/option_state.hpp>
 #include <gradcomp/compressor/detail/source.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <span>
 #include <string>
@@ -38,7 +40,9 @@ namespace gradcomp {
 //!   hardware threads; run() may use it too);
 //! * optional: `double density` (k / n in (0, 1]; validated by the constructor; gives
 //!   target_k(n) = k_for_density(n, density), density() and set_density()), `double
-//!   guard_factor` (validated to [1, 1e6]); any other member is the Derived class's to check.
+//!   guard_factor` (validated to [1, 1e6]), `nonfinite_policy nonfinite` (what a NaN or an
+//!   infinity does: gradcomp::nonfinite_policy; the base applies it around run(), which needs
+//!   nothing for it); any other member is the Derived class's to check.
 //!
 //! **The hook**, which Derived must declare (public, or private with `friend class
 //! gradcomp::compressor_base<Derived, Options>;`):
@@ -95,9 +99,10 @@ namespace gradcomp {
 //! **Throws**: std::invalid_argument from the constructor (density outside (0, 1], guard_factor
 //! outside [1, 1e6]), from compress_accumulate / compress_accumulate_momentum (lengths differ,
 //! momentum outside [0, 1)) and from set_density (density outside (0, 1]), each naming the
-//! value and its limit; whatever run() throws propagates (the message is then unspecified, and
-//! a residual may already hold the accumulated values of the elements run() materialized).
-//! A device-memory tensor passed to compress() does not compile.
+//! value and its limit; gradcomp::nonfinite_error from a compression call under
+//! nonfinite_policy::raise when a value is NaN or infinite; whatever run() throws propagates (the
+//! message is then unspecified, and a residual may already hold the accumulated values of the
+//! elements run() materialized). A device-memory tensor passed to compress() does not compile.
 //! @tparam Derived the compressor class itself (CRTP).
 //! @tparam Options its options struct, as above.
 template <class Derived, class Options>
@@ -285,8 +290,30 @@ private:
     selection_stats stats;
     stats.numel = n;
     stats.k_target = self.target_k(n);
-    if (n > 0) {
+    const nonfinite_policy policy = detail::nonfinite_of(options_);
+    if (n > 0 && policy == nonfinite_policy::propagate) {
       self.run(src, n, stats, out);
+    } else if (n > 0) {
+      bool seen = false;
+      if constexpr (Source::accumulates) {
+        std::atomic<std::uint32_t> bits{0};
+        const detail::checked_source<Source> checked{src, &bits,
+                                                     policy == nonfinite_policy::skip_step};
+        self.run(checked, n, stats, out);
+        seen = bits.load(std::memory_order_relaxed) != 0;
+        if (seen && policy == nonfinite_policy::skip_step) {
+          stats.nonfinite = checked.drop_nonfinite(n);
+        }
+      } else {
+        seen = detail::nonfinite_bits(src.materialized(), n) != 0;
+        self.run(src, n, stats, out);
+        if (seen && policy == nonfinite_policy::skip_step) {
+          stats.nonfinite = detail::scan_nonfinite({src.materialized(), n}).count;
+        }
+      }
+      if (seen) {
+        handle_nonfinite(src.materialized(), n, policy, out);
+      }
     }
     out.values_type = self.values_type();
     detail::parallel_chunks(
@@ -296,6 +323,28 @@ private:
         });
     stats.k_selected = out.nnz();
     return stats;
+  }
+
+  // After run() saw a non-finite value: raise throws (message cleared, nothing to send);
+  // skip_step zeroes the message's non-finite values (the accumulation was already cleaned;
+  // without error feedback they are the gradient's own).
+  static void handle_nonfinite(const float* values,
+                               std::size_t n,
+                               nonfinite_policy policy,
+                               sparse_message& out) {
+    if (policy == nonfinite_policy::raise) {
+      const detail::nonfinite_scan s = detail::scan_nonfinite({values, n});
+      out.clear(n);
+      throw nonfinite_error(detail::concat("gradcomp: non-finite value ", s.value, " at index ",
+                                           s.first, " of ", n, " (", s.count,
+                                           " non-finite values; nonfinite_policy::raise)"),
+                            s.first, s.value, s.count);
+    }
+    for (float& v : out.values) {
+      if (detail::nonfinite_bits(&v, 1) != 0) {
+        v = 0.0f;
+      }
+    }
   }
 };
 

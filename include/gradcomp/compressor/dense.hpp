@@ -5,6 +5,7 @@
 
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
@@ -18,6 +19,7 @@ namespace gradcomp {
 struct dense_options {
   value_type values = value_type::fp32; //!< fp32 = no compression; fp16 / bf16 = casting.
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 //! @brief No selection: the baselines a user would otherwise pick, the uncompressed gradient

@@ -85,6 +85,22 @@ inline void expect_momentum(state_reader& r, std::string_view what, float here) 
         concat("gradcomp state: momentum correction ", m, " in the checkpoint, ", here, " here"));
   }
 }
+//! residual[i] += sent value of element i for every element of message `m` (length
+//! residual.size()): gives the values a skipped step sent back to the residual they came from.
+//! Exact: the residual of a sent element holds acc - sent exactly, so the sum is acc again.
+//! Returns the number of elements. O(nnz).
+inline std::size_t add_sent(std::span<float> residual, const sparse_message& m) noexcept {
+  if (m.dense) {
+    for (std::size_t i = 0; i < m.values.size(); ++i) {
+      residual[i] += m.values[i];
+    }
+  } else {
+    for (std::size_t j = 0; j < m.indices.size(); ++j) {
+      residual[m.indices[j]] += m.values[j];
+    }
+  }
+  return m.values.size();
+}
 //! Multiplies every element of `values` by `factor`. O(n).
 inline void scale_in_place(std::span<float> values, float factor) noexcept {
   for (float& v : values) {
@@ -165,6 +181,25 @@ public:
   //! threshold compressor would never select them (NaN compares false). O(n).
   std::size_t drop_non_finite() noexcept {
     return detail::zero_non_finite(residual_) + detail::zero_non_finite(velocity_);
+  }
+  //! @brief Gives the values of `sent`, this layer's message of the last compress(), back to the
+  //! residual (residual[i] += sent value, exactly: the residual is then the accumulation before
+  //! sending), for a step that every rank skips (nonfinite_policy::skip_step, a loss-scale
+  //! overflow), so that nothing it sent is lost. With momentum correction the sent elements'
+  //! velocity stays 0 (factor masking); the residual holds their whole accumulation. O(nnz).
+  //! @returns the number of elements given back.
+  //! @throws std::invalid_argument if the message's dense length differs from the layer's, or
+  //! an index is out of range (nothing changes then).
+  std::size_t return_sent(const sparse_message& sent) {
+    detail::require(sent.dense_length_elements == residual_.size(), "return_sent: the message has ",
+                    sent.dense_length_elements, " elements, this layer's residual has ",
+                    residual_.size());
+    detail::require(sent.dense ? sent.values.size() == residual_.size()
+                               : std::all_of(sent.indices.begin(), sent.indices.end(),
+                                             [&](std::uint32_t i) { return i < residual_.size(); }),
+                    "return_sent: the message does not fit this layer's ", residual_.size(),
+                    " elements");
+    return detail::add_sent(residual_, sent);
   }
   //! @brief Checkpoint state (gradcomp::has_binary_state, where the compressor has one): the
   //! layer's length, the momentum of the correction, the compressor's state, the residual and

@@ -6,6 +6,7 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <cstddef>
@@ -18,6 +19,7 @@ struct exact_top_k_options {
   double density = 0.01;                //!< k / n, in (0, 1].
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< threads to use; 0 = all hardware threads.
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 //! @brief Exact top-k by magnitude (S1 Algorithm 1, the LAGS baseline; DGC's reference

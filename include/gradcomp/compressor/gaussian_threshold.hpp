@@ -9,6 +9,7 @@
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/normal_quantile.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/detail/host_device.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/sparse/value_type.hpp>
@@ -30,6 +31,7 @@ struct fitted_threshold_options {
   unsigned max_adjust_rounds = 2;       //!< x1.3 / x0.7 counting passes before the fallback.
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 namespace detail {

@@ -7,6 +7,7 @@
 #include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <cstddef>
@@ -23,6 +24,7 @@ struct reused_threshold_options {
   double guard_factor = 2.0;            //!< c in [1, 1e6]: accepted counts [k/c, c k].
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 namespace detail {

@@ -7,6 +7,7 @@
 #include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <algorithm>
@@ -32,6 +33,7 @@ struct sampled_threshold_options {
   std::uint64_t seed = 0;               //!< seeds the sample offsets (reproducible).
   value_type values = value_type::fp32; //!< type the sent values are rounded to.
   unsigned threads = 0;                 //!< 0 = all hardware threads.
+  nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
 namespace detail {

@@ -29,6 +29,10 @@ struct pipeline_iteration_stats {
   //! multi_part_transport), so selected / numel is the density sent.
   std::size_t numel = 0;
   std::size_t selected = 0; //!< elements sent: sum of the layers' (and parts') k_selected.
+  //! NaN and infinite values the compressors dropped (selection_stats::nonfinite, summed over
+  //! layers or groups and parts; nonfinite_policy::skip_step only). Agree on `nonfinite > 0`
+  //! across ranks (mpi::any_rank) to skip the step on every rank.
+  std::size_t nonfinite = 0;
   //! Per layer, forward order; with P parts per rank, P x layers entries, part-major (entry
   //! p L + l is layer l of part p). With compression_scope::per_group only numel and
   //! k_selected (the group's selected elements that fall in the layer) are set; the rest is in

@@ -12,6 +12,7 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/detail/thread_cpu_time.hpp>
 #include <gradcomp/error.hpp>
@@ -113,6 +114,12 @@ enum class compression_scope { per_layer, per_group };
 //! Collective (MPI transports): every rank must construct the pipeline with the same layer
 //! sizes and grouping and run the same iterations; each group is one collective on the
 //! transport's communicator.
+//!
+//! NaN and infinite gradients follow the prototype compressor's gradcomp::nonfinite_policy:
+//! propagate (default) sends them; raise makes gradient_ready() throw nonfinite_error naming the
+//! layer and index; skip_step drops them and counts them in last_stats().nonfinite, and the
+//! caller agrees across ranks (mpi::any_rank) and, where any rank counted one, skips the update
+//! and calls return_sent() on every rank.
 //!
 //! Online re-planning: if Grouping models pipeline_policy::replanning_policy and its
 //! warmup_iterations() W is > 0, the pipeline timestamps every gradient_ready() call of its
@@ -234,9 +241,11 @@ public:
       }
     }
     if constexpr (in_place_capable) {
-      in_place_ = scope_ == compression_scope::per_layer && momentum_ == 0.0f &&
-                  prototype_.get_options().values == value_type::fp32 &&
-                  transport.accepts_in_place();
+      in_place_ =
+          scope_ == compression_scope::per_layer && momentum_ == 0.0f &&
+          prototype_.get_options().values == value_type::fp32 &&
+          gradcomp::detail::nonfinite_of(prototype_.get_options()) == nonfinite_policy::propagate &&
+          transport.accepts_in_place();
     }
     layer_messages_.resize(slots);
     reported_.assign(slots, false);
@@ -322,7 +331,9 @@ public:
   //! @throws std::invalid_argument naming the part if it is out of range (>= parts()), naming
   //! the layer (and part) if it is out of range or was already reported for that part in this
   //! iteration, or naming both lengths if grad's length differs from the layer's; nothing
-  //! changes then.
+  //! changes then. gradcomp::nonfinite_error (nonfinite_policy::raise) naming the layer, the
+  //! part, the index within the layer and the value: the layer (its group, per group) then
+  //! counts as not reported, its residual holds the accumulation, and finish() names it.
   template <host_float_tensor Grad>
   void gradient_ready(std::size_t part, std::size_t layer, const Grad& grad) {
     gradcomp::detail::require(part < parts_, "pipeline: part ", part, " is out of range (", parts_,
@@ -344,7 +355,11 @@ public:
     if (in_place_) {
       current_.layers[slot] = copy_in_place(layer, g);
     } else if (scope_ == compression_scope::per_layer) {
-      current_.layers[slot] = feedback_[slot].compress(g, layer_messages_[slot]);
+      try {
+        current_.layers[slot] = feedback_[slot].compress(g, layer_messages_[slot]);
+      } catch (const nonfinite_error& e) {
+        throw_nonfinite(e, part, layer, e.index());
+      }
     } else {
       std::copy(g.begin(), g.end(),
                 staged_.begin() + static_cast<std::ptrdiff_t>(part_offset(part, layer)));
@@ -364,7 +379,19 @@ public:
                                 i == 0);
           }
         } else {
-          compress_group(p, g_index);
+          try {
+            compress_group(p, g_index);
+          } catch (const nonfinite_error& e) {
+            ++state.pending; // the group is not complete: finish() names the layer
+            reported_[slot] = false;
+            std::size_t l = state.layers.front();
+            for (const std::size_t candidate : state.layers) {
+              if (offset_of_[candidate] <= e.index()) {
+                l = candidate;
+              }
+            }
+            throw_nonfinite(e, p, l, e.index() - static_cast<std::size_t>(offset_of_[l]));
+          }
         }
       }
       {
@@ -531,6 +558,39 @@ public:
         gradcomp::detail::zero_non_finite(residual_) + gradcomp::detail::zero_non_finite(velocity_);
     for (auto& f : feedback_) {
       count += f.drop_non_finite();
+    }
+    return count;
+  }
+  //! @brief Gives every value the last iteration sent back to the residual it came from (every
+  //! part and layer, or group): for a step that every rank skips (nonfinite_policy::skip_step
+  //! after mpi::any_rank agreed on last_stats().nonfinite > 0, or a loss-scale overflow), so that
+  //! nothing finite is lost: each residual is again the accumulation it held before sending
+  //! (exactly). With momentum correction the sent elements' velocities stay 0 (factor masking).
+  //! Call once, between iterations, after a finish() that did not throw; calling it twice gives
+  //! the values back twice. O(elements sent). Not collective.
+  //! @returns the number of elements given back; 0 on the in-place path (see the class), which
+  //! keeps no residual: there the skipped step's gradient is discarded, as in PyTorch's AMP
+  //! (the in-place path is off under nonfinite_policy::raise and skip_step).
+  //! @throws std::logic_error if an iteration is under way.
+  std::size_t return_sent() {
+    require_between_iterations("return_sent");
+    std::size_t count = 0;
+    if (in_place_) {
+      return 0;
+    }
+    if (scope_ == compression_scope::per_layer) {
+      for (std::size_t slot = 0; slot < feedback_.size(); ++slot) {
+        count += feedback_[slot].return_sent(layer_messages_[slot]);
+      }
+      return count;
+    }
+    for (const group_state& state : groups_) {
+      for (std::size_t p = 0; p < parts_; ++p) {
+        const std::size_t begin = part_offset(p, state.layers.front());
+        count += gradcomp::detail::add_sent(
+            std::span<float>(residual_.data() + begin, static_cast<std::size_t>(state.numel)),
+            state.messages[p]);
+      }
     }
     return count;
   }
@@ -752,6 +812,21 @@ private:
     return parts_ == 1 ? std::string() : gradcomp::detail::concat(" of part ", part);
   }
 
+  // Rethrows a compressor's nonfinite_error (nonfinite_policy::raise) with the layer (and part)
+  // and the index within the layer.
+  [[noreturn]] void throw_nonfinite(const nonfinite_error& e,
+                                    std::size_t part,
+                                    std::size_t layer,
+                                    std::size_t index) const {
+    throw nonfinite_error(gradcomp::detail::concat("gradcomp: pipeline: layer ", layer,
+                                                   part_text(part), ": non-finite value ",
+                                                   e.value(), " at index ", index, " of ",
+                                                   numel_[layer], " (", e.count(),
+                                                   " non-finite values in the compressed "
+                                                   "gradient; nonfinite_policy::raise)"),
+                          index, e.value(), e.count(), layer);
+  }
+
   void require_one_part(const char* what) const {
     gradcomp::detail::require(parts_ == 1, "pipeline: ", what, "(layer) with ", parts_,
                               " parts per rank: use ", what, "(part, layer)");
@@ -889,11 +964,16 @@ private:
     const std::size_t slots = reported_.size();
     std::size_t missing = slots;
     current_.selected = 0;
+    current_.nonfinite = 0;
     for (std::size_t slot = 0; slot < slots; ++slot) {
       if (!reported_[slot] && missing == slots) {
         missing = slot;
       }
       current_.selected += current_.layers[slot].k_selected;
+      current_.nonfinite += current_.layers[slot].nonfinite;
+    }
+    for (const selection_stats& g : current_.groups) {
+      current_.nonfinite += g.nonfinite;
     }
     last_ = current_;
     reset_iteration();

@@ -13,9 +13,11 @@
 #pragma once
 
 #include <gradcomp/compressor/detail/scan_kernel.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -124,4 +126,89 @@ struct momentum_accumulate_source {
   }
 };
 
+//! A source with the non-finite check of nonfinite_policy::raise / skip_step fused into the
+//! first pass: each tile is checked right after it is materialized (while it is in L1), and
+//! the OR of the checks lands in `*seen` (one atomic OR per materialize / scan call, so
+//! disjoint ranges may still be materialized from different threads). With
+//! `zero_nonfinite_gradient` (skip_step) each tile's gradient is checked before it is
+//! accumulated too (it is read into L1 for the accumulation anyway), and a tile that holds a
+//! non-finite gradient value takes an element-wise path that accumulates that value as 0, so
+//! the residual and velocity keep their finite values. Accumulating sources only (a read-only
+//! gradient is checked before run()).
+template <class Source>
+struct checked_source : Source {
+  std::atomic<std::uint32_t>* seen;
+  bool zero_nonfinite_gradient;
+
+  //! Element i with its gradient value taken as 0.
+  void accumulate_zero(std::size_t i) const noexcept {
+    if constexpr (requires { this->velocity; }) {
+      this->velocity[i] = this->momentum * this->velocity[i] + 0.0f;
+      this->residual[i] = this->residual[i] + this->velocity[i];
+    } else {
+      this->residual[i] = this->residual[i] + 0.0f;
+    }
+  }
+  //! With zero_nonfinite_gradient, a tile [t, e) whose gradient holds a NaN or an infinity is
+  //! materialized element-wise (those values as 0): returns true, else does nothing.
+  bool zeroed_tile(std::size_t t, std::size_t e) const noexcept {
+    if (!zero_nonfinite_gradient || nonfinite_bits(this->grad + t, e - t) == 0) {
+      return false;
+    }
+    for (std::size_t i = t; i < e; ++i) {
+      if (nonfinite_bits(this->grad + i, 1) != 0) {
+        accumulate_zero(i);
+      } else {
+        Source::materialize(i, i + 1);
+      }
+    }
+    return true;
+  }
+  void materialize(std::size_t begin, std::size_t end) const noexcept {
+    std::uint32_t bits = 0;
+    for (std::size_t t = begin; t < end; t += tile_elements) {
+      const std::size_t e = std::min(end, t + tile_elements);
+      if (zeroed_tile(t, e)) {
+        bits |= 0x80000000u;
+      } else {
+        Source::materialize(t, e);
+      }
+      bits |= nonfinite_bits(this->materialized() + t, e - t);
+    }
+    seen->fetch_or(bits, std::memory_order_relaxed);
+  }
+  void scan_first_pass(
+      std::size_t b, std::size_t e, std::uint32_t key, std::size_t limit, hit_list& hits) const {
+    std::uint32_t bits = 0;
+    for (std::size_t t = b; t < e; t += tile_elements) {
+      const std::size_t end = std::min(e, t + tile_elements);
+      if (zeroed_tile(t, end)) {
+        bits |= 0x80000000u;
+        scan_hits<false>(this->residual, nullptr, t, end, key, limit, hits);
+      } else {
+        Source::scan_first_pass(t, end, key, limit, hits);
+      }
+      bits |= nonfinite_bits(this->materialized() + t, end - t);
+    }
+    seen->fetch_or(bits, std::memory_order_relaxed);
+  }
+  //! skip_step after a detection: how many gradient values of [0, n) were non-finite (taken as
+  //! 0), plus the accumulated values that still are (an overflowing sum, a residual that was
+  //! already non-finite), which it zeroes (with their velocity, under momentum correction).
+  std::size_t drop_nonfinite(std::size_t n) const noexcept {
+    std::size_t count = scan_nonfinite({this->grad, n}).count;
+    for (std::size_t i = 0; i < n; ++i) {
+      if (nonfinite_bits(this->residual + i, 1) != 0) {
+        this->residual[i] = 0.0f;
+        ++count;
+      }
+      if constexpr (requires { this->velocity; }) {
+        if (nonfinite_bits(this->velocity + i, 1) != 0) {
+          this->velocity[i] = 0.0f;
+        }
+      }
+    }
+    return count;
+  }
+};
 } // namespace gradcomp::detail
