@@ -108,6 +108,13 @@ class HookState:
             without momentum (the hook's velocity is the momentum).
         seed: sampled_topk's sample seed.
         threads: threads per compression call, [1, 1024].
+        nonfinite: a NaN or an infinity in a gradient (gradcomp's nonfinite_policy):
+            "propagate" (default) sends it; "raise" makes the hook fail with
+            ``gradcomp._core.NonfiniteError`` (a FloatingPointError naming the bucket element,
+            the value and the count), which DDP raises in backward; nothing of that bucket is
+            sent (every rank must raise at the same bucket, or the others wait in its
+            collective). The check is fused into the compression pass.
+        history_limit: the most recent iterations kept in ``history`` (>= 1).
 
     Raises:
         ValueError: naming the argument and its limit.
@@ -115,7 +122,8 @@ class HookState:
     """
 
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
-                 process_group=None, momentum=None, seed=1, threads=1):
+                 process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
+                 history_limit=10000):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -131,6 +139,11 @@ class HookState:
                                      not isinstance(momentum, (int, float)) or
                                      not 0.0 <= momentum < 1.0):
             raise ValueError(f"momentum {momentum!r} is outside [0, 1)")
+        if nonfinite not in ("propagate", "raise"):
+            raise ValueError(f"nonfinite {nonfinite!r} is not one of propagate, raise (skip_step "
+                             f"needs the step skipped on every rank: gradcomp-train or the C++ "
+                             f"pipeline)")
+        _positive_int("history_limit", history_limit)
         if momentum and method in DENSE_METHODS:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
@@ -143,6 +156,9 @@ class HookState:
         self.momentum = float(momentum) if momentum else 0.0
         self.seed = seed
         self.threads = threads
+        self.nonfinite = nonfinite
+        self.history_limit = history_limit
+        self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
         self.world_size = dist.get_world_size(self.process_group)
         self.rank = dist.get_rank(self.process_group)
@@ -153,7 +169,8 @@ class HookState:
         self._pending = None
         self._iteration = {}
         self.history = []
-        """Statistics of every completed iteration, a dict per iteration (see statistics())."""
+        """Statistics of the last ``history_limit`` completed iterations, a dict per iteration
+        (see statistics())."""
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="gradcomp-hook", daemon=True)
         self._thread.start()
@@ -261,9 +278,12 @@ class HookState:
 
     def _end_iteration(self):
         it = self._iteration
-        it["iteration"] = len(self.history)
+        it["iteration"] = self._iterations
+        self._iterations += 1
         it["density"] = it.get("k_selected", 0) / it["numel"] if it.get("numel") else 0.0
         self.history.append(it)
+        if len(self.history) > self.history_limit:
+            del self.history[:len(self.history) - self.history_limit]
         self._iteration = {}
         if self._pending is not None and len(self._order) != len(self._pending):
             raise ValueError(f"state dict has {len(self._pending)} parameters, the model "
@@ -301,9 +321,9 @@ class HookState:
                 self._restore(slot)
             offset += n
         compressor = None
-        if method != "fp32":
+        if method != "fp32" or self.nonfinite != "propagate":
             compressor = _core.Compressor(method, self.density, self.interval, self.seed,
-                                          self.threads)
+                                          self.threads, self.nonfinite)
         layout = _Layout(key, numel, residual, velocity, compressor)
         self._layouts[index] = layout
         return layout

@@ -7,6 +7,7 @@
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/by_name.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
@@ -103,17 +104,23 @@ public:
              double density,
              std::uint64_t interval,
              std::uint64_t seed,
-             unsigned threads)
+             unsigned threads,
+             const std::string& nonfinite)
       : method_(method) {
+    const gradcomp::nonfinite_policy policy = gradcomp::nonfinite_policy_from_string(nonfinite);
     if (const auto v = dense_method(method)) {
       dense_ = true;
       impl_ = std::make_unique<erased_impl<gradcomp::dense>>(
-          gradcomp::dense({.values = *v, .threads = threads}));
+          gradcomp::dense({.values = *v, .threads = threads, .nonfinite = policy}));
       return;
     }
     impl_ = gradcomp::with_sparse_compressor(
         method,
-        {.density = density, .interval = interval, .seed = seed, .threads = threads},
+        {.density = density,
+         .interval = interval,
+         .seed = seed,
+         .threads = threads,
+         .nonfinite = policy},
         [](auto c) -> std::unique_ptr<erased> {
           return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
         });
@@ -271,6 +278,9 @@ std::uint64_t decode_average(const byte_array& gathered,
 PYBIND11_MODULE(_core, m) {
   m.doc() = "gradcomp's compressors and wire format for the gradcomp.torch DDP hooks";
   m.attr("version") = std::string(gradcomp::version_string);
+  // nonfinite_policy::raise: what() names the element, the value and the count
+  py::register_exception<gradcomp::nonfinite_error>(m, "NonfiniteError",
+                                                    PyExc_FloatingPointError);
   py::list sparse;
   for (const std::string_view n : gradcomp::sparse_compressor_names) {
     sparse.append(std::string(n));
@@ -279,9 +289,10 @@ PYBIND11_MODULE(_core, m) {
   m.attr("dense_methods") = py::make_tuple("fp32", "fp16", "bf16");
 
   py::class_<compressor>(m, "Compressor")
-      .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned>(),
+      .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned,
+                    const std::string&>(),
            py::arg("method"), py::arg("density"), py::arg("interval") = 10,
-           py::arg("seed") = 1, py::arg("threads") = 1)
+           py::arg("seed") = 1, py::arg("threads") = 1, py::arg("nonfinite") = "propagate")
       .def("compress", &compressor::compress, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
            py::arg("momentum") = 0.0f)

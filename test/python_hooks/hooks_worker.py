@@ -103,6 +103,28 @@ def main():
         whole = gc.HookState(**options)
         result["whole"] = run_buckets(whole, gc.sparse_allgather_hook, params, rank, 4, 0,
                                       rebuilds)[2:]
+    elif scenario.startswith("nonfinite:"):
+        # every rank: a NaN in parameter 2 (alone in the last bucket of the rebuilt layout)
+        _, hook_name, method = scenario.split(":")
+        state = gc.HookState(method=method, density=0.05, nonfinite="raise", history_limit=1)
+        hook = getattr(gc, hook_name)
+        outcomes = []
+        for it in range(2):
+            grads = gradients(rank, it)
+            if it == 1:
+                grads[2][5] = float("nan")
+            groups = layout(it)
+            futures = [hook(state, Bucket(b, [params[i] for i in members],
+                                          [grads[i] for i in members], b == len(groups) - 1))
+                       for b, members in enumerate(groups)]
+            for f in futures:
+                try:
+                    f.wait()
+                    outcomes.append("ok")
+                except Exception as e:  # DDP raises the hook's exception in backward
+                    outcomes.append(f"{type(e).__name__}: {e}")
+        result["outcomes"] = outcomes
+        result["history"] = state.history
     elif scenario.startswith("ddp:"):
         _, hook_name, method = scenario.split(":")
         torch.manual_seed(0)

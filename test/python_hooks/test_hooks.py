@@ -42,6 +42,19 @@ def run(scenario, size, tmp_path):
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(size)]
 
 
+@pytest.mark.parametrize("hook,method", [("sparse_allgather_hook", "exact_topk"),
+                                         ("ring_allreduce_hook", "fp32")])
+def test_nonfinite_raise_names_the_element_on_every_rank(tmp_path, hook, method):
+    # iteration 0: two buckets, clean; iteration 1: three buckets, the last holds the NaN on
+    # every rank, so every rank refuses it before its collectives and the others complete
+    ranks = run(f"nonfinite:{hook}:{method}", 2, tmp_path)
+    for r in ranks:
+        assert r["outcomes"][:4] == ["ok"] * 4, r["outcomes"]
+        assert r["outcomes"][4].startswith("NonfiniteError: gradcomp: non-finite value nan at "
+                                           "index 5 of 64 (1 non-finite values"), r["outcomes"]
+        assert [h["iteration"] for h in r["history"]] == [0]  # iteration 1 did not complete
+
+
 def k_for_density(n, density):
     """gradcomp::k_for_density: ceil(density x n) in [1, n], near-integers taken as integers."""
     exact = density * n
@@ -221,10 +234,21 @@ def single_rank(tmp_path):
     ({"threads": 2000}, "threads 2000 is above"),
     ({"seed": -1}, "seed -1 is not"),
     ({"method": "fp16", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
+    ({"nonfinite": "skip_step"}, "nonfinite 'skip_step' is not one of propagate, raise"),
+    ({"history_limit": 0}, "history_limit 0 is not"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
         gc.HookState(**kwargs)
+
+
+def test_history_keeps_the_last_history_limit_iterations(single_rank):
+    state = gc.HookState(history_limit=2)
+    for _ in range(3):
+        state._iteration = {"numel": 10, "k_selected": 1}
+        state._end_iteration()
+    assert [h["iteration"] for h in state.history] == [1, 2]
+    assert state.statistics()["iteration"] == 2
 
 
 def test_a_state_dict_of_other_options_is_refused(single_rank):
