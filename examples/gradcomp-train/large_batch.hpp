@@ -48,10 +48,10 @@ inline const std::vector<std::string> optimizer_names = {"sgd", "lars"};
 
 //! The value type called `name` (one of precision_names).
 inline gradcomp::value_type wire_type(const std::string& name) {
-  static const named<gradcomp::value_type> table[] = {{"fp32", gradcomp::value_type::fp32},
-                                                      {"fp16", gradcomp::value_type::fp16},
-                                                      {"bf16", gradcomp::value_type::bf16}};
-  return value_of(table, name, "precision");
+  if (const auto t = gradcomp::value_type_from_string(name)) {
+    return *t;
+  }
+  throw std::invalid_argument("unknown precision '" + name + "'");
 }
 
 //! The loss scale --loss-scale asks for: none (std::nullopt), dynamic (the library's defaults),

@@ -13,16 +13,15 @@
 #include <gradcomp/sparse/wire.hpp>
 #include <gradcomp/version.hpp>
 
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <optional>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <chrono>
-#include <cstring>
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -46,20 +45,6 @@ std::span<float> writable(float_array& a, const char* what) {
 
 std::span<const float> readable(const float_array& a) {
   return {a.data(), static_cast<std::size_t>(a.size())};
-}
-
-//! The dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback).
-std::optional<gradcomp::value_type> dense_method(const std::string& name) {
-  if (name == "fp32") {
-    return gradcomp::value_type::fp32;
-  }
-  if (name == "fp16") {
-    return gradcomp::value_type::fp16;
-  }
-  if (name == "bf16") {
-    return gradcomp::value_type::bf16;
-  }
-  return std::nullopt;
 }
 
 //! One compressor chosen at run time, behind a virtual call per bucket.
@@ -108,22 +93,23 @@ public:
              const std::string& nonfinite)
       : method_(method) {
     const gradcomp::nonfinite_policy policy = gradcomp::nonfinite_policy_from_string(nonfinite);
-    if (const auto v = dense_method(method)) {
+    // the dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback)
+    if (const auto v = gradcomp::value_type_from_string(method)) {
       dense_ = true;
       impl_ = std::make_unique<erased_impl<gradcomp::dense>>(
           gradcomp::dense({.values = *v, .threads = threads, .nonfinite = policy}));
       return;
     }
-    impl_ = gradcomp::with_sparse_compressor(
-        method,
-        {.density = density,
-         .interval = interval,
-         .seed = seed,
-         .threads = threads,
-         .nonfinite = policy},
-        [](auto c) -> std::unique_ptr<erased> {
-          return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
-        });
+    impl_ = gradcomp::with_sparse_compressor(method,
+                                             {.density = density,
+                                              .interval = interval,
+                                              .seed = seed,
+                                              .threads = threads,
+                                              .nonfinite = policy},
+                                             [](auto c) -> std::unique_ptr<erased> {
+                                               return std::make_unique<erased_impl<decltype(c)>>(
+                                                   std::move(c));
+                                             });
   }
 
   //! Error feedback + selection + encoding: acc = residual + grad (DGC's momentum correction
@@ -196,9 +182,8 @@ public:
   [[nodiscard]] const std::string& method() const noexcept { return method_; }
 
 private:
-  static py::dict stats_dict(const gradcomp::selection_stats& st,
-                             std::size_t bytes,
-                             double seconds) {
+  static py::dict
+  stats_dict(const gradcomp::selection_stats& st, std::size_t bytes, double seconds) {
     py::dict d;
     d["numel"] = st.numel;
     d["k_target"] = st.k_target;
@@ -279,8 +264,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "gradcomp's compressors and wire format for the gradcomp.torch DDP hooks";
   m.attr("version") = std::string(gradcomp::version_string);
   // nonfinite_policy::raise: what() names the element, the value and the count
-  py::register_exception<gradcomp::nonfinite_error>(m, "NonfiniteError",
-                                                    PyExc_FloatingPointError);
+  py::register_exception<gradcomp::nonfinite_error>(m, "NonfiniteError", PyExc_FloatingPointError);
   py::list sparse;
   for (const std::string_view n : gradcomp::sparse_compressor_names) {
     sparse.append(std::string(n));
@@ -291,8 +275,8 @@ PYBIND11_MODULE(_core, m) {
   py::class_<compressor>(m, "Compressor")
       .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned,
                     const std::string&>(),
-           py::arg("method"), py::arg("density"), py::arg("interval") = 10,
-           py::arg("seed") = 1, py::arg("threads") = 1, py::arg("nonfinite") = "propagate")
+           py::arg("method"), py::arg("density"), py::arg("interval") = 10, py::arg("seed") = 1,
+           py::arg("threads") = 1, py::arg("nonfinite") = "propagate")
       .def("compress", &compressor::compress, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
            py::arg("momentum") = 0.0f)

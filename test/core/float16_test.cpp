@@ -155,3 +155,12 @@ TEST_CASE("rounding arrays to fp16 equals round_to on every kind of value", "[fl
     REQUIRE(std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(expected));
   }
 }
+
+TEST_CASE("value_type names round-trip", "[float16]") {
+  for (const auto t :
+       {gradcomp::value_type::fp32, gradcomp::value_type::fp16, gradcomp::value_type::bf16}) {
+    CHECK(gradcomp::value_type_from_string(gradcomp::to_string(t)) == t);
+  }
+  CHECK_FALSE(gradcomp::value_type_from_string("fp8").has_value());
+  CHECK_FALSE(gradcomp::value_type_from_string("FP16").has_value());
+}

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -36,6 +37,18 @@ enum class value_type : std::uint8_t {
     return "bf16";
   }
   return "unknown";
+}
+
+//! @brief The value type called `name` ("fp32", "fp16", "bf16": the inverse of to_string), or
+//! std::nullopt for any other name. O(1).
+[[nodiscard]] constexpr std::optional<value_type>
+value_type_from_string(std::string_view name) noexcept {
+  for (const value_type t : {value_type::fp32, value_type::fp16, value_type::bf16}) {
+    if (name == to_string(t)) {
+      return t;
+    }
+  }
+  return std::nullopt;
 }
 
 //! @brief Rounds one value to the nearest value representable in `t` (ties to even) and returns
