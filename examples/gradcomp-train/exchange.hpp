@@ -29,8 +29,8 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "lognormal_threshold",
                                                       "reused_threshold",
                                                       "fp16"};
-inline const std::vector<std::string> transport_names = {"allreduce",    "ring", "allgather", "ps",
-                                                         "hierarchical", "none", "coded"};
+inline const std::vector<std::string> transport_names = {
+    "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk"};
 //! A command-line name and the library value it stands for.
 template <class E>
 struct named {
@@ -149,9 +149,11 @@ inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_sett
   return o;
 }
 
-//! The transport called `s.name` over `comm`. @throws std::invalid_argument on an unknown name.
+//! The transport called `s.name` over `comm` (gtopk keeps `density` of each group globally).
+//! @throws std::invalid_argument on an unknown name.
 inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
-                                    const transport_settings& s) {
+                                    const transport_settings& s,
+                                    double density) {
   namespace gm = gradcomp::mpi;
   if (s.name == "allreduce") {
     return any_transport::make<gm::native_dense_exchange>(
@@ -177,6 +179,10 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
   }
   if (s.name == "none") {
     return any_transport::make<gradcomp::loopback_exchange>();
+  }
+  if (s.name == "gtopk") {
+    return any_transport::make<gm::gtopk_exchange>(comm, density,
+                                                   with_timeout<gm::gtopk_allreduce_options>(s));
   }
   if (s.name == "coded") {
     throw std::invalid_argument("transport 'coded' takes several parts per rank: make_exchange "
@@ -351,7 +357,8 @@ inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::com
           coded_options(transport));
     }
     return std::make_unique<pipeline_exchange<C>>(std::move(numel), groups, std::move(prototype),
-                                                  mc, scope, make_transport(comm, transport));
+                                                  mc, scope,
+                                                  make_transport(comm, transport, method.density));
   });
 }
 

@@ -58,9 +58,13 @@ transport_cost(const transport_settings& transport, int ranks, const gradcomp::c
   }
   using kind = gradcomp::cost::transport_kind;
   static const std::pair<const char*, kind> kinds[] = {
-      {"allreduce", kind::native_allreduce},          {"ring", kind::ring_allreduce},
-      {"allgather", kind::sparse_allgather},          {"ps", kind::parameter_server},
-      {"hierarchical", kind::hierarchical_allreduce}, {"none", kind::none}};
+      {"allreduce", kind::native_allreduce},
+      {"ring", kind::ring_allreduce},
+      {"allgather", kind::sparse_allgather},
+      {"ps", kind::parameter_server},
+      {"hierarchical", kind::hierarchical_allreduce},
+      {"none", kind::none},
+      {"gtopk", kind::gtopk}};
   for (const auto& [name, k] : kinds) {
     if (transport.name == name) {
       return gradcomp::cost::message_cost(

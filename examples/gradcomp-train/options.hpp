@@ -40,7 +40,8 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
                  "the no-communication floor; --method is then ignored), coded (CSSGD's coded "
                  "multicast through a multi-part pipeline, --redundancy, --coding, "
-                 "--coded-schedule, --coded-variant)")
+                 "--coded-schedule, --coded-variant), gtopk (gTop-k: the global top --density "
+                 "of each group by a tree of sparse merges; sparse methods)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::transport_names));
   std::vector<std::string> merges;
@@ -306,6 +307,13 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError("--checkpoint/--resume",
                                "checkpoints are written and resumed for --sync sync, --parallel "
                                "data, a transport other than coded and no --adaptive-density");
+  }
+  if (o.transport.name == "gtopk" &&
+      (!gt::is_sparse_method(o.method.name) || fs.density_warmup_epochs > 0.0 ||
+       fs.adaptive_density || o.sync != "sync")) {
+    throw CLI::ValidationError("--transport", "gtopk takes a sparse --method at a fixed "
+                                              "--density (no --density-warmup-epochs or "
+                                              "--adaptive-density) and --sync sync");
   }
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
     throw CLI::ValidationError("--checkpoint-every", "needs --checkpoint DIR");

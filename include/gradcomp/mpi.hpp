@@ -18,6 +18,7 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/gtopk_allreduce.hpp>
+#include <gradcomp/mpi/gtopk_exchange.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
 #include <gradcomp/mpi/native_allreduce.hpp>
 #include <gradcomp/mpi/nonblocking_operation.hpp>

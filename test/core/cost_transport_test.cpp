@@ -34,6 +34,20 @@ TEST_CASE("message_cost prices the ring, MPI's allreduce and the sparse allgathe
   CHECK(ring(0) == Approx(6e-5));
 }
 
+TEST_CASE("message_cost prices gTop-k per tree level", "[cost]") {
+  const network net{.alpha_seconds = 1e-5, .beta_seconds_per_byte = 1e-9};
+  // 8000-byte messages: k = 1000 pairs; P = 8: 3 levels of 9 alpha + 24 k beta
+  CHECK(message_cost(transport_kind::gtopk, 8, net)(8000) == Approx(3 * (9e-5 + 2.4e-5)));
+  // P = 5 needs 3 levels too; P = 2 one
+  CHECK(message_cost(transport_kind::gtopk, 5, net)(8000) == Approx(3 * (9e-5 + 2.4e-5)));
+  CHECK(message_cost(transport_kind::gtopk, 2, net)(8000) == Approx(9e-5 + 2.4e-5));
+  CHECK(message_cost(transport_kind::gtopk, 1, net)(8000) == 0.0);
+  // the busiest rank's bytes: 3 levels of (8 + 4k) + (8 + 8k)
+  CHECK(gtopk_bytes_sent(1000, 8) == 3 * (16.0 + 12.0 * 1000));
+  CHECK(gtopk_bytes_sent(1000, 1) == 0.0);
+  CHECK(name(transport_kind::gtopk) == "gtopk");
+}
+
 TEST_CASE("message_cost prices the parameter server with its placement", "[cost]") {
   const network bw{.beta_seconds_per_byte = 1e-9};
   // servers = 0: one co-located server per rank, S = P = 4, 1e6 bytes at 1 ns/B: push phase

@@ -8,11 +8,14 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/mpi/gtopk_allreduce.hpp>
+#include <gradcomp/mpi/gtopk_exchange.hpp>
+#include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <vector>
@@ -153,4 +156,99 @@ TEST_CASE("gtopk: bad k and disagreeing ranks throw on every rank", "[gtopk]") {
   gtopk(local, 10, global); // and the next call works
   CHECK(global.indices.size() == 10);
   CHECK(test::identical_on_all_ranks(global.values));
+}
+
+TEST_CASE("gtopk: the pipeline over gtopk_exchange returns what G left out", "[gtopk]") {
+  // per layer: each layer's error feedback (exact top-k), the group's message their
+  // concatenation, gTop-k on it, and every layer's values outside G back in its residual
+  const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
+  const schedule::grouping groups{{0, 2}, {2, 3}, {3, 6}};
+  const double density = 0.05;
+  const mpi::communicator comm(MPI_COMM_WORLD);
+  const mpi::communicator reference_comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  mpi::gtopk_exchange exchange(comm, density);
+  pipeline<exact_top_k, mpi::gtopk_exchange> pipe(sizes, pipeline_policy::fixed_grouping{groups},
+                                                  exact_top_k(density), exchange);
+  std::vector<error_feedback<exact_top_k>> reference;
+  for (const std::size_t n : sizes) {
+    reference.emplace_back(n, exact_top_k(density));
+  }
+  mpi::gtopk_allreduce reference_gtopk(reference_comm);
+  std::vector<double> gradient_total, applied_total;
+  for (int it = 0; it < 4; ++it) {
+    CAPTURE(it);
+    std::vector<std::vector<float>> grads;
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      grads.push_back(
+          test::rank_values(sizes[l], comm.rank(), 100 * static_cast<unsigned>(it) + l));
+      for (const float g : grads.back()) {
+        gradient_total.push_back(g);
+      }
+    }
+    for (std::size_t l = sizes.size(); l-- > 0;) {
+      pipe.gradient_ready(l, grads[l]);
+    }
+    pipe.finish();
+    std::size_t returned = 0;
+    for (const auto& g : groups) {
+      const std::size_t first = sizes.size() - g.end;
+      const std::size_t last = sizes.size() - 1 - g.begin;
+      sparse_message group;
+      std::vector<sparse_message> layer(last - first + 1);
+      std::uint64_t total = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        reference[l].compress(grads[l], layer[l - first]);
+        total += sizes[l];
+      }
+      group.clear(total);
+      std::uint64_t offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        const sparse_message& m = layer[l - first];
+        for (std::size_t j = 0; j < m.indices.size(); ++j) {
+          group.indices.push_back(static_cast<std::uint32_t>(offset + m.indices[j]));
+          group.values.push_back(m.values[j]);
+        }
+        offset += sizes[l];
+      }
+      sparse_message global;
+      reference_gtopk(group, k_for_density(total, density), global);
+      std::vector<float> average(total, 0.0f);
+      for (std::size_t j = 0; j < global.indices.size(); ++j) {
+        average[global.indices[j]] = global.values[j] / static_cast<float>(p);
+      }
+      offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        returned += reference[l].return_unselected(layer[l - first], global.indices, offset);
+        const std::span<const float> got = pipe.averaged(l);
+        REQUIRE(test::same_bits(got, std::span<const float>(average).subspan(offset, sizes[l])));
+        offset += sizes[l];
+      }
+    }
+    CHECK(pipe.last_stats().unselected == returned);
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      REQUIRE(test::same_bits(pipe.residual(l), reference[l].residual()));
+      REQUIRE(test::identical_on_all_ranks(pipe.averaged(l)));
+      const auto a = pipe.averaged(l);
+      applied_total.insert(applied_total.end(), a.begin(), a.end());
+    }
+  }
+  // nothing lost: sum over ranks of the gradients == P x the averages + the residuals
+  std::vector<double> grads_sum(gradient_total.size() / 4, 0.0);
+  std::vector<double> applied_sum(grads_sum.size(), 0.0);
+  for (std::size_t i = 0; i < gradient_total.size(); ++i) {
+    grads_sum[i % grads_sum.size()] += gradient_total[i];
+    applied_sum[i % grads_sum.size()] += applied_total[i];
+  }
+  std::vector<double> residual;
+  for (std::size_t l = 0; l < sizes.size(); ++l) {
+    residual.insert(residual.end(), pipe.residual(l).begin(), pipe.residual(l).end());
+  }
+  MPI_Allreduce(MPI_IN_PLACE, grads_sum.data(), static_cast<int>(grads_sum.size()), MPI_DOUBLE,
+                MPI_SUM, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, residual.data(), static_cast<int>(residual.size()), MPI_DOUBLE,
+                MPI_SUM, MPI_COMM_WORLD);
+  for (std::size_t i = 0; i < grads_sum.size(); ++i) {
+    REQUIRE(std::abs(grads_sum[i] - (p * applied_sum[i] + residual[i])) < 1e-3);
+  }
 }

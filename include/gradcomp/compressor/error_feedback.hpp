@@ -101,6 +101,28 @@ inline std::size_t add_sent(std::span<float> residual, const sparse_message& m) 
   }
   return m.values.size();
 }
+//! residual[i] += sent value of element i for every element of message `m` whose index plus
+//! `offset` is not in `selected` (ascending): gives back what a selecting transport (gTop-k)
+//! did not sum. Returns how many. O(nnz + |selected|).
+inline std::size_t add_unselected(std::span<float> residual,
+                                  const sparse_message& m,
+                                  std::span<const std::uint32_t> selected,
+                                  std::uint64_t offset) noexcept {
+  std::size_t returned = 0;
+  std::size_t g = 0;
+  const std::size_t nnz = m.values.size();
+  for (std::size_t j = 0; j < nnz; ++j) {
+    const std::uint64_t i = m.dense ? j : m.indices[j];
+    while (g < selected.size() && selected[g] < i + offset) {
+      ++g;
+    }
+    if (g == selected.size() || selected[g] != i + offset) {
+      residual[static_cast<std::size_t>(i)] += m.values[j];
+      ++returned;
+    }
+  }
+  return returned;
+}
 //! Multiplies every element of `values` by `factor`. O(n).
 inline void scale_in_place(std::span<float> values, float factor) noexcept {
   for (float& v : values) {
@@ -200,6 +222,20 @@ public:
                     "return_sent: the message does not fit this layer's ", residual_.size(),
                     " elements");
     return detail::add_sent(residual_, sent);
+  }
+  //! @brief Gives the values of `sent` (this layer's message of the last compress()) whose
+  //! element, shifted by `offset`, is not in `selected` (ascending) back to the residual: error
+  //! feedback on a global selection (pipeline_policy::selecting_transport, gTop-k), where only
+  //! the selected elements were summed. Exact, as return_sent(). O(nnz + |selected|).
+  //! @returns how many values were given back.
+  //! @throws std::invalid_argument if the message's dense length differs from the layer's.
+  std::size_t return_unselected(const sparse_message& sent,
+                                std::span<const std::uint32_t> selected,
+                                std::uint64_t offset = 0) {
+    detail::require(sent.dense_length_elements == residual_.size(),
+                    "return_unselected: the message has ", sent.dense_length_elements,
+                    " elements, this layer's residual has ", residual_.size());
+    return detail::add_unselected(residual_, sent, selected, offset);
   }
   //! @brief Checkpoint state (gradcomp::has_binary_state, where the compressor has one): the
   //! layer's length, the momentum of the correction, the compressor's state, the residual and

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/cost/gtopk.hpp>
 #include <gradcomp/error.hpp>
 
 #include <algorithm>
@@ -25,6 +26,7 @@ enum class transport_kind {
   parameter_server,       //!< parameter_server_exchange: gradcomp::mpi::parameter_server.
   hierarchical_allreduce, //!< hierarchical_exchange: gradcomp::mpi::hierarchical_allreduce.
   none,                   //!< no exchange (each rank alone): costs nothing.
+  gtopk,                  //!< gtopk_exchange: gradcomp::mpi::gtopk_allreduce (gTop-k).
 };
 
 //! @brief The enumerator's name as written in the enum, e.g. "ring_allreduce". O(1).
@@ -42,6 +44,8 @@ enum class transport_kind {
     return "hierarchical_allreduce";
   case transport_kind::none:
     return "none";
+  case transport_kind::gtopk:
+    return "gtopk";
   }
   return "unknown";
 }
@@ -159,6 +163,8 @@ public:
     case transport_kind::hierarchical_allreduce:
       return hierarchical_allreduce_seconds(b, ranks_, group_, options_.intra_group.value_or(net_),
                                             net_, options_.variant);
+    case transport_kind::gtopk: // k pairs of 8 bytes
+      return gtopk_allreduce_seconds(b / 8.0, ranks_, net_);
     case transport_kind::none:
       break;
     }

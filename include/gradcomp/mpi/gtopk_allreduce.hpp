@@ -4,10 +4,12 @@
 //! traffic O(k log P) instead of the allgather's O(k P), with error feedback that stays exact.
 #pragma once
 
+#include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/cost/gtopk.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <climits>
@@ -26,6 +28,9 @@ namespace gradcomp::mpi {
 struct gtopk_allreduce_options {
   //! Tags used: tag_base .. tag_base + 2 (the selection tree, the sum tree, the broadcast).
   int tag_base = 4200;
+  //! How every send and receive is completed (MPI_Test in a loop, pausing per the policy; its
+  //! timeout_seconds bounds each wait: mpi::timeout_error).
+  wait_policy wait{};
 };
 
 namespace detail {
@@ -118,14 +123,17 @@ inline void merge_sum(std::vector<std::uint32_t>& a_indices,
 //!
 //! Collective: every rank must call it with a message of the same dense length n and the same k
 //! (agreed first with one small allreduce: a mismatch throws on every rank), in the same order
-//! relative to other collectives on the communicator. Blocking (no start()/wait() form yet).
+//! relative to other collectives on the communicator. Blocking: the call runs to completion,
+//! every send and receive posted nonblocking and completed through options.wait (so MPICH does
+//! not busy-poll, and a deadline applies); mpi::gtopk_exchange is its pipeline transport.
 //! @throws std::invalid_argument naming the value if k is 0 or above n, or the message is not
 //! n long; mpi_error naming both values if the ranks disagree on n or k, or if MPI fails.
 class gtopk_allreduce {
 public:
-  using options = gtopk_allreduce_options;
+  using options = gtopk_allreduce_options; //!< The options struct.
 
   //! @param comm the communicator; must outlive this object.
+  //! @param o    tags and wait policy.
   //! @throws std::invalid_argument if tag_base is negative or above the MPI tag limit - 2.
   explicit gtopk_allreduce(const communicator& comm, options o = {}) : comm_(&comm), options_(o) {
     int* ub = nullptr;
@@ -148,8 +156,9 @@ public:
                               "]");
     gradcomp::detail::require(n <= UINT32_MAX, "gtopk_allreduce: dense length ", n,
                               " is above the 32-bit index range");
-    agree(n, k);
     bytes_sent_ = 0;
+    bytes_received_ = 0;
+    agree(n, k);
     const int p = comm_->size();
     const int rank = comm_->rank();
     // 1. selection up the tree
@@ -191,9 +200,7 @@ public:
       }
       if (rank % (2 * d) == 0 && rank + d < p) {
         std::vector<float> theirs(sums.size());
-        detail::check(MPI_Recv(theirs.data(), static_cast<int>(theirs.size()), MPI_FLOAT, rank + d,
-                               options_.tag_base + 2, comm_->native(), MPI_STATUS_IGNORE),
-                      "MPI_Recv (gtopk_allreduce sums)");
+        receive(theirs.data(), theirs.size(), MPI_FLOAT, rank + d, options_.tag_base + 2);
         for (std::size_t j = 0; j < sums.size(); ++j) {
           sums[j] += theirs[j];
         }
@@ -206,17 +213,22 @@ public:
     global.values = std::move(sums);
   }
 
-  //! Bytes this rank sent in the last call (counts and payloads, as documented above). O(1).
+  //! Bytes this rank sent in the last call (counts and payloads, as documented above; not the
+  //! agreement's allreduce). O(1).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
+  //! Bytes this rank received in the last call (counted as bytes_sent). O(1).
+  [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
   // one allreduce of (n, -n, k, -k) under MPI_MIN: equal everywhere iff min == -max
-  void agree(std::uint64_t n, std::size_t k) const {
+  void agree(std::uint64_t n, std::size_t k) {
     std::int64_t mine[4] = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n),
                             static_cast<std::int64_t>(k), -static_cast<std::int64_t>(k)};
     std::int64_t all[4];
-    detail::check(MPI_Allreduce(mine, all, 4, MPI_INT64_T, MPI_MIN, comm_->native()),
-                  "MPI_Allreduce (gtopk_allreduce agreement)");
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::check(MPI_Iallreduce(mine, all, 4, MPI_INT64_T, MPI_MIN, comm_->native(), &request),
+                  "MPI_Iallreduce (gtopk_allreduce agreement)");
+    mpi::wait(request, options_.wait);
     if (all[0] != -all[1] || all[2] != -all[3]) {
       throw mpi_error(gradcomp::detail::concat(
           "gtopk_allreduce: the ranks disagree: dense length between ", all[0], " and ", -all[1],
@@ -246,47 +258,54 @@ private:
     return out;
   }
 
-  void send_count(int to, int tag, std::uint64_t count) {
-    detail::check(MPI_Send(&count, 1, MPI_UINT64_T, to, tag, comm_->native()),
-                  "MPI_Send (gtopk_allreduce count)");
-    bytes_sent_ += sizeof count;
-  }
-  void send_floats(int to, int tag, const std::vector<float>& v) {
+  // one nonblocking send, completed through the wait policy; counted
+  void send(const void* data, std::size_t count, MPI_Datatype type, int to, int tag) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    MPI_Request request = MPI_REQUEST_NULL;
     detail::check(
-        MPI_Send(v.data(), static_cast<int>(v.size()), MPI_FLOAT, to, tag, comm_->native()),
-        "MPI_Send (gtopk_allreduce values)");
-    bytes_sent_ += sizeof(float) * v.size();
+        MPI_Isend(data, static_cast<int>(count), type, to, tag, comm_->native(), &request),
+        "MPI_Isend (gtopk_allreduce)");
+    mpi::wait(request, options_.wait);
+    bytes_sent_ += static_cast<std::size_t>(size) * count;
+  }
+  // one nonblocking receive of exactly `count` elements, completed through the wait policy
+  void receive(void* data, std::size_t count, MPI_Datatype type, int from, int tag) {
+    int size = 0;
+    MPI_Type_size(type, &size);
+    MPI_Request request = MPI_REQUEST_NULL;
+    detail::check(
+        MPI_Irecv(data, static_cast<int>(count), type, from, tag, comm_->native(), &request),
+        "MPI_Irecv (gtopk_allreduce)");
+    mpi::wait(request, options_.wait);
+    bytes_received_ += static_cast<std::size_t>(size) * count;
+  }
+  void send_count(int to, int tag, std::uint64_t count) { send(&count, 1, MPI_UINT64_T, to, tag); }
+  void send_floats(int to, int tag, const std::vector<float>& v) {
+    send(v.data(), v.size(), MPI_FLOAT, to, tag);
   }
   void send_pairs(int to,
                   int tag,
                   const std::vector<std::uint32_t>& indices,
                   const std::vector<float>& values) {
     send_count(to, tag, indices.size());
-    detail::check(MPI_Send(indices.data(), static_cast<int>(indices.size()), MPI_UINT32_T, to, tag,
-                           comm_->native()),
-                  "MPI_Send (gtopk_allreduce indices)");
-    bytes_sent_ += sizeof(std::uint32_t) * indices.size();
+    send(indices.data(), indices.size(), MPI_UINT32_T, to, tag);
     send_floats(to, tag, values);
   }
   // receives what send_pairs sent (values only if `values` is given)
   void receive_pairs(int from,
                      int tag,
                      std::vector<std::uint32_t>& indices,
-                     std::vector<float>* values) const {
+                     std::vector<float>* values) {
     std::uint64_t count = 0;
-    detail::check(MPI_Recv(&count, 1, MPI_UINT64_T, from, tag, comm_->native(), MPI_STATUS_IGNORE),
-                  "MPI_Recv (gtopk_allreduce count)");
+    receive(&count, 1, MPI_UINT64_T, from, tag);
     gradcomp::detail::require(count <= INT_MAX, "gtopk_allreduce: rank ", from, " sends ", count,
                               " pairs, above the MPI count limit");
     indices.resize(count);
-    detail::check(MPI_Recv(indices.data(), static_cast<int>(count), MPI_UINT32_T, from, tag,
-                           comm_->native(), MPI_STATUS_IGNORE),
-                  "MPI_Recv (gtopk_allreduce indices)");
+    receive(indices.data(), count, MPI_UINT32_T, from, tag);
     if (values != nullptr) {
       values->resize(count);
-      detail::check(MPI_Recv(values->data(), static_cast<int>(count), MPI_FLOAT, from, tag,
-                             comm_->native(), MPI_STATUS_IGNORE),
-                    "MPI_Recv (gtopk_allreduce values)");
+      receive(values->data(), count, MPI_FLOAT, from, tag);
     }
   }
   // binomial broadcast from rank 0 of `indices` (and `values`, same length, if given)
@@ -300,10 +319,7 @@ private:
     for (int d = top / 2; d >= 1; d /= 2) {
       if (rank % (2 * d) == 0 && rank + d < p) {
         send_count(rank + d, tag, indices.size());
-        detail::check(MPI_Send(indices.data(), static_cast<int>(indices.size()), MPI_UINT32_T,
-                               rank + d, tag, comm_->native()),
-                      "MPI_Send (gtopk_allreduce broadcast)");
-        bytes_sent_ += sizeof(std::uint32_t) * indices.size();
+        send(indices.data(), indices.size(), MPI_UINT32_T, rank + d, tag);
         if (values != nullptr) {
           send_floats(rank + d, tag, *values);
         }
@@ -316,6 +332,7 @@ private:
   const communicator* comm_;
   options options_;
   std::size_t bytes_sent_ = 0;
+  std::size_t bytes_received_ = 0;
 };
 
 //! @brief Error feedback on the global selection: gives `local`'s values at elements not in
@@ -331,20 +348,7 @@ inline std::size_t return_unselected(std::span<float> residual,
                             "return_unselected: residual of ", residual.size(),
                             " elements, messages of ", local.dense_length_elements, " and ",
                             global.dense_length_elements);
-  std::size_t returned = 0;
-  std::size_t g = 0;
-  const std::size_t nnz = local.dense ? local.values.size() : local.indices.size();
-  for (std::size_t j = 0; j < nnz; ++j) {
-    const std::uint32_t i = local.dense ? static_cast<std::uint32_t>(j) : local.indices[j];
-    while (g < global.indices.size() && global.indices[g] < i) {
-      ++g;
-    }
-    if (g == global.indices.size() || global.indices[g] != i) {
-      residual[i] += local.values[j];
-      ++returned;
-    }
-  }
-  return returned;
+  return gradcomp::detail::add_unselected(residual, local, global.indices, 0);
 }
 
 } // namespace gradcomp::mpi

@@ -8,10 +8,12 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <stdexcept>
 #include <utility>
+#include <vector>
 
 namespace gradcomp {
 
@@ -64,6 +66,11 @@ public:
   [[nodiscard]] std::size_t bytes_received() const { return get().bytes_received(); }
   //! Whether the wrapped transport models byte_counting_transport (else the counts are 0).
   [[nodiscard]] bool counts_bytes() const { return get().counts_bytes(); }
+  //! The wrapped transport's selected_indices() (pipeline_policy::selecting_transport), nullptr
+  //! if it has none (every sent value is summed).
+  [[nodiscard]] const std::vector<std::uint32_t>* selected_indices() const {
+    return get().selected_indices();
+  }
 
 private:
   any_transport() = default;
@@ -78,6 +85,7 @@ private:
     [[nodiscard]] virtual std::size_t bytes_sent() const = 0;
     [[nodiscard]] virtual std::size_t bytes_received() const = 0;
     [[nodiscard]] virtual bool counts_bytes() const = 0;
+    [[nodiscard]] virtual const std::vector<std::uint32_t>* selected_indices() const = 0;
   };
 
   template <class T>
@@ -121,6 +129,13 @@ private:
     [[nodiscard]] bool counts_bytes() const override {
       return pipeline_policy::byte_counting_transport<T>;
     }
+    [[nodiscard]] const std::vector<std::uint32_t>* selected_indices() const override {
+      if constexpr (pipeline_policy::selecting_transport<T>) {
+        return t.selected_indices();
+      } else {
+        return nullptr;
+      }
+    }
     T t;
   };
 
@@ -137,5 +152,6 @@ private:
 static_assert(pipeline_policy::transport<any_transport>);
 static_assert(pipeline_policy::in_place_transport<any_transport>);
 static_assert(pipeline_policy::byte_counting_transport<any_transport>);
+static_assert(pipeline_policy::selecting_transport<any_transport>);
 
 } // namespace gradcomp

@@ -33,6 +33,8 @@ struct pipeline_iteration_stats {
   //! layers or groups and parts; nonfinite_policy::skip_step only). Agree on `nonfinite > 0`
   //! across ranks (mpi::any_rank) to skip the step on every rank.
   std::size_t nonfinite = 0;
+  //! Sent values a selecting transport (gTop-k) did not sum, given back to the residuals.
+  std::size_t unselected = 0;
   //! Per layer, forward order; with P parts per rank, P x layers entries, part-major (entry
   //! p L + l is layer l of part p). With compression_scope::per_group only numel and
   //! k_selected (the group's selected elements that fall in the layer) are set; the rest is in

@@ -121,6 +121,11 @@ enum class compression_scope { per_layer, per_group };
 //! caller agrees across ranks (mpi::any_rank) and, where any rank counted one, skips the update
 //! and calls return_sent() on every rank.
 //!
+//! A pipeline_policy::selecting_transport (mpi::gtopk_exchange) sums only a global selection of
+//! each group's elements: after the waits, finish() gives every sent value outside it back to
+//! the residual it came from (per layer or per group; O(nnz + k) per group; counted in
+//! last_stats().unselected), so error feedback conserves every value there too.
+//!
 //! Online re-planning: if Grouping models pipeline_policy::replanning_policy and its
 //! warmup_iterations() W is > 0, the pipeline timestamps every gradient_ready() call of its
 //! first W successful iterations (see gradient_ready() and begin_backward() for what is
@@ -137,7 +142,8 @@ enum class compression_scope { per_layer, per_group };
 //!
 //! @tparam Compressor a gradcomp::compressor, copyable (the prototype is copied per layer).
 //! @tparam Transport  a pipeline_policy::pipeline_transport: a transport (loopback_exchange,
-//!                    mpi::dense_exchange, mpi::sparse_exchange, ...) or a multi_part_transport
+//!                    mpi::dense_exchange, mpi::sparse_exchange, mpi::gtopk_exchange, ...) or a
+//!                    multi_part_transport
 //!                    (mpi::coded_dense_exchange, mpi::coded_sparse_exchange).
 //! @tparam Grouping   a pipeline_policy::grouping_policy (fixed_grouping, planned_grouping,
 //!                    mpi::agreed_grouping<Policy>); a pipeline_policy::replanning_policy
@@ -805,6 +811,10 @@ private:
     std::vector<float> staging;
     // compression_scope::per_group: the group's compressor state, one per part
     std::vector<Compressor> compressors;
+    // pipeline_policy::selecting_transport: the global selection of the group's last completed
+    // exchange (written by the comm thread, read after finish() waited)
+    std::vector<std::uint32_t> selected;
+    bool has_selection = false;
   };
 
   // " of part p" with several parts per rank, else nothing (for error texts).
@@ -944,6 +954,32 @@ private:
     return s;
   }
 
+  // pipeline_policy::selecting_transport: every group's sent values outside its global
+  // selection go back to the residuals they came from (caller's thread, after the waits).
+  std::size_t return_unselected() {
+    std::size_t count = 0;
+    if constexpr (pipeline_policy::selecting_transport<Transport> && !multi_part) {
+      for (group_state& state : groups_) {
+        if (!state.has_selection) {
+          continue;
+        }
+        state.has_selection = false;
+        const std::span<const std::uint32_t> g(state.selected);
+        if (scope_ == compression_scope::per_layer) {
+          for (const std::size_t l : state.layers) {
+            count += feedback_[l].return_unselected(layer_messages_[l], g, offset_of_[l]);
+          }
+        } else {
+          const std::size_t begin = part_offset(0, state.layers.front());
+          count += gradcomp::detail::add_unselected(
+              std::span<float>(residual_.data() + begin, static_cast<std::size_t>(state.numel)),
+              state.messages.front(), g, 0);
+        }
+      }
+    }
+    return count;
+  }
+
   // finish() without the re-planning step.
   void finish_iteration() {
     const auto t0 = clock::now();
@@ -975,6 +1011,7 @@ private:
     for (const selection_stats& g : current_.groups) {
       current_.nonfinite += g.nonfinite;
     }
+    current_.unselected = return_unselected();
     last_ = current_;
     reset_iteration();
     gradcomp::detail::require(missing == slots, "pipeline: finish(): layer ",
@@ -1079,6 +1116,7 @@ private:
       std::size_t sent = 0;
       std::size_t received = 0;
       std::exception_ptr error;
+      state.has_selection = false;
       if (!skip) {
         const auto t0 = clock::now();
         const double cpu0 = gradcomp::detail::thread_cpu_seconds();
@@ -1096,6 +1134,12 @@ private:
           transport_->wait();
           if (in_place_) {
             state.average.swap(state.staging);
+          }
+          if constexpr (pipeline_policy::selecting_transport<Transport>) {
+            if (const std::vector<std::uint32_t>* g = transport_->selected_indices()) {
+              state.selected.assign(g->begin(), g->end());
+              state.has_selection = true;
+            }
           }
           if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
             sent = transport_->bytes_sent();

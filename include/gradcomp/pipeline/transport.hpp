@@ -9,7 +9,9 @@
 
 #include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <span>
+#include <vector>
 
 namespace gradcomp {
 
@@ -99,6 +101,17 @@ template <class T>
 concept byte_counting_transport = pipeline_transport<T> && requires(const T& t) {
   { t.bytes_sent() } -> std::convertible_to<std::size_t>;
   { t.bytes_received() } -> std::convertible_to<std::size_t>;
+};
+
+//! @brief A transport whose average holds only a global selection of the elements (gTop-k,
+//! mpi::gtopk_exchange): `selected_indices()` returns the indices (ascending, within the
+//! message's dense length) of the elements its last completed operation summed, or nullptr when
+//! every sent value was summed (a type-erased transport over an ordinary one). The pipeline then
+//! gives each rank's sent values outside the selection back to the residuals they came from
+//! (error feedback on the global selection), so nothing is lost.
+template <class T>
+concept selecting_transport = pipeline_transport<T> && requires(const T& t) {
+  { t.selected_indices() } -> std::same_as<const std::vector<std::uint32_t>*>;
 };
 
 } // namespace gradcomp::pipeline_policy
