@@ -46,6 +46,7 @@ enum class method {
   gaussian_threshold,
   lognormal_threshold,
   reused_threshold,
+  random_k,
   fp16,
   bf16,
   none
@@ -57,12 +58,13 @@ struct method_name {
   bool needs_density; //!< false for the dense methods, which send every value.
 };
 
-constexpr std::array<method_name, 8> method_names{{
+constexpr std::array<method_name, 9> method_names{{
     {"exact_topk", method::exact_topk, true},
     {"sampled_topk", method::sampled_topk, true},
     {"gaussian_threshold", method::gaussian_threshold, true},
     {"lognormal_threshold", method::lognormal_threshold, true},
     {"reused_threshold", method::reused_threshold, true},
+    {"random_k", method::random_k, true},
     {"fp16", method::fp16, false},
     {"bf16", method::bf16, false},
     {"none", method::none, false},
@@ -207,6 +209,8 @@ std::vector<iteration_result> compress_all(const settings& s,
   case method::reused_threshold:
     return run_compressor(gradcomp::reused_threshold({.density = d, .interval = s.interval}), ef,
                           inputs);
+  case method::random_k:
+    return run_compressor(gradcomp::random_k({.density = d, .seed = s.seed}), ef, inputs);
   case method::fp16:
     return run_compressor(gradcomp::dense(gradcomp::value_type::fp16), ef, inputs);
   case method::bf16:
@@ -318,7 +322,8 @@ void declare_options(CLI::App& app, raw_options& raw) {
       ->type_name("S");
   app.add_flag("--error-feedback", raw.error_feedback,
                "Keep the unsent part of each iteration and add it to the next one");
-  app.add_option("--seed", raw.seed, "sampled_topk: seed of the sample offsets (default 0)")
+  app.add_option("--seed", raw.seed,
+                 "sampled_topk, random_k: seed of the sample offsets / the choice (default 0)")
       ->type_name("N");
   app.add_option("--out", raw.prefix,
                  "Output prefix: writes PREFIX.<i>.indices.npy and PREFIX.<i>.values.npy")

@@ -28,6 +28,7 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "gaussian_threshold",
                                                       "lognormal_threshold",
                                                       "reused_threshold",
+                                                      "random_k",
                                                       "fp16"};
 inline const std::vector<std::string> transport_names = {
     "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk"};

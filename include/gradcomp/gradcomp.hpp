@@ -17,6 +17,7 @@
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 #include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
+#include <gradcomp/compressor/random_k.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>

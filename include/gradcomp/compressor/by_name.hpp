@@ -8,6 +8,7 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
+#include <gradcomp/compressor/random_k.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/error.hpp>
@@ -27,7 +28,7 @@ namespace gradcomp {
 struct named_compressor_settings {
   double density = 0.01;                //!< fraction of the elements sent, (0, 1].
   std::uint64_t interval = 10;          //!< reused_threshold: calls between exact selections, >= 1.
-  std::uint64_t seed = 1;               //!< sampled_topk: seed of the sample.
+  std::uint64_t seed = 1;               //!< sampled_topk, random_k: seed of the sample / choice.
   unsigned threads = 1;                 //!< threads per compression call, [1, 1024].
   value_type values = value_type::fp32; //!< type of the sent values (fp32: exact).
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
@@ -36,9 +37,11 @@ struct named_compressor_settings {
 //! @brief The names of the sparse (top-k and threshold) host compressors, in the order the
 //! tools list them: exact_topk (gradcomp::exact_top_k), sampled_topk (DGC's sampled threshold,
 //! gradcomp::sampled_threshold), gaussian_threshold, lognormal_threshold
-//! (gradcomp::gaussian_threshold / lognormal_threshold) and reused_threshold.
-inline constexpr std::array<std::string_view, 5> sparse_compressor_names = {
-    "exact_topk", "sampled_topk", "gaussian_threshold", "lognormal_threshold", "reused_threshold"};
+//! (gradcomp::gaussian_threshold / lognormal_threshold), reused_threshold and random_k
+//! (gradcomp::random_k: k elements chosen uniformly).
+inline constexpr std::array<std::string_view, 6> sparse_compressor_names = {
+    "exact_topk",          "sampled_topk",     "gaussian_threshold",
+    "lognormal_threshold", "reused_threshold", "random_k"};
 
 //! @brief Whether `name` is one of sparse_compressor_names. O(1).
 [[nodiscard]] constexpr bool is_sparse_compressor_name(std::string_view name) noexcept {
@@ -81,6 +84,10 @@ with_sparse_compressor(std::string_view name, const named_compressor_settings& s
   if (name == "reused_threshold") {
     return std::forward<Fn>(fn)(reused_threshold(
         {.density = d, .interval = s.interval, .values = v, .threads = t, .nonfinite = nf}));
+  }
+  if (name == "random_k") {
+    return std::forward<Fn>(fn)(
+        random_k({.density = d, .seed = s.seed, .values = v, .threads = t, .nonfinite = nf}));
   }
   std::string names;
   for (const std::string_view n : sparse_compressor_names) {

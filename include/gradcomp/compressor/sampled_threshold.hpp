@@ -6,6 +6,7 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>
 #include <gradcomp/compressor/detail/estimated_select.hpp>
+#include <gradcomp/compressor/detail/rng_state.hpp>
 #include <gradcomp/compressor/detail/selection.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/sparse/value_type.hpp>
@@ -140,26 +141,10 @@ public:
   }
 
   //! compressor_base's checkpoint hook: the RNG's state (its standard text form). O(1).
-  void save_extra(state_writer& w) const {
-    std::ostringstream text;
-    text.imbue(std::locale::classic()); // no digit grouping, whatever the global locale
-    text << rng_;
-    w.tag("sampled_threshold rng");
-    w.string(text.str());
-  }
+  void save_extra(state_writer& w) const { detail::save_rng(w, "sampled_threshold rng", rng_); }
   //! compressor_base's checkpoint hook: restores the RNG's state.
   //! @throws state_error if the stored state is not a std::mt19937_64 state.
-  void load_extra(state_reader& r) {
-    r.expect_tag("sampled_threshold rng");
-    std::istringstream text(r.string("sampled_threshold rng", 1 << 14));
-    text.imbue(std::locale::classic());
-    std::mt19937_64 rng;
-    text >> rng;
-    if (text.fail() || !(text >> std::ws).eof()) {
-      throw state_error("gradcomp state: sampled_threshold's RNG state is not valid");
-    }
-    rng_ = rng;
-  }
+  void load_extra(state_reader& r) { rng_ = detail::load_rng(r, "sampled_threshold rng"); }
 
 private:
   std::mt19937_64 rng_;
