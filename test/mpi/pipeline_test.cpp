@@ -464,6 +464,9 @@ void check_resume(const Compressor& prototype, const char* transport_name) {
     if (std::string(transport_name) == "ps") {
       return any_transport::make<mpi::parameter_server_exchange>(comm);
     }
+    if (std::string(transport_name) == "gtopk") {
+      return any_transport::make<mpi::gtopk_exchange>(comm, 0.05);
+    }
     return any_transport::make<mpi::sparse_exchange>(comm);
   };
   using pipe = pipeline<Compressor, any_transport>;
@@ -512,7 +515,8 @@ void check_resume(const Compressor& prototype, const char* transport_name) {
 
 } // namespace
 
-TEST_CASE("pipeline checkpoint: every method over allgather, ring and ps resumes bit for bit",
+TEST_CASE("pipeline checkpoint: every method over allgather, ring and ps (and gtopk) resumes bit "
+          "for bit",
           "[pipeline][checkpoint]") {
   for (const char* transport : {"allgather", "ring", "ps"}) {
     check_resume(dense(), transport);
@@ -522,5 +526,9 @@ TEST_CASE("pipeline checkpoint: every method over allgather, ring and ps resumes
     check_resume(gaussian_threshold(0.05), transport);
     check_resume(lognormal_threshold(0.05), transport);
     check_resume(reused_threshold({.density = 0.05, .interval = 2}), transport);
+    check_resume(random_k(0.05, 11), transport);
   }
+  // gTop-k returns what its global selection left out to the residuals: in the state too
+  check_resume(exact_top_k(0.05), "gtopk");
+  check_resume(random_k(0.05, 11), "gtopk");
 }
