@@ -7,9 +7,15 @@
 # to OUT/NAME.json. Exit status 124 of an emulated run with 3+ hosts usually means that the job
 # hung in MPI_Finalize after writing its results (docs/emulated-cluster.md, "Known problems"):
 # the .md file is then complete and ends with "(results flushed before MPI_Finalize)".
+# The two-tier configurations emu2x2-1g and emu2x3-1g (2 hosts x 2 or 3 ranks, --ppn, 1 Gbit/s
+# between hosts, shared memory inside a host) run the program's --two-tier mode: flat ring vs
+# hierarchical allreduce (one group per host) vs MPICH, 1 KiB .. 64 MiB, with separately
+# calibrated intra- and inter-host networks (docs/transport-benchmarks.md, "Two-tier cluster").
+# They are not in the default list (which is the page's main data set, run D); name them.
 #
 #   benchmark/run_transport_benchmarks.sh [OUT_DIR] [CONFIG...]
-#   CONFIG: local2 local4 emu2-1g emu4-1g emu2-10g (default: all of them)
+#   CONFIG: local2 local4 emu2-1g emu4-1g emu2-10g (the default: these five)
+#           emu2x2-1g emu2x3-1g (two-tier; only when named)
 # Environment: BUILD_DIR (default: REPO/build-mpibench), BIN (use this binary, do not build),
 # EMU_PREFIX (gctb), EMU_SUBNET (10.79.0).
 set -uo pipefail
@@ -43,6 +49,15 @@ emu() { # emu NAME HOSTS RATE GBIT TIMEOUT
   echo "$name: exit $?" >&2
 }
 
+two_tier() { # two_tier NAME HOSTS PPN RATE GBIT TIMEOUT (--two-tier, one group per host)
+  local name=$1 hosts=$2 ppn=$3 rate=$4 gbit=$5 timeout=$6
+  "$repo/scripts/emulated-cluster.sh" run --prefix "$prefix" --subnet "$subnet" --hosts "$hosts" \
+    --ppn "$ppn" --rate "$rate" --timeout "$timeout" -- "$bin" --two-tier --group-size "$ppn" \
+    --link-gbit "$gbit" --label "emulated cluster: $hosts hosts x $ppn ranks, $rate links" \
+    --json "$out/$name.json" >"$out/$name.md" 2>"$out/$name.log"
+  echo "$name: exit $?" >&2
+}
+
 for c in "${configs[@]}"; do
   case $c in
     local2 | local4)
@@ -54,6 +69,8 @@ for c in "${configs[@]}"; do
     emu2-1g) emu "$c" 2 1gbit 1 300 ;;
     emu4-1g) emu "$c" 4 1gbit 1 300 ;;
     emu2-10g) emu "$c" 2 10gbit 10 300 ;;
+    emu2x2-1g) two_tier "$c" 2 2 1gbit 1 300 ;;
+    emu2x3-1g) two_tier "$c" 2 3 1gbit 1 300 ;;
     *) echo "unknown configuration $c" >&2 ;;
   esac
 done

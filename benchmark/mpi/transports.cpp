@@ -12,6 +12,11 @@
 //! (ours and MPICH's MPI_Iallreduce) completes with gradcomp's yield wait policy; the blocking
 //! MPI_Allreduce is measured as it is (MPICH busy-polls inside it).
 //!
+//! With --two-tier (issue 19; two_tier.hpp) it measures instead, on hosts with several ranks
+//! each, the flat ring against hierarchical_allreduce with one group per host and MPICH's
+//! allreduce, 1 KiB .. 64 MiB, modelled with separately calibrated intra- and inter-host
+//! networks.
+//!
 //! Results are written and flushed before MPI_Finalize (which can hang with 3+ hosts over UCX/TCP
 //! in MPICH 4.0.2; see docs/emulated-cluster.md).
 
@@ -36,9 +41,12 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <optional>
 #include <random>
 #include <span>
+#include <stdexcept>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -59,6 +67,8 @@ struct config {
   std::string json_path;     // rank 0 writes JSON here when not empty
   bool dense = true, sparse = true, others = true;
   std::size_t sparse_elements = std::size_t{1} << 24;
+  bool two_tier = false; // --two-tier: only the two-tier comparison (two_tier.hpp)
+  int group_size = 0;    // --two-tier's ranks per host; 0: those sharing rank 0's node
 };
 
 struct row {
@@ -174,6 +184,7 @@ bool check_sum(const std::vector<float>& v, float expected) {
 
 config parse(int argc, char** argv) {
   config c;
+  bool min_given = false, group_given = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string {
@@ -186,6 +197,7 @@ config parse(int argc, char** argv) {
       c.max_bytes = std::stoull(next());
     } else if (a == "--min-bytes") {
       c.min_bytes = std::stoull(next());
+      min_given = true;
     } else if (a == "--reps") {
       c.reps_small = static_cast<unsigned>(std::stoul(next()));
     } else if (a == "--reps-medium") {
@@ -207,19 +219,36 @@ config parse(int argc, char** argv) {
       c.dense = s.find("dense") != std::string::npos;
       c.sparse = s.find("sparse") != std::string::npos;
       c.others = s.find("others") != std::string::npos;
+    } else if (a == "--two-tier") {
+      c.two_tier = true;
+    } else if (a == "--group-size") {
+      c.group_size = std::stoi(next());
+      group_given = true;
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: gradcomp_bench_transports [--min-bytes B] [--max-bytes B] [--reps N]\n"
           "  [--reps-medium N] [--reps-large N] [--link-gbit G] [--link-latency-us U]\n"
-          "  [--label TEXT] [--json FILE] [--sparse-elements N] [--only dense,sparse,others]\n");
+          "  [--label TEXT] [--json FILE] [--sparse-elements N] [--only dense,sparse,others]\n"
+          "  [--two-tier [--group-size G]]\n"
+          "--two-tier: only the two-tier comparison (flat ring, hierarchical allreduce with one\n"
+          "  group per host, MPICH) at 1, 16, 256 KiB and 1, 4, 16, 64 MiB (--min-bytes,\n"
+          "  --max-bytes narrow it); G: ranks per host, default those sharing rank 0's node;\n"
+          "  every host must hold G consecutive ranks (mpiexec -ppn G)\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument " + a);
     }
   }
+  if (c.two_tier && !min_given) {
+    c.min_bytes = 1024; // the two-tier sizes start at 1 KiB
+  }
   if (c.min_bytes < 4 || c.max_bytes < c.min_bytes || c.reps_small < 1 || c.reps_medium < 1 ||
       c.reps_large < 1) {
     throw std::invalid_argument("bad sizes or repetitions");
+  }
+  if (group_given && (!c.two_tier || c.group_size < 1)) {
+    throw std::invalid_argument("--group-size " + std::to_string(c.group_size) +
+                                " needs --two-tier and a value >= 1");
   }
   return c;
 }
@@ -284,9 +313,16 @@ void write_json(const std::vector<row>& rows,
   std::fclose(f);
 }
 
+// The two-tier mode (--two-tier): it uses the helpers above, so it is included here, inside this
+// file's unnamed namespace.
+#include "two_tier.hpp"
+
 int run(int argc, char** argv) {
   const config c = parse(argc, argv);
   gm::communicator comm(MPI_COMM_WORLD);
+  if (c.two_tier) {
+    return run_two_tier(c, comm);
+  }
   const int p = comm.size();
   const int rank = comm.rank();
   const bool root = rank == 0;

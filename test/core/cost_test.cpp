@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Cost models against hand-computed values.
 #include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/cost/transport.hpp>
 #include <gradcomp/cost/volume.hpp>
 
 #include <catch2/catch.hpp>
@@ -89,6 +90,18 @@ TEST_CASE("hierarchical allreduce model, leader and reduce-scatter variants", "[
   // 2.5e5 bytes over 2 groups 4e-6 + 2.5e-3, allgather 7.8e-5: 2.504e-3 + 1.56e-4 = 2.66e-3.
   CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::reduce_scatter) ==
         Approx(2.66e-3));
+  // The same with each group on one host: its 4 shard rings share the host's link, beta x 4:
+  // rings 4e-6 + 1e-2, total 1.0004e-2 + 1.56e-4 (the leader's bandwidth term; less intra work)
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::reduce_scatter,
+                                       true) == Approx(1.016e-2));
+  CHECK(message_cost(transport_kind::hierarchical_allreduce, 8, net,
+                     {.group_size = 4,
+                      .variant = hierarchical_variant::reduce_scatter,
+                      .group_shares_link = true,
+                      .intra_group = intra})(1'000'000) == Approx(1.016e-2));
+  // the leader variant has one ring per group: sharing changes nothing
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::leader, true) ==
+        Approx(0.01021));
   // Uneven groups: 5 ranks in groups of 2 ({0,1}, {2,3}, {4}), 3 groups, 1 shard (the smallest
   // group's size), 1 ns/B everywhere, M = 1e6. Reduce-scatter: a holder receives 1 block of
   // 1e6: 1e-3; ring of 1e6 over 3 ranks: 2 x 2/3 x 1e-3; allgather: a rank without a shard

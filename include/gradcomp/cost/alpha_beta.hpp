@@ -189,7 +189,13 @@ enum class hierarchical_variant {
 //!     + ring_allreduce_seconds(M / m, G, inter)      the G-rank rings, in parallel
 //!     + [(g-1) alpha + A M beta]                     allgather, A = (g-1)/g when m = g; else 1
 //!                                                    (a rank holding no shard receives all M).
-//! With m = g the intra-group terms are the bandwidth-optimal (g-1)/g M each way.
+//! With m = g the intra-group terms are the bandwidth-optimal (g-1)/g M each way. The m rings
+//! run on separate links unless `group_shares_link`: when a group is one host (S4's layout:
+//! ranks of a node, one network link), its m shard rings share that link, and the ring term is
+//! priced with the inter beta x m (the host link carries all M, as the leader variant's ring).
+//! Measured on the two-tier emulated cluster (2 hosts x 2 or 3 ranks, 1 Gbit/s,
+//! docs/transport-benchmarks.md "Two-tier cluster"): 0.83-1.21x of the shared-link model from
+//! 1 MiB up, 1.5-2.6x of the separate-link one.
 //!
 //! g = 1 is a flat ring over P ranks in both variants; g >= P one group (G = 1, no ring).
 //! Measured with g = 2 and one rank per emulated host (docs/transport-benchmarks.md), 4 and
@@ -200,6 +206,8 @@ enum class hierarchical_variant {
 //! @param intra the network inside a group (alpha, beta, gamma of the intra-group stages).
 //! @param inter the network between groups (the ring among leaders or shard holders).
 //! @param variant the schedule: leader (S4, the default) or reduce_scatter.
+//! @param group_shares_link reduce_scatter: a group's ranks share one inter-group link (a
+//! group is one host); false (default): every rank has its own.
 //! @throws std::invalid_argument if ranks < 1 or group is outside [1, ranks].
 [[nodiscard]] inline double
 hierarchical_allreduce_seconds(double bytes,
@@ -207,7 +215,8 @@ hierarchical_allreduce_seconds(double bytes,
                                int group,
                                const network& intra,
                                const network& inter,
-                               hierarchical_variant variant = hierarchical_variant::leader) {
+                               hierarchical_variant variant = hierarchical_variant::leader,
+                               bool group_shares_link = false) {
   detail::check_ranks(ranks);
   gradcomp::detail::require(group >= 1 && group <= ranks, "group size ", group, " is outside [1, ",
                             ranks, "]");
@@ -230,7 +239,11 @@ hierarchical_allreduce_seconds(double bytes,
   const double allgather_share = smallest == group ? (g - 1) / g : 1.0;
   const double allgather =
       (g - 1) * intra.alpha_seconds + allgather_share * bytes * intra.beta_seconds_per_byte;
-  return reduce_scatter + ring_allreduce_seconds(bytes / m, groups, inter) + allgather;
+  network ring_net = inter;
+  if (group_shares_link) { // the m shard rings of a host share its link
+    ring_net.beta_seconds_per_byte *= m;
+  }
+  return reduce_scatter + ring_allreduce_seconds(bytes / m, groups, ring_net) + allgather;
 }
 
 } // namespace gradcomp::cost

@@ -66,6 +66,9 @@ struct transport_options {
   int group_size = 0;
   //! hierarchical_allreduce: the schedule (the transport's default is the leader variant).
   hierarchical_variant variant = hierarchical_variant::leader;
+  //! hierarchical_allreduce, reduce_scatter: a group's ranks share one link between groups (a
+  //! group is one host; hierarchical_allreduce_seconds's group_shares_link).
+  bool group_shares_link = false;
   //! hierarchical_allreduce: the network inside a group; empty: the same as between groups.
   std::optional<network> intra_group = std::nullopt;
 };
@@ -162,7 +165,7 @@ public:
     }
     case transport_kind::hierarchical_allreduce:
       return hierarchical_allreduce_seconds(b, ranks_, group_, options_.intra_group.value_or(net_),
-                                            net_, options_.variant);
+                                            net_, options_.variant, options_.group_shares_link);
     case transport_kind::gtopk: // k pairs of 8 bytes
       return gtopk_allreduce_seconds(b / 8.0, ranks_, net_);
     case transport_kind::none:
