@@ -5,13 +5,13 @@
 
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
 #include <algorithm>
 #include <bit>
-#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -65,17 +65,6 @@ selection_stats compress_with_feedback(C& c,
 } // namespace detail
 
 namespace detail {
-//! Zeroes the NaNs and infinities of `values`; returns how many. O(n).
-inline std::size_t zero_non_finite(std::span<float> values) noexcept {
-  std::size_t count = 0;
-  for (float& v : values) {
-    if (!std::isfinite(v)) {
-      v = 0.0f;
-      ++count;
-    }
-  }
-  return count;
-}
 //! Reads a saved momentum-correction momentum (error_feedback's, the pipeline's) and checks
 //! that it is `here`, bit for bit. @throws state_error naming both.
 inline void expect_momentum(state_reader& r, std::string_view what, float here) {

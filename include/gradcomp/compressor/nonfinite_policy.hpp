@@ -145,6 +145,18 @@ struct nonfinite_scan {
   return s;
 }
 
+//! Zeroes the NaNs and infinities of `values`; returns how many. O(n).
+inline std::size_t zero_non_finite(std::span<float> values) noexcept {
+  std::size_t count = 0;
+  for (float& v : values) {
+    if (nonfinite_bits(&v, 1) != 0) {
+      v = 0.0f;
+      ++count;
+    }
+  }
+  return count;
+}
+
 //! The policy of compressor options `o`: its `nonfinite` member, propagate without one.
 template <class Options>
 [[nodiscard]] constexpr nonfinite_policy nonfinite_of(const Options& o) noexcept {

@@ -8,6 +8,7 @@
 #include <gradcomp/cost/gtopk.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -126,20 +127,19 @@ inline void merge_sum(std::vector<std::uint32_t>& a_indices,
 //! relative to other collectives on the communicator. Blocking: the call runs to completion,
 //! every send and receive posted nonblocking and completed through options.wait (so MPICH does
 //! not busy-poll, and a deadline applies); mpi::gtopk_exchange is its pipeline transport.
-//! @throws std::invalid_argument naming the value if k is 0 or above n, or the message is not
-//! n long; mpi_error naming both values if the ranks disagree on n or k, or if MPI fails.
+//! @throws std::invalid_argument naming the value if k is 0 or above n, or n is above the
+//! 32-bit index range; mpi_error naming both values if the ranks disagree on n or k, or if MPI
+//! fails.
 class gtopk_allreduce {
 public:
   using options = gtopk_allreduce_options; //!< The options struct.
 
   //! @param comm the communicator; must outlive this object.
   //! @param o    tags and wait policy.
-  //! @throws std::invalid_argument if tag_base is negative or above the MPI tag limit - 2.
+  //! @throws std::invalid_argument if tag_base is negative or above the MPI tag limit - 2;
+  //! mpi_error if the tag limit cannot be read.
   explicit gtopk_allreduce(const communicator& comm, options o = {}) : comm_(&comm), options_(o) {
-    int* ub = nullptr;
-    int flag = 0;
-    MPI_Comm_get_attr(comm.native(), MPI_TAG_UB, &ub, &flag);
-    const int tag_ub = flag != 0 && ub != nullptr ? *ub : 32767;
+    const int tag_ub = detail::tag_upper_bound(comm);
     gradcomp::detail::require(o.tag_base >= 0 && o.tag_base <= tag_ub - 2,
                               "gtopk_allreduce: "
                               "tag_base ",

@@ -196,19 +196,10 @@ struct checked_source : Source {
   //! 0), plus the accumulated values that still are (an overflowing sum, a residual that was
   //! already non-finite), which it zeroes (with their velocity, under momentum correction).
   std::size_t drop_nonfinite(std::size_t n) const noexcept {
-    std::size_t count = scan_nonfinite({this->grad, n}).count;
-    for (std::size_t i = 0; i < n; ++i) {
-      if (nonfinite_bits(this->residual + i, 1) != 0) {
-        this->residual[i] = 0.0f;
-        ++count;
-      }
-      if constexpr (requires { this->velocity; }) {
-        if (nonfinite_bits(this->velocity + i, 1) != 0) {
-          this->velocity[i] = 0.0f;
-        }
-      }
+    if constexpr (requires { this->velocity; }) {
+      zero_non_finite({this->velocity, n});
     }
-    return count;
+    return scan_nonfinite({this->grad, n}).count + zero_non_finite({this->residual, n});
   }
 };
 } // namespace gradcomp::detail
