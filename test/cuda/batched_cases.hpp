@@ -315,6 +315,8 @@ TEST_CASE(GRADCOMP_CUDA_CASE("batched bad input is rejected with the value and l
                     Catch::Contains("32-bit index limit"));
   CHECK_THROWS_AS(batched_top_k(0.0), std::invalid_argument);
   CHECK_THROWS_AS(batched_top_k(1.5), std::invalid_argument);
+  CHECK_THROWS_WITH(batched_top_k(exact_top_k_options{.nonfinite = nonfinite_policy::raise}),
+                    Catch::Contains("nonfinite policy raise is not supported"));
   // a rejected call leaves the object usable, and an empty batch is an empty message
   d.compress(p, 20, offsets{0}, m);
   CHECK(m.layer_count() == 0);

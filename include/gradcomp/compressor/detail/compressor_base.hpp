@@ -6,6 +6,7 @@
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 
 namespace gradcomp::detail {
@@ -29,6 +30,21 @@ void check_common_options(const Options& o) {
   }
   if constexpr (requires { o.guard_factor; }) {
     check_guard_factor(o.guard_factor);
+  }
+}
+
+//! Validates what the CUDA compressors (gradcomp/cuda/) cannot do yet: they have no device
+//! check for non-finite values, so an Options::nonfinite other than `propagate` is refused rather
+//! than silently ignored.
+//! @throws std::invalid_argument naming the policy otherwise.
+template <class Options>
+void check_device_options(const Options& o) {
+  check_common_options(o);
+  if constexpr (requires { o.nonfinite; }) {
+    require(o.nonfinite == nonfinite_policy::propagate, "nonfinite policy ",
+            to_string(o.nonfinite),
+            " is not supported by the CUDA compressors (only propagate); check the gradient "
+            "on the device before the call, or compress on the host");
   }
 }
 

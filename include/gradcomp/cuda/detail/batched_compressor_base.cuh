@@ -54,9 +54,9 @@ public:
   using message_type = basic_batched_device_message<Backend>;
 
   //! @throws std::invalid_argument if the density is outside (0, 1] or the guard factor (when
-  //! Options has one) outside [1, 1e6].
+  //! Options has one) outside [1, 1e6], or `nonfinite` is not propagate (no device check yet).
   explicit batched_compressor_base(const Options& o) : options_(o) {
-    gradcomp::detail::check_common_options(o);
+    gradcomp::detail::check_device_options(o);
   }
 
   [[nodiscard]] const Options& get_options() const noexcept { return options_; }

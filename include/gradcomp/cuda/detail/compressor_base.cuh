@@ -78,10 +78,10 @@ public:
   using stream_type = typename Backend::stream_type;
   using message_type = basic_device_message<Backend>;
 
-  //! @throws std::invalid_argument if the density is outside (0, 1] or guard_factor outside [1,
-  //! 1e6].
+  //! @throws std::invalid_argument if the density is outside (0, 1], guard_factor outside [1,
+  //! 1e6] or `nonfinite` is not propagate (no device check yet).
   explicit compressor_base(const Options& o) : options_(o) {
-    gradcomp::detail::check_common_options(o);
+    gradcomp::detail::check_device_options(o);
   }
 
   [[nodiscard]] const Options& get_options() const noexcept { return options_; }
