@@ -14,7 +14,10 @@
 #         small layers dense --dense-below N               (DGC; biases and small tensors)
 #         learning-rate warm-up --warmup-epochs W          (Goyal et al. 2017)
 #         adaptive density  --adaptive-density true        (docs/fidelity.md)
-#       each compressor with every remedy together (the combination; --combo changes it)
+#         global momentum   --momentum-correction false    (no DGC momentum correction: plain
+#                           error feedback, the optimizer's momentum on the averaged update)
+#       each compressor with every remedy together (the combination; --combo changes it; DGC's
+#       momentum correction on)
 # Every run uses DGC's momentum correction (gradcomp-train's default) and the same seed, data
 # order and epochs. Then, per model, scripts/compare-runs.py --x epochs (accuracy against epochs,
 # OUT/<model>/comparison.md) and one table of every run (OUT/table.md).
@@ -22,13 +25,17 @@
 #   scripts/fidelity.sh [--quick] [--epochs E] [--ranks P] [--train-limit N] [--models "cnn vgg"]
 #                       [--densities "0.01 0.001"] [--warmup-epochs E] [--clip-norm C]
 #                       [--dense-below N] [--lr-warmup-epochs W] [--combo "OPTIONS"]
+#                       [--merge single|optimal] [--extra "OPTIONS"]
 #                       [--bin PATH] [--local] [--out DIR] [--only "RUN NAMES"]
 #
 # Defaults: 6 epochs, 4 ranks, every training sample, density warm-up over 4 epochs (DGC's
-# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 46
+# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 50
 # runs: several hours on 2 cores. --quick: 2 epochs of 256 samples, cnn at density 0.01 only
-# (12 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
+# (13 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
 # the named runs of the grid (names as the reports', e.g. "vgg-dense vgg-0.01-reused-clip").
+# --merge: every run's merge plan (default single: one message after backward, the accuracy
+# comparison; optimal: the overlapped exchange, for time to accuracy). --extra: options added
+# to every sparse run (e.g. "--residual-stats true").
 # Needs a release build of gradcomp-train (--bin, default build/examples/gradcomp-train) and the
 # Fashion-MNIST files.
 set -euo pipefail
@@ -50,6 +57,8 @@ local_only=0
 out=results/fidelity
 quick=0
 only=""
+merge=single
+extra=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) quick=1; shift ;;
@@ -67,6 +76,8 @@ while [[ $# -gt 0 ]]; do
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --only) only=" ${2:?} "; shift 2 ;;
+    --merge) merge=${2:?}; shift 2 ;;
+    --extra) extra=${2:?}; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "fidelity: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -88,6 +99,7 @@ if [[ -z $combo ]]; then
   combo+=" --warmup-epochs $lr_warmup --adaptive-density true"
 fi
 read -r -a combo_args <<<"$combo"
+read -r -a extra_args <<<"$extra"
 
 source scripts/lib/training-runs.sh
 runs_bin=$bin
@@ -116,9 +128,10 @@ declare -A model_reports
 for model in $models; do
   first=${#runs_reports[@]}
   run_one "$model-dense" "$model dense ring" --model "$model" --method dense \
-    --transport ring --merge single
+    --transport ring --merge "$merge"
   for density in $densities; do
-    sparse=(--model "$model" --density "$density" --transport allgather --merge single)
+    sparse=(--model "$model" --density "$density" --transport allgather --merge "$merge"
+      "${extra_args[@]}")
     for method in exact_topk reused_threshold sampled_topk; do
       run_one "$model-$density-$method" "$model $method $density" --method "$method" \
         "${sparse[@]}"
@@ -134,6 +147,9 @@ for model in $models; do
       "${reused[@]}" --warmup-epochs "$lr_warmup"
     run_one "$model-$density-reused-adaptive" "$model reused $density + adaptive density" \
       "${reused[@]}" --adaptive-density true
+    run_one "$model-$density-reused-global-momentum" \
+      "$model reused $density + global momentum (no momentum correction)" "${reused[@]}" \
+      --momentum-correction false
     for method in exact_topk reused_threshold sampled_topk; do
       run_one "$model-$density-$method-combo" "$model $method $density + all remedies" \
         --method "$method" "${sparse[@]}" "${combo_args[@]}"

@@ -216,6 +216,8 @@ public:
   //! iterations). load_state throws gradcomp::state_error naming what differs.
   virtual void save_state(gradcomp::state_writer& w) const = 0;
   virtual void load_state(gradcomp::state_reader& r) = 0;
+  //! The pipeline's residual of `layer` (one part per rank; between iterations).
+  [[nodiscard]] virtual std::span<const float> residual(std::size_t layer) const = 0;
 };
 
 //! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
@@ -269,6 +271,9 @@ public:
 
   void save_state(gradcomp::state_writer& w) const override { pipe_.save_state(w); }
   void load_state(gradcomp::state_reader& r) override { pipe_.load_state(r); }
+  [[nodiscard]] std::span<const float> residual(std::size_t layer) const override {
+    return pipe_.residual(layer);
+  }
 
 private:
   T transport_; // before pipe_: the pipeline holds a reference to it

@@ -4,8 +4,9 @@
 //! --density-warmup-epochs (DGC's density warm-up, gradcomp::density_warmup), --clip-norm (DGC's
 //! local gradient clipping, gradcomp::clip_by_global_norm at gradcomp::local_clip_threshold) and
 //! --adaptive-density (gradcomp::adaptive_densities from each layer's share of the gradient
-//! norm). The learning-rate warm-up is --warmup-epochs (large_batch.hpp). This file wires the
-//! library pieces to the training loop's hooks and step boundaries and records what they did.
+//! norm), and the diagnostic --residual-stats (gradcomp::residual_monitor per layer). The
+//! learning-rate warm-up is --warmup-epochs (large_batch.hpp). This file wires the library
+//! pieces to the training loop's hooks and step boundaries and records what they did.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
@@ -41,6 +42,9 @@ struct fidelity_settings {
   bool adaptive_density = false;
   //! adaptive_density: a layer's density never falls below density / this.
   double adaptive_floor_divisor = 10.0;
+  //! Per layer and epoch: the residual's norm against the gradient's and the staleness of the
+  //! values sent (gradcomp::residual_monitor on this rank; float32 values only).
+  bool residual_stats = false;
 };
 
 //! Why the remedies cannot run with these options (empty: they can). `method`, `transport`,
@@ -50,18 +54,24 @@ inline std::string fidelity_problem(const fidelity_settings& f,
                                     const std::string& transport,
                                     const std::string& scope,
                                     const std::string& sync) {
-  const bool any = f.density_warmup_epochs > 0 || f.clip_norm > 0 || f.adaptive_density;
+  const bool any = f.density_warmup_epochs > 0 || f.clip_norm > 0 || f.adaptive_density ||
+                   f.residual_stats;
   if (!any) {
     return {};
   }
   if (sync != "sync") {
-    return "--density-warmup-epochs, --clip-norm and --adaptive-density are for --sync sync";
+    return "--density-warmup-epochs, --clip-norm, --adaptive-density and --residual-stats are "
+           "for --sync sync";
   }
   if (transport == "none") {
-    return "--density-warmup-epochs, --clip-norm and --adaptive-density need a transport (not "
-           "none: there is no pipeline)";
+    return "--density-warmup-epochs, --clip-norm, --adaptive-density and --residual-stats need "
+           "a transport (not none: there is no pipeline)";
   }
   const bool sparse = is_sparse_method(method);
+  if (f.residual_stats && (!sparse || transport == "coded")) {
+    return "--residual-stats needs a sparse method (not '" + method +
+           "') and a transport other than coded (one residual per layer)";
+  }
   if ((f.density_warmup_epochs > 0 || f.adaptive_density) && !sparse) {
     return "--density-warmup-epochs and --adaptive-density need a sparse method (not '" + method +
            "', which sends every value)";
@@ -91,6 +101,12 @@ public:
       : s_(s), method_(method), numel_(std::move(numel)),
         iterations_per_epoch_(static_cast<std::uint64_t>(iterations_per_epoch)),
         squares_(numel_.size(), 0.0), held_(s.clip_norm > 0 ? numel_.size() : 0) {
+    if (s_.residual_stats) {
+      for (const std::size_t n : numel_) {
+        monitors_.emplace_back(n);
+        gradients_.emplace_back(n, 0.0f);
+      }
+    }
     if (s_.density_warmup_epochs > 0) {
       warmup_ = gradcomp::density_warmup{.initial_density =
                                              std::max(s_.warmup_initial_density, method_.density),
@@ -111,7 +127,8 @@ public:
   }
 
   [[nodiscard]] bool active() const noexcept {
-    return s_.density_warmup_epochs > 0 || s_.clip_norm > 0 || s_.adaptive_density;
+    return s_.density_warmup_epochs > 0 || s_.clip_norm > 0 || s_.adaptive_density ||
+           s_.residual_stats;
   }
 
   //! At the step boundary before global iteration `it` (0-based) whose learning rate is `lr`:
@@ -124,6 +141,9 @@ public:
                         const gradcomp::mpi::communicator& comm) {
     const auto i = static_cast<std::uint64_t>(it);
     const std::uint64_t epoch = i / iterations_per_epoch_;
+    if (s_.residual_stats && !epochs_.empty() && epochs_.back()["epoch"] != epoch) {
+      close_residual_epoch();
+    }
     const double total = s_.density_warmup_epochs > 0
                              ? warmup_.at_iteration(i, iterations_per_epoch_)
                              : method_.density;
@@ -193,11 +213,19 @@ public:
     order_.clear();
   }
 
-  //! After the exchange: the iteration's selected and compressed elements (achieved density).
-  void after_iteration(const gradcomp::pipeline_iteration_stats& st) {
+  //! After the exchange (and a skipped step's return_sent): the iteration's selected and
+  //! compressed elements (achieved density); with --residual-stats each layer's residual
+  //! observed against the gradient it accumulated (`exchange` may be null without a pipeline).
+  void after_iteration(const gradcomp::pipeline_iteration_stats& st,
+                       const gradient_exchange* exchange) {
     if (!selected_.empty()) {
       selected_.back() += st.selected;
       compressed_.back() += st.numel;
+    }
+    if (s_.residual_stats && exchange != nullptr) {
+      for (std::size_t l = 0; l < monitors_.size(); ++l) {
+        static_cast<void>(monitors_[l].observe(exchange->residual(l), gradients_[l]));
+      }
     }
   }
 
@@ -206,6 +234,7 @@ public:
     report["config"]["density_warmup_epochs"] = s_.density_warmup_epochs;
     report["config"]["clip_norm"] = s_.clip_norm;
     report["config"]["adaptive_density"] = s_.adaptive_density;
+    report["config"]["residual_stats"] = s_.residual_stats;
     report["fidelity"] = this->report();
   }
 
@@ -238,6 +267,13 @@ public:
       j["layer_numel"] = numel_;
       j["adaptive_min_density"] = method_.density / s_.adaptive_floor_divisor;
     }
+    if (s_.residual_stats) {
+      nlohmann::json r = residual_epochs_;
+      if (!monitors_.empty() && monitors_.front().current_summary().iterations > 0) {
+        r.push_back(residual_epoch_json(epochs_.empty() ? nlohmann::json(0) : epochs_.back()["epoch"]));
+      }
+      j["residual"] = r;
+    }
     return j;
   }
 
@@ -245,6 +281,41 @@ private:
   void note(std::size_t layer, std::span<const float> g) {
     if (s_.adaptive_density) {
       squares_[layer] = gradcomp::sum_of_squares(g);
+    }
+    if (s_.residual_stats) {
+      std::copy(g.begin(), g.end(), gradients_[layer].begin());
+    }
+  }
+
+  // --residual-stats: one epoch's per-layer summaries (means per iteration), this rank.
+  [[nodiscard]] nlohmann::json residual_epoch_json(const nlohmann::json& epoch) const {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const gradcomp::residual_monitor& m : monitors_) {
+      const gradcomp::residual_monitor::summary s = m.current_summary();
+      const double it = std::max<double>(1.0, static_cast<double>(s.iterations));
+      layers.push_back({{"numel", m.numel()},
+                        {"residual_to_gradient_norm", s.mean_residual_to_gradient},
+                        {"mean_gradient_norm", s.total.gradient_norm / it},
+                        {"mean_residual_norm", s.total.residual_norm / it},
+                        {"sent_per_iteration", static_cast<double>(s.total.sent) / it},
+                        {"mean_sent_staleness", s.total.mean_sent_staleness()},
+                        {"max_sent_staleness", s.total.sent_staleness_max},
+                        {"held_fraction", static_cast<double>(s.total.held) / it /
+                                              std::max<double>(1.0, static_cast<double>(m.numel()))},
+                        {"mean_held_age", s.total.mean_held_age()}});
+    }
+    const std::uint64_t iterations =
+        monitors_.empty() ? 0 : monitors_.front().current_summary().iterations;
+    return {{"epoch", epoch}, {"iterations", iterations}, {"layers", layers}};
+  }
+
+  void close_residual_epoch() {
+    if (monitors_.empty() || monitors_.front().current_summary().iterations == 0) {
+      return;
+    }
+    residual_epochs_.push_back(residual_epoch_json(epochs_.back()["epoch"]));
+    for (gradcomp::residual_monitor& m : monitors_) {
+      m.reset_summary();
     }
   }
 
@@ -262,6 +333,9 @@ private:
   std::vector<std::size_t> order_;       // clipping: arrival order
   std::vector<nlohmann::json> epochs_;   // per epoch: density, learning rate
   std::vector<std::uint64_t> selected_, compressed_, clipped_;
+  std::vector<gradcomp::residual_monitor> monitors_; // --residual-stats, per layer
+  std::vector<std::vector<float>> gradients_;        // --residual-stats: the iteration's
+  nlohmann::json residual_epochs_ = nlohmann::json::array(); // closed epochs
 };
 
 } // namespace gradcomp_train

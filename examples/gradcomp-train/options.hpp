@@ -242,6 +242,11 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "sparse methods: per-layer densities from each layer's share of the gradient "
                  "norm, the same elements in total (true/false)")
       ->capture_default_str();
+  app.add_option("--residual-stats", fs.residual_stats,
+                 "sparse methods, --precision fp32: per layer and epoch, the error-feedback "
+                 "residual's norm against the gradient's and the staleness of the values sent "
+                 "(report's fidelity.residual; this rank; true/false)")
+      ->capture_default_str();
   app.add_option("--parallel", o.parallel,
                  "data (every layer data parallel) or hybrid (S2: fully connected layers chosen "
                  "by --mp-layers run model parallel, the rest data parallel; docs/hybrid.md)")
@@ -299,7 +304,14 @@ inline void check_options(const train_options& o) {
   if (const std::string why =
           gt::fidelity_problem(fs, o.method.name, o.transport.name, o.method.scope, o.sync);
       !why.empty()) {
-    throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density", why);
+    throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density/"
+                               "--residual-stats",
+                               why);
+  }
+  if (fs.residual_stats && lb.precision != "fp32") {
+    throw CLI::ValidationError("--residual-stats", "needs --precision fp32 (with fp16 / bf16 "
+                                                   "values a sent element keeps its rounding "
+                                                   "error and would count as held)");
   }
   if ((!o.checkpoint.empty() || !o.resume.empty()) &&
       (o.sync != "sync" || o.parallel != "data" || o.transport.name == "coded" ||

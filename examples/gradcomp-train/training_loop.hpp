@@ -281,7 +281,7 @@ private:
       iteration_trace.push_back({at(t0), at(s_.hooks.backward_start), at(t2), at(t3), at(t4)});
     }
     const auto& st = alone() ? no_stats_ : exchange->last_stats();
-    remedies.after_iteration(st);
+    remedies.after_iteration(st, exchange.get());
     add(c, st, t0, t2, t3, t4);
     show_progress(epoch, it);
     // evaluation points: evals per epoch, the last at the epoch's end

@@ -18,6 +18,7 @@
 #include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/compressor/random_k.hpp>
+#include <gradcomp/compressor/residual_monitor.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/compressor/size_switch.hpp>

@@ -7,7 +7,9 @@ achieved density follows them down; the learning-rate warm-up (--warmup-epochs) 
 Clipping with a tiny norm clips every iteration and changes the result, while a threshold never
 reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
-per-layer densities. Bad combinations exit with status 2 naming the problem.
+per-layer densities. --residual-stats' per-layer sends add up to the achieved density, values wait
+in the residual at a low density and never at density 1. Bad combinations exit with status 2
+naming the problem.
 """
 import math
 import os
@@ -91,7 +93,43 @@ def test_adaptive_density_keeps_the_total(tmp_path):
     assert a["replicas_identical"]
 
 
+def test_residual_stats_per_layer(tmp_path):
+    p, sparse = run(tmp_path, "sparse", "--density", "0.05", "--residual-stats", "true", epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, full = run(tmp_path, "full", "--density", "1", "--residual-stats", "true")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(sparse)
+    assert r["config"]["residual_stats"] is True
+    epochs = r["fidelity"]["residual"]
+    assert [e["epoch"] for e in epochs] == [0, 1]
+    assert all(e["iterations"] == ITERATIONS_PER_EPOCH for e in epochs)
+    layers = epochs[1]["layers"]
+    assert len(layers) == r["config"]["parameter_tensors"]
+    numel = [x["numel"] for x in layers]
+    # exact top-k sends ceil(0.05 n) per layer and iteration (fewer only for exact zeros)
+    for x in layers:
+        assert 0 < x["sent_per_iteration"] <= math.ceil(0.05 * x["numel"])
+        assert 0.0 <= x["held_fraction"] <= 1.0
+    sent = sum(x["sent_per_iteration"] for x in layers) / sum(numel)
+    assert sent == pytest.approx(r["achieved_density"], rel=0.02)
+    big = max(layers, key=lambda x: x["numel"])
+    assert big["held_fraction"] > 0.5          # most of a large layer waits at 5 %
+    assert big["mean_sent_staleness"] > 0.5    # and what leaves has waited
+    assert big["max_sent_staleness"] >= 2
+    assert big["mean_held_age"] > 1.0
+    assert big["residual_to_gradient_norm"] > 0.5
+    # density 1: everything leaves in the iteration it arrives, nothing is held
+    for x in load(full)["fidelity"]["residual"][0]["layers"]:
+        assert x["held_fraction"] == 0.0
+        assert x["mean_sent_staleness"] == 0.0
+        assert x["mean_residual_norm"] == 0.0
+        # (elements with a zero gradient, e.g. behind inactive ReLUs, are neither sent nor held)
+        assert 0 < x["sent_per_iteration"] <= x["numel"]
+
+
 @pytest.mark.parametrize("args,named", [
+    (["--residual-stats", "true", "--precision", "fp16"], "needs --precision fp32"),
+    (["--residual-stats", "true", "--method", "dense"], "--residual-stats needs a sparse method"),
     (["--density-warmup-epochs", "1", "--method", "dense"], "need a sparse method"),
     (["--adaptive-density", "true", "--compression-scope", "group"], "--compression-scope layer"),
     (["--clip-norm", "1", "--transport", "coded"], "--transport coded"),
