@@ -31,10 +31,12 @@
 #   all    every experiment above
 #
 #   scripts/reproduce.sh [peers|s1|s2|s3|dense|all] [--quick] [--local] [--out DIR]
+#                        [--models "cnn vgg"]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
 # about 5, s3 about 8). Without it: all 60,000 samples, 2 epochs (s1: 73 minutes, peers about
 # 20, s3 53: about 2.5 hours for all).
+# --models: the models of the s2 and dense experiments (default "cnn vgg").
 # Writes DIR/<experiment>/ (default results/reproduce): every run's JSON and Markdown report and
 # the experiment's table and plot.
 set -euo pipefail
@@ -45,12 +47,14 @@ what=all
 quick=0
 local_only=0
 out=results/reproduce
+models="cnn vgg"
 while [[ $# -gt 0 ]]; do
   case $1 in
     peers | s1 | s2 | s3 | dense | all) what=$1; shift ;;
     --quick) quick=1; shift ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
+    --models) models=${2:?}; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "reproduce: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -107,7 +111,7 @@ s1() {
 
 s2() {
   local model
-  for model in cnn vgg; do
+  for model in $models; do
     runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
       --model "$model" --merge optimal)
     training_runs_setup 4 "$local_only" "$out/s2-$model"
@@ -156,7 +160,7 @@ s3() {
 
 dense() {
   local model
-  for model in cnn vgg; do
+  for model in $models; do
     runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
       --model "$model")
     training_runs_setup 4 "$local_only" "$out/dense-$model"

@@ -118,7 +118,7 @@ def test_ddp_run_with_gradcomp_hooks(tmp_path, exchange, port, monkeypatch):
 
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
                     reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
-@pytest.mark.parametrize("model,port", [("cnn", 29613), ("vgg", 29617), ("mlp", 29618)])
+@pytest.mark.parametrize("model,port", [("cnn", 29613), ("vgg", 29620), ("mlp", 29621)])
 def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     """No-communication runs of both programs: identical weights and test data give the same
     test loss before training, and the same batches and update rule the same after."""
