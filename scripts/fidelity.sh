@@ -115,11 +115,8 @@ run_one() {
   if [[ -n $only && $only != *" $name "* ]]; then
     return
   fi
-  rm -f "$runs_out/$name.json"
-  run_gradcomp "$@" || true
-  if [[ ! -s $runs_out/$name.json ]]; then
+  if ! run_gradcomp "$@"; then # a run without a report is left out of runs_reports
     echo "fidelity: run $name wrote no report (see $runs_out/$name.md); left out" >&2
-    unset 'runs_reports[-1]'
     failed+=("$name")
   fi
 }
