@@ -389,6 +389,11 @@ void register_all() {
                     [=](benchmark::State& state) { run_error_feedback_floor(state, q.n(), dist); });
       register_compressor<gradcomp::dense>(
           "dense_fp16", q, [] { return gradcomp::dense(gradcomp::value_type::fp16); });
+      // the quantizers send every element (no density): 1, 2 and 5 bits per value
+      register_compressor<gradcomp::scaled_sign>("scaled_sign", q,
+                                                 [] { return gradcomp::scaled_sign(); });
+      register_compressor<gradcomp::terngrad>("terngrad", q, [] { return gradcomp::terngrad(); });
+      register_compressor<gradcomp::qsgd>("qsgd_15", q, [] { return gradcomp::qsgd(15); });
       for (double density : densities) {
         const sweep_point p{log2n, dist, density};
         register_compressor<gradcomp::exact_top_k>("exact_top_k", p,

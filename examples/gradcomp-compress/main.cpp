@@ -47,6 +47,9 @@ enum class method {
   lognormal_threshold,
   reused_threshold,
   random_k,
+  signsgd,
+  terngrad,
+  qsgd,
   fp16,
   bf16,
   none
@@ -55,16 +58,19 @@ enum class method {
 struct method_name {
   std::string_view name;
   method id;
-  bool needs_density; //!< false for the dense methods, which send every value.
+  bool needs_density; //!< false for the dense and quantizing methods, which send every value.
 };
 
-constexpr std::array<method_name, 9> method_names{{
+constexpr std::array<method_name, 12> method_names{{
     {"exact_topk", method::exact_topk, true},
     {"sampled_topk", method::sampled_topk, true},
     {"gaussian_threshold", method::gaussian_threshold, true},
     {"lognormal_threshold", method::lognormal_threshold, true},
     {"reused_threshold", method::reused_threshold, true},
     {"random_k", method::random_k, true},
+    {"signsgd", method::signsgd, false},
+    {"terngrad", method::terngrad, false},
+    {"qsgd", method::qsgd, false},
     {"fp16", method::fp16, false},
     {"bf16", method::bf16, false},
     {"none", method::none, false},
@@ -138,6 +144,7 @@ struct settings {
   std::optional<double> density;
   std::uint64_t interval = 10;
   std::uint64_t seed = 0;
+  std::uint32_t levels = 15;
   bool error_feedback = false;
   std::string prefix;
 };
@@ -148,6 +155,7 @@ struct iteration_result {
   std::vector<float> values;
   gradcomp::selection_stats stats;
   double seconds = 0.0;
+  std::size_t wire_bytes = 0; //!< the message's encoded size (u32 indices).
 };
 
 //! Runs `compress(input, message)` on every input in order, timing each call.
@@ -170,6 +178,7 @@ std::vector<iteration_result> run_iterations(const std::vector<gradient_file>& i
       r.indices = message.indices;
     }
     r.values = message.values;
+    r.wire_bytes = gradcomp::encoded_size_bytes(message, gradcomp::index_encoding::u32);
     results.push_back(std::move(r));
   }
   return results;
@@ -211,6 +220,12 @@ std::vector<iteration_result> compress_all(const settings& s,
                           inputs);
   case method::random_k:
     return run_compressor(gradcomp::random_k({.density = d, .seed = s.seed}), ef, inputs);
+  case method::signsgd:
+    return run_compressor(gradcomp::scaled_sign(), ef, inputs);
+  case method::terngrad:
+    return run_compressor(gradcomp::terngrad({.seed = s.seed}), ef, inputs);
+  case method::qsgd:
+    return run_compressor(gradcomp::qsgd({.levels = s.levels, .seed = s.seed}), ef, inputs);
   case method::fp16:
     return run_compressor(gradcomp::dense(gradcomp::value_type::fp16), ef, inputs);
   case method::bf16:
@@ -292,6 +307,7 @@ nlohmann::ordered_json stats_json(std::size_t i, const settings& s, const iterat
   j["threshold"] = r.stats.threshold;
   j["fallback"] = r.stats.fallback;
   j["seconds"] = r.seconds;
+  j["wire_bytes"] = r.wire_bytes;
   return j;
 }
 
@@ -303,6 +319,7 @@ struct raw_options {
   std::string density;
   std::string interval;
   std::string seed;
+  std::string levels;
   bool error_feedback = false;
   std::vector<std::string> inputs;
   std::string prefix;
@@ -323,8 +340,13 @@ void declare_options(CLI::App& app, raw_options& raw) {
   app.add_flag("--error-feedback", raw.error_feedback,
                "Keep the unsent part of each iteration and add it to the next one");
   app.add_option("--seed", raw.seed,
-                 "sampled_topk, random_k: seed of the sample offsets / the choice (default 0)")
+                 "sampled_topk, random_k, terngrad, qsgd: seed of the sample offsets / the "
+                 "choice / the stochastic rounding (default 0)")
       ->type_name("N");
+  app.add_option("--levels", raw.levels,
+                 "qsgd: quantization levels per sign, S in [1, 32768] (default 15: 5 bits per "
+                 "value)")
+      ->type_name("S");
   app.add_option("--out", raw.prefix,
                  "Output prefix: writes PREFIX.<i>.indices.npy and PREFIX.<i>.values.npy")
       ->required()
@@ -340,7 +362,7 @@ void declare_options(CLI::App& app, raw_options& raw) {
 
 //! Validates the raw options. @throws usage_error naming the first bad one.
 settings make_settings(const raw_options& raw, const CLI::App& app) {
-  settings s{find_method(raw.method), std::nullopt, 10, 0, raw.error_feedback, raw.prefix};
+  settings s{find_method(raw.method), std::nullopt, 10, 0, 15, raw.error_feedback, raw.prefix};
   if (app.count("--density") > 0) {
     const double d = parse_number<double>("--density", raw.density, "a number in (0, 1]");
     if (!(d > 0.0 && d <= 1.0)) {
@@ -359,6 +381,14 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
   }
   if (app.count("--seed") > 0) {
     s.seed = parse_number<std::uint64_t>("--seed", raw.seed, "an unsigned 64-bit integer");
+  }
+  if (app.count("--levels") > 0) {
+    const auto levels = parse_number<std::int64_t>("--levels", raw.levels, "an integer >= 1");
+    if (levels < 1 || levels > gradcomp::max_quantization_levels) {
+      throw usage_error(cat("--levels: ", levels, " is outside [1, ",
+                            gradcomp::max_quantization_levels, "]"));
+    }
+    s.levels = static_cast<std::uint32_t>(levels);
   }
   return s;
 }

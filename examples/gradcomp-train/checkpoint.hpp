@@ -69,6 +69,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--method", o.method.name},
           {"--density", num(o.method.density)},
           {"--interval", std::to_string(o.method.interval)},
+          {"--levels", std::to_string(o.method.levels)},
           {"--dense-below", std::to_string(o.method.dense_below)},
           {"--compression-scope", o.method.scope},
           {"--transport", o.transport.name},

@@ -29,6 +29,9 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "lognormal_threshold",
                                                       "reused_threshold",
                                                       "random_k",
+                                                      "signsgd",
+                                                      "terngrad",
+                                                      "qsgd",
                                                       "fp16"};
 inline const std::vector<std::string> transport_names = {
     "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk"};
@@ -286,6 +289,7 @@ struct method_settings {
   double density = 0.01;
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
+  std::uint32_t levels = 15;   //!< qsgd: levels per sign (--levels).
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
@@ -326,14 +330,39 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
     return fn(gradcomp::dense(
         {.values = gradcomp::value_type::fp16, .threads = s.threads, .nonfinite = s.nonfinite}));
   }
+  if (gradcomp::is_quantizer_name(s.name)) {
+    return gradcomp::with_quantizer(s.name,
+                                    {.seed = s.seed,
+                                     .levels = s.levels,
+                                     .threads = s.threads,
+                                     .nonfinite = s.nonfinite},
+                                    [&](auto q) {
+                                      return fn(gradcomp::size_switch(s.dense_below, plain,
+                                                                      std::move(q)));
+                                    });
+  }
   return with_sparse_method(s, [&](auto sparse) {
     return fn(gradcomp::size_switch(s.dense_below, plain, std::move(sparse)));
   });
 }
 
+//! Whether the method quantizes every value (signsgd, terngrad, qsgd).
+inline bool is_quantizer_method(const std::string& name) {
+  return gradcomp::is_quantizer_name(name);
+}
+
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).
 inline bool is_sparse_method(const std::string& name) {
-  return name != "dense" && name != "fp16";
+  return name != "dense" && name != "fp16" && !is_quantizer_method(name);
+}
+
+//! Bits per value of a quantizing method's messages on the wire (1 + bit_width(levels); signsgd
+//! 1), for the planner's message size. @pre is_quantizer_method(s.name).
+inline unsigned quantizer_bits(const method_settings& s) {
+  if (s.name == "signsgd") {
+    return 1;
+  }
+  return gradcomp::quantized_code_bits(s.name == "qsgd" ? s.levels : 1, true);
 }
 
 //! The pipeline for the method and transport, with momentum correction `mc` in every layer's

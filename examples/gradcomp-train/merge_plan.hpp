@@ -222,6 +222,8 @@ inline merge_plan plan_merge(sync_setup& s) {
     planner.model.communication_seconds = transport_cost(o.transport, s.ranks, net_model);
     if (is_sparse_method(o.method.name)) {
       planner.model.message.density = o.method.density;
+    } else if (is_quantizer_method(o.method.name)) {
+      planner.model.message.quantized_bits = quantizer_bits(o.method);
     }
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;

@@ -35,6 +35,10 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "reused_threshold: exact top-k every S iterations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--levels", o.method.levels,
+                 "qsgd: quantization levels per sign, S in [1, 32768] (15: 5 bits per value)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 32768));
   app.add_option("--transport", o.transport.name,
                  "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
                  "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "
@@ -286,6 +290,16 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError("--parallel", "hybrid runs with --sync sync, a transport other "
                                              "than coded and none, --optimizer sgd and no "
                                              "--loss-scale");
+  }
+  if (gt::is_quantizer_method(o.method.name) &&
+      (o.transport.name == "ring" || o.transport.name == "allreduce" ||
+       o.transport.name == "hierarchical" || o.transport.name == "coded" ||
+       o.transport.name == "gtopk" || lb.precision != "fp32" || o.sync != "sync")) {
+    throw CLI::ValidationError(
+        "--method", o.method.name +
+                        " quantizes every value: it travels packed through --transport "
+                        "allgather or ps (or none), with --precision fp32 and --sync sync (the "
+                        "dense reductions would send 4-byte floats)");
   }
   if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
     throw CLI::ValidationError("--mp-layers", why);

@@ -17,11 +17,14 @@
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 #include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
+#include <gradcomp/compressor/qsgd.hpp>
 #include <gradcomp/compressor/random_k.hpp>
 #include <gradcomp/compressor/residual_monitor.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
+#include <gradcomp/compressor/scaled_sign.hpp>
 #include <gradcomp/compressor/size_switch.hpp>
+#include <gradcomp/compressor/terngrad.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/column_split.hpp>
 #include <gradcomp/hybrid/gemm.hpp>

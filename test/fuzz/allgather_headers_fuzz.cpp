@@ -7,6 +7,7 @@
 // confirms (bounds, totals, counts and displacements that MPI_Iallgatherv can take).
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 
+#include <algorithm>
 #include <climits>
 
 #include <cstddef>
@@ -49,8 +50,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   wide total = 0;
   for (std::size_t j = 0; j < checked; ++j) {
     if (length(j) != length(0) || length(j) < 0 || nnz(j) < 0 || nnz(j) > length(j) ||
-        bytes(j) < 32 + 2 * static_cast<wide>(nnz(j)) ||
-        bytes(j) > 32 + 9 * static_cast<wide>(nnz(j))) {
+        bytes(j) < 32 + std::min<wide>(2 * static_cast<wide>(nnz(j)),
+                                       9 + (static_cast<wide>(nnz(j)) + 7) / 8) ||
+        bytes(j) > 32 + 9 * static_cast<wide>(nnz(j)) + 10) {
       std::abort(); // accepted a header outside the wire format's bounds
     }
     total += bytes(j);

@@ -55,6 +55,40 @@ int main(int argc, char** argv) {
     write(wide, index_encoding::delta_varint);
     write(wide, index_encoding::u32);
   }
+  // quantized values (value type 4): 1-bit signs, 2-bit ternary, 5-bit QSGD codes, dense and
+  // sparse, and an empty message
+  for (const std::uint32_t levels : {1u, 15u}) {
+    for (const bool with_zero : {false, true}) {
+      for (std::size_t n : {0u, 9u, 70u}) {
+        sparse_message q;
+        q.clear(n);
+        q.dense = true;
+        q.values_type = value_type::quantized;
+        q.quantization_scale = 0.75f;
+        q.quantization_levels = levels;
+        for (std::size_t i = 0; i < n; ++i) {
+          auto j = static_cast<std::int32_t>(rng() % (2 * levels + 1)) -
+                   static_cast<std::int32_t>(levels);
+          if (!with_zero && j == 0) {
+            j = 1;
+          }
+          q.values.push_back(quantized_value(q.quantization_scale, j, levels));
+        }
+        write(q, index_encoding::none);
+        sparse_message sq = q;
+        sq.dense = false;
+        sq.clear(2 * n);
+        sq.values_type = value_type::quantized;
+        sq.quantization_scale = q.quantization_scale;
+        sq.quantization_levels = levels;
+        for (std::size_t i = 0; i < n; ++i) {
+          sq.indices.push_back(static_cast<std::uint32_t>(2 * i + 1));
+          sq.values.push_back(q.values[i]);
+        }
+        write(sq, index_encoding::delta_varint);
+      }
+    }
+  }
   std::printf("wrote %d seeds\n", written);
   return 0;
 }

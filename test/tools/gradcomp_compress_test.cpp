@@ -162,7 +162,7 @@ nlohmann::ordered_json parse_stats(const std::string& line) {
     keys.push_back(item.key());
   }
   REQUIRE(keys == std::vector<std::string>{"iteration", "method", "numel", "k_target", "k_selected",
-                                           "threshold", "fallback", "seconds"});
+                                           "threshold", "fallback", "seconds", "wire_bytes"});
   for (const char* key : {"iteration", "numel", "k_target", "k_selected"}) {
     REQUIRE(j[key].is_number_unsigned());
   }
@@ -171,6 +171,8 @@ nlohmann::ordered_json parse_stats(const std::string& line) {
   REQUIRE(j["fallback"].is_boolean());
   REQUIRE(j["seconds"].is_number());
   REQUIRE(j["seconds"].get<double>() >= 0.0);
+  REQUIRE(j["wire_bytes"].is_number_unsigned());
+  REQUIRE(j["wire_bytes"].get<std::size_t>() >= 32);
   return j;
 }
 
@@ -478,6 +480,63 @@ TEST_CASE("dense methods write every index and the rounded values") {
         CHECK(outputs[0].values[68] != 0.1f); // 0.1 is not representable in 16 bits
       }
     }
+  }
+}
+
+TEST_CASE("quantizing methods send every element on their grid, a few bits each") {
+  const scratch s;
+  const std::size_t n = 1000;
+  const std::vector<float> x = normal_values(n, 60);
+  const std::string p0 = write_input(s, "grad0.npy", x);
+  double sum_abs = 0.0;
+  double sum_squares = 0.0;
+  for (const float v : x) {
+    sum_abs += std::abs(static_cast<double>(v));
+    sum_squares += static_cast<double>(v) * v;
+  }
+  // signsgd: +-mean |x|, 1 bit per value
+  auto o = read_outputs(s, s.run({"--method", "signsgd", p0, "--out", s.prefix("sign")}), 1,
+                        "signsgd", n, "sign");
+  const auto mean_abs = static_cast<float>(sum_abs / n);
+  for (std::size_t j = 0; j < n; ++j) {
+    REQUIRE(o[0].values[j] == (x[j] >= 0.0f ? mean_abs : -mean_abs));
+  }
+  CHECK(o[0].stats["wire_bytes"] == 32 + 9 + (n + 7) / 8);
+  CHECK(o[0].stats["k_selected"] == n);
+  // qsgd --levels 7: multiples of ||x|| / 7, 4 bits per value; the seed decides the rounding
+  const auto norm = static_cast<float>(std::sqrt(sum_squares));
+  std::vector<std::vector<float>> runs;
+  for (const char* seed : {"1", "1", "2"}) {
+    const std::string name = std::string("q") + std::to_string(runs.size());
+    o = read_outputs(
+        s, s.run({"--method", "qsgd", "--levels", "7", "--seed", seed, p0, "--out", s.prefix(name)}),
+        1, "qsgd", n, name);
+    for (const float v : o[0].values) {
+      const double j = std::nearbyint(static_cast<double>(v) / norm * 7.0);
+      REQUIRE(std::abs(j) <= 7.0);
+      REQUIRE(v == gradcomp::quantized_value(norm, static_cast<std::int32_t>(j), 7));
+    }
+    CHECK(o[0].stats["wire_bytes"] == 32 + 9 + (4 * n + 7) / 8);
+    runs.push_back(o[0].values);
+  }
+  CHECK(runs[0] == runs[1]);
+  CHECK(runs[0] != runs[2]);
+  // terngrad: {-max, 0, max}, 2 bits per value
+  o = read_outputs(s, s.run({"--method", "terngrad", p0, "--out", s.prefix("tern")}), 1,
+                   "terngrad", n, "tern");
+  float max_abs = 0.0f;
+  for (const float v : x) {
+    max_abs = std::max(max_abs, std::abs(v));
+  }
+  for (const float v : o[0].values) {
+    REQUIRE((v == 0.0f || v == max_abs || v == -max_abs));
+  }
+  CHECK(o[0].stats["wire_bytes"] == 32 + 9 + (2 * n + 7) / 8);
+  // bad levels
+  for (const char* bad : {"0", "40000", "x"}) {
+    const run_result r = s.run({"--method", "qsgd", "--levels", bad, p0, "--out", s.prefix("b")});
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--levels") != std::string::npos);
   }
 }
 

@@ -36,8 +36,9 @@ namespace gradcomp {
 //!
 //! **Options** (a plain struct, kept by value, readable as the protected member `options_`):
 //! * required: `value_type values` (the type the sent values are rounded to, e.g.
-//!   value_type::fp32) and `unsigned threads` (threads for the base's O(nnz) pass; 0 = all
-//!   hardware threads; run() may use it too);
+//!   value_type::fp32; or, instead, a Derived `value_type values_type() const` that hides the
+//!   base's, as the quantizers' detail::quantizer_base does) and `unsigned threads` (threads
+//!   for the base's O(nnz) pass; 0 = all hardware threads; run() may use it too);
 //! * optional: `double density` (k / n in (0, 1]; validated by the constructor; gives
 //!   target_k(n) = k_for_density(n, density), density() and set_density()), `double
 //!   guard_factor` (validated to [1, 1e6]), `nonfinite_policy nonfinite` (what a NaN or an

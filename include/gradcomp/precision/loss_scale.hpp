@@ -35,6 +35,7 @@ namespace gradcomp {
   case value_type::bf16:
     return 3.38953139e38f; // 0x7F7F: exponent 254, 7 fraction bits set
   case value_type::fp32:
+  case value_type::quantized:
     break;
   }
   return std::numeric_limits<float>::max();

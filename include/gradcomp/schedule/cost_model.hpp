@@ -29,13 +29,21 @@ struct affine_cost {
 
 //! @brief Size of a group's message: 4 bytes per element (dense fp32), or, with a density D,
 //! 8 bytes per selected element ((u32 index, fp32 value) pairs) for k = ceil(D x numel)
-//! elements, k computed as gradcomp::k_for_density does for the compressors.
+//! elements, k computed as gradcomp::k_for_density does for the compressors, or, with
+//! quantized_bits b, 9 + ceil(numel x b / 8) bytes (every element quantized: the wire's
+//! value_type::quantized section).
 struct message_format {
   std::optional<double> density; //!< empty: dense fp32; else D in (0, 1].
+  //! Bits per element of a quantizing compressor's dense message (gradcomp::scaled_sign 1,
+  //! terngrad 2, qsgd 1 + bit_width(levels)); takes precedence over density.
+  std::optional<unsigned> quantized_bits;
 
   //! Bytes of the message of a group of `numel` elements. O(1).
   //! @throws std::invalid_argument if the density is outside (0, 1].
   [[nodiscard]] std::uint64_t bytes(std::uint64_t numel) const {
+    if (quantized_bits) {
+      return 9 + (numel * *quantized_bits + 7) / 8;
+    }
     if (!density) {
       return 4 * numel;
     }

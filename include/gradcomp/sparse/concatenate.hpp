@@ -15,7 +15,8 @@ namespace gradcomp {
 
 //! @brief Starts an empty concatenation of `dense_length` elements in `group` (capacity kept).
 //! The result is dense only while every part appended to it is dense; it keeps the first
-//! part's value type (fp32 when the parts' types differ). O(1).
+//! part's value type (fp32 when the parts' types differ, or when quantized parts differ in scale
+//! or levels: each part's values stay exact, but are sent as 4-byte floats). O(1).
 inline void begin_concatenation(sparse_message& group, std::uint64_t dense_length) {
   group.clear(dense_length);
   group.dense = true;
@@ -46,8 +47,15 @@ inline void append_concatenated(sparse_message& group,
                             appended_end, "): append parts in ascending offset order");
   if (first) {
     group.values_type = layer.values_type;
-  } else if (group.values_type != layer.values_type) {
-    group.values_type = value_type::fp32;
+    group.quantization_scale = layer.quantization_scale;
+    group.quantization_levels = layer.quantization_levels;
+  } else if (group.values_type != layer.values_type ||
+             (layer.values_type == value_type::quantized &&
+              (group.quantization_scale != layer.quantization_scale ||
+               group.quantization_levels != layer.quantization_levels))) {
+    group.values_type = value_type::fp32; // every value is a float: exact in fp32
+    group.quantization_scale = 0.0f;
+    group.quantization_levels = 0;
   }
   const bool gap = group.dense && offset > group.values.size();
   if (!layer.dense || gap) {

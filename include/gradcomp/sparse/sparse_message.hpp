@@ -8,9 +8,12 @@
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -28,7 +31,11 @@ inline constexpr std::uint64_t max_sparse_dense_length_elements =
 //!   ascending and `< dense_length_elements`, `dense_length_elements <= 2^32`;
 //! * dense layout: `indices` empty and `values.size() == dense_length_elements`;
 //! * every value is exactly representable in `values_type` (compressors round to it, so that
-//!   error feedback keeps the rounding error; encoding then loses nothing).
+//!   error feedback keeps the rounding error; encoding then loses nothing); for
+//!   value_type::quantized: `quantization_scale` finite and >= min_quantization_scale
+//!   (2^-111), `quantization_levels` in
+//!   [1, max_quantization_levels], and every value quantized_value(scale, j, levels) for an
+//!   integer |j| <= levels.
 //! Memory: 8 bytes per nonzero (sparse) or 4 per element (dense) plus the vectors' capacity,
 //! which is kept when a message is reused, so steady-state compression allocates nothing.
 struct sparse_message {
@@ -42,6 +49,10 @@ struct sparse_message {
   std::vector<std::uint32_t> indices;
   //! Selected values, one per index (or all values when `dense`).
   std::vector<float> values;
+  //! value_type::quantized only: the scale every value is a multiple of (see values_type).
+  float quantization_scale = 0.0f;
+  //! value_type::quantized only: the levels per sign (values scale x j / levels, |j| <= levels).
+  std::uint32_t quantization_levels = 0;
 
   //! Number of values carried (k for a top-k message, the dense length for a dense one).
   [[nodiscard]] std::size_t nnz() const noexcept { return values.size(); }
@@ -60,11 +71,51 @@ struct sparse_message {
     values_type = value_type::fp32;
     indices.clear();
     values.clear();
+    quantization_scale = 0.0f;
+    quantization_levels = 0;
+  }
+
+  //! @brief The code j of `v` in this message's quantization (values_type quantized): the
+  //! integer with quantized_value(scale, j, levels) == v bit for bit and |j| <= levels, or
+  //! std::nullopt if there is none (or the scale or levels are out of range). O(1).
+  [[nodiscard]] std::optional<std::int32_t> quantization_code(float v) const noexcept {
+    const float s = quantization_scale;
+    const std::uint32_t levels = quantization_levels;
+    if (!(s >= min_quantization_scale && s <= std::numeric_limits<float>::max()) || levels < 1 ||
+        levels > max_quantization_levels || !(v == v)) {
+      return std::nullopt;
+    }
+    const double r = std::nearbyint(static_cast<double>(v) / static_cast<double>(s) *
+                                    static_cast<double>(levels));
+    if (!(std::abs(r) <= static_cast<double>(levels))) {
+      return std::nullopt;
+    }
+    const auto j = static_cast<std::int32_t>(r);
+    if (std::bit_cast<std::uint32_t>(quantized_value(s, j, levels)) !=
+        std::bit_cast<std::uint32_t>(v)) {
+      return std::nullopt;
+    }
+    return j;
   }
 
   //! @brief Checks every invariant above. O(nnz).
   //! @throws std::invalid_argument naming the first violated invariant and its values.
   void validate() const {
+    if (values_type == value_type::quantized) {
+      detail::require(quantization_scale >= min_quantization_scale &&
+                          quantization_scale <= std::numeric_limits<float>::max(),
+                      "quantized message scale ", quantization_scale,
+                      " is not finite and >= 2^-111");
+      detail::require(quantization_levels >= 1 && quantization_levels <= max_quantization_levels,
+                      "quantized message levels ", quantization_levels, " outside [1, ",
+                      max_quantization_levels, "]");
+      for (std::size_t i = 0; i < values.size(); ++i) {
+        detail::require(quantization_code(values[i]).has_value(), "quantized message value ",
+                        values[i], " at position ", i, " is not scale ", quantization_scale,
+                        " x j / ", quantization_levels, " for an integer |j| <= ",
+                        quantization_levels);
+      }
+    }
     if (dense) {
       detail::require(indices.empty(), "dense message carries ", indices.size(), " indices");
       detail::require(values.size() == dense_length_elements, "dense message has ", values.size(),

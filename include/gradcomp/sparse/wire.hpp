@@ -8,13 +8,21 @@
 //! |---|---|---|
 //! | 0  | 4 | magic `GCSM` |
 //! | 4  | 2 | version (1) |
-//! | 6  | 1 | value type (1 fp32, 2 fp16, 3 bf16) |
+//! | 6  | 1 | value type (1 fp32, 2 fp16, 3 bf16, 4 quantized) |
 //! | 7  | 1 | index encoding (0 none = dense layout, 1 u32, 2 delta + varint) |
 //! | 8  | 8 | dense length, elements |
 //! | 16 | 8 | nnz, values carried |
 //! | 24 | 8 | index section length, bytes |
 //! | 32 | index bytes | indices: nothing (dense), nnz x u32, or nnz varints |
 //! | .. | nnz x value size | values |
+//!
+//! Values of type quantized (4) are, instead of nnz x value size bytes: the scale (f32), the
+//! levels L (u32), the code width b (u8: 1 when L == 1 and no value is 0, else 1 +
+//! bit_width(L)), then the nnz codes of b bits each, packed from the least significant bit of
+//! the first byte on, the last byte's unused bits 0 (ceil(nnz b / 8) bytes). A 1-bit code is the
+//! sign (0: +scale, 1: -scale); a wider one is sign | (|j| << 1) for the value scale x j / L
+//! (gradcomp::quantized_value), never a negative zero. So a scaled-sign message costs 1 bit per
+//! value, a ternary one 2 and a 15-level QSGD message 5, plus 9 bytes.
 //!
 //! Delta + varint stores the first index as is and every later one as the gap minus one
 //! (`idx[i] - idx[i-1] - 1`) in unsigned LEB128, so strictly ascending order is implied and at
@@ -28,12 +36,15 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -81,6 +92,29 @@ inline index_encoding effective_encoding(const sparse_message& m, index_encoding
           "index_encoding::none can only encode a dense message; this one is sparse with ", m.nnz(),
           " of ", m.dense_length_elements, " elements");
   return requested;
+}
+
+//! Whether a quantized message has a value 0 (it then needs a magnitude bit even at 1 level).
+inline bool quantized_has_zero(const sparse_message& m) noexcept {
+  return std::any_of(m.values.begin(), m.values.end(), [](float v) { return v == 0.0f; });
+}
+
+//! Bytes of the prefix of a quantized values section: scale, levels, code width.
+inline constexpr std::size_t quantized_prefix_bytes = 9;
+
+//! Bytes of `nnz` packed codes of `bits` bits each. @pre nnz x bits does not overflow.
+[[nodiscard]] constexpr std::uint64_t packed_code_bytes(std::uint64_t nnz, unsigned bits) noexcept {
+  return (nnz * bits + 7) / 8;
+}
+
+//! Bytes of m's values section: nnz x value size, or for quantized the prefix and the packed
+//! codes. O(1), or O(nnz) for quantized (the code width depends on whether a value is 0).
+inline std::size_t values_section_bytes(const sparse_message& m) noexcept {
+  if (m.values_type != value_type::quantized) {
+    return m.nnz() * value_size_bytes(m.values_type);
+  }
+  const unsigned bits = quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
+  return quantized_prefix_bytes + static_cast<std::size_t>(packed_code_bytes(m.nnz(), bits));
 }
 
 inline std::size_t index_section_bytes(const sparse_message& m, index_encoding enc) noexcept {
@@ -186,6 +220,9 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
       out[i] = vt == value_type::fp16 ? half_bits_to_float(h) : bfloat16_bits_to_float(h);
     }
   }
+  if (nnz == 0) {
+    return;
+  }
   bool any_nan = false; // one branch-free pass (vectorizes), then find the first on failure
   for (std::uint64_t i = 0; i < nnz; ++i) {
     any_nan |= out[i] != out[i];
@@ -199,44 +236,145 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
   }
 }
 
+// Writes m's quantized values section at p (values_section_bytes(m) bytes).
+// @throws std::invalid_argument naming the first value that is not scale x j / levels.
+inline void encode_quantized(const sparse_message& m, std::byte* p) {
+  require(m.quantization_scale >= min_quantization_scale &&
+              m.quantization_scale <= std::numeric_limits<float>::max() &&
+              m.quantization_levels >= 1 && m.quantization_levels <= max_quantization_levels,
+          "quantized message: scale ", m.quantization_scale,
+          " must be finite and >= 2^-111 and levels ",
+          m.quantization_levels, " in [1, ", max_quantization_levels, "]");
+  const unsigned bits = quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
+  store_le<std::uint32_t>(p, std::bit_cast<std::uint32_t>(m.quantization_scale));
+  store_le<std::uint32_t>(p + 4, m.quantization_levels);
+  p[8] = static_cast<std::byte>(bits);
+  p += quantized_prefix_bytes;
+  std::uint64_t acc = 0; // bit accumulator, least significant bits first
+  unsigned held = 0;
+  for (std::size_t i = 0; i < m.values.size(); ++i) {
+    const std::optional<std::int32_t> j = m.quantization_code(m.values[i]);
+    require(j.has_value(), "quantized message value ", m.values[i], " at position ", i,
+            " is not scale ", m.quantization_scale, " x j / ", m.quantization_levels,
+            " for an integer |j| <= ", m.quantization_levels);
+    const std::uint32_t code =
+        bits == 1 ? (*j < 0 ? 1u : 0u)
+                  : (*j < 0 ? 1u : 0u) | (static_cast<std::uint32_t>(*j < 0 ? -*j : *j) << 1);
+    acc |= std::uint64_t{code} << held;
+    held += bits;
+    while (held >= 8) {
+      *p++ = static_cast<std::byte>(acc & 0xffu);
+      acc >>= 8;
+      held -= 8;
+    }
+  }
+  if (held > 0) {
+    *p = static_cast<std::byte>(acc & 0xffu);
+  }
+}
+
+// Reads a quantized values section of `section` bytes at q holding nnz codes into out (values,
+// scale, levels), validating everything. @throws wire_error naming the failed check.
+inline void decode_quantized(const std::byte* q,
+                             std::uint64_t section,
+                             std::uint64_t nnz,
+                             sparse_message& out) {
+  require_wire(section >= quantized_prefix_bytes, "quantized values section of ", section,
+               " bytes is shorter than its ", quantized_prefix_bytes, "-byte prefix");
+  const float scale = std::bit_cast<float>(load_le<std::uint32_t>(q));
+  const auto levels = load_le<std::uint32_t>(q + 4);
+  const auto bits = static_cast<unsigned>(q[8]);
+  require_wire(scale >= min_quantization_scale && scale <= std::numeric_limits<float>::max(),
+               "quantized scale ", scale, " is not finite and >= 2^-111");
+  require_wire(levels >= 1 && levels <= max_quantization_levels, "quantized levels ", levels,
+               " outside [1, ", max_quantization_levels, "]");
+  const unsigned wide = quantized_code_bits(levels, true);
+  require_wire(bits == wide || (bits == 1 && levels == 1), "quantized code width ", bits,
+               " bits for ", levels, " levels (expected ", wide,
+               levels == 1 ? ", or 1 without zeros)" : ")");
+  require_wire(section - quantized_prefix_bytes == packed_code_bytes(nnz, bits),
+               "quantized values section has ", section - quantized_prefix_bytes,
+               " code bytes, ", nnz, " codes of ", bits, " bits need ",
+               packed_code_bytes(nnz, bits));
+  q += quantized_prefix_bytes;
+  out.quantization_scale = scale;
+  out.quantization_levels = levels;
+  out.values.resize(nnz);
+  const std::uint32_t mask = (1u << bits) - 1u;
+  std::uint64_t acc = 0;
+  unsigned held = 0;
+  bool zero = false;
+  for (std::uint64_t i = 0; i < nnz; ++i) {
+    while (held < bits) {
+      acc |= std::uint64_t{static_cast<std::uint8_t>(*q++)} << held;
+      held += 8;
+    }
+    const auto code = static_cast<std::uint32_t>(acc & mask);
+    acc >>= bits;
+    held -= bits;
+    std::int32_t j = 0;
+    if (bits == 1) {
+      j = code != 0 ? -1 : 1;
+    } else {
+      const std::uint32_t magnitude = code >> 1;
+      require_wire(magnitude <= levels, "quantized code at position ", i, " has magnitude ",
+                   magnitude, " above the ", levels, " levels");
+      require_wire(magnitude != 0 || (code & 1u) == 0, "quantized code at position ", i,
+                   " is a negative zero");
+      j = (code & 1u) != 0 ? -static_cast<std::int32_t>(magnitude)
+                           : static_cast<std::int32_t>(magnitude);
+      zero |= magnitude == 0;
+    }
+    out.values[i] = quantized_value(scale, j, levels);
+  }
+  require_wire(acc == 0, "quantized codes: the last byte's unused bits are not 0");
+  require_wire(bits == 1 || levels != 1 || zero,
+               "quantized codes of 2 bits at 1 level without a zero (not the canonical 1-bit "
+               "form)");
+}
+
 } // namespace detail
 
 //! @brief Bounds on the encoded size, bytes, of any message carrying `nnz` values, whatever its
-//! value type and index encoding: from 32 + 2 nnz (dense fp16: no indices, 2-byte values) to
-//! 32 + 9 nnz (a 5-byte varint index and a 4-byte value each). For validating a size a peer
-//! states before receiving the message. O(1). @pre nnz <= 2^56 (no overflow).
-[[nodiscard]] constexpr std::uint64_t min_encoded_bytes(std::uint64_t nnz) noexcept {
-  return wire_header_bytes + 2 * nnz;
-}
-//! @brief The upper bound of min_encoded_bytes()'s pair: 32 + 9 nnz bytes (a 5-byte varint index
-//! and a 4-byte value each), the most any message carrying `nnz` values encodes to. O(1).
+//! value type and index encoding: from 32 + min(2 nnz, 9 + ceil(nnz / 8)) (dense fp16: no
+//! indices, 2-byte values; or dense 1-bit quantized codes) to 32 + 9 nnz + 10 (a 5-byte varint
+//! index and a 4-byte value each, or a quantized section of at most 10 + 2.125 nnz bytes). For
+//! validating a size a peer states before receiving the message. O(1).
 //! @pre nnz <= 2^56 (no overflow).
+[[nodiscard]] constexpr std::uint64_t min_encoded_bytes(std::uint64_t nnz) noexcept {
+  const std::uint64_t packed = detail::quantized_prefix_bytes + detail::packed_code_bytes(nnz, 1);
+  return wire_header_bytes + (2 * nnz < packed ? 2 * nnz : packed);
+}
+//! @brief The upper bound of min_encoded_bytes()'s pair: 32 + 9 nnz + 10 bytes, the most any
+//! message carrying `nnz` values encodes to. O(1). @pre nnz <= 2^56 (no overflow).
 [[nodiscard]] constexpr std::uint64_t max_encoded_bytes(std::uint64_t nnz) noexcept {
-  return wire_header_bytes + 9 * nnz;
+  return wire_header_bytes + 9 * nnz + 10;
 }
 
-//! @brief Exact number of bytes encode() produces for `m` with `enc`. O(nnz) for delta_varint,
-//! O(1) otherwise.
+//! @brief Exact number of bytes encode() produces for `m` with `enc`. O(nnz) for delta_varint
+//! or quantized values, O(1) otherwise.
 //! @throws std::invalid_argument if `enc` is none and `m` is sparse.
 [[nodiscard]] inline std::size_t encoded_size_bytes(const sparse_message& m,
                                                     index_encoding enc = index_encoding::u32) {
   const index_encoding e = detail::effective_encoding(m, enc);
-  return wire_header_bytes + detail::index_section_bytes(m, e) +
-         m.nnz() * value_size_bytes(m.values_type);
+  return wire_header_bytes + detail::index_section_bytes(m, e) + detail::values_section_bytes(m);
 }
 
 //! @brief Encodes `m` into `out` (replacing its contents; capacity is reused).
 //!
 //! Dense messages are always written with index_encoding::none; `enc` chooses the encoding of
 //! sparse ones. Values are written as `m.values_type`, rounded to nearest if not representable.
-//! Bytes written: 32 + index bytes (0, 4 nnz, or 1-5 per index) + nnz x 4 / 2 / 2.
+//! Bytes written: 32 + index bytes (0, 4 nnz, or 1-5 per index) + nnz x 4 / 2 / 2, or for
+//! quantized values 9 + ceil(nnz x code bits / 8).
 //! O(nnz); deterministic (identical bytes on every platform).
-//! @pre `m.validate()` holds (not re-checked here beyond the encoding choice).
-//! @throws std::invalid_argument if `enc` is none for a sparse message.
+//! @pre `m.validate()` holds (not re-checked here beyond the encoding choice and, for quantized
+//! values, each value's code).
+//! @throws std::invalid_argument if `enc` is none for a sparse message, or a quantized message's
+//! scale, levels or a value is out of its form (named).
 inline void encode(const sparse_message& m, index_encoding enc, std::vector<std::byte>& out) {
   const index_encoding e = detail::effective_encoding(m, enc);
   const std::size_t index_bytes = detail::index_section_bytes(m, e);
-  out.resize(wire_header_bytes + index_bytes + m.nnz() * value_size_bytes(m.values_type));
+  out.resize(wire_header_bytes + index_bytes + detail::values_section_bytes(m));
   std::byte* p = out.data();
   std::memcpy(p, detail::wire_magic.data(), 4);
   detail::store_le<std::uint16_t>(p + 4, wire_version);
@@ -277,6 +415,9 @@ inline void encode(const sparse_message& m, index_encoding enc, std::vector<std:
       p += 2;
     }
     break;
+  case value_type::quantized:
+    detail::encode_quantized(m, p);
+    break;
   }
 }
 
@@ -294,9 +435,13 @@ inline void encode(const sparse_message& m, index_encoding enc, std::vector<std:
 //! codes; nnz <= dense length; dense layout has nnz == dense length and no index bytes; sparse
 //! layout has dense length <= 2^32; the total length equals header + index bytes + nnz x value
 //! size exactly (no truncation, no trailing bytes; checked before any allocation, so a forged
-//! nnz cannot make it allocate more than the input's size); u32 index section is 4 nnz bytes;
+//! nnz cannot make it allocate more than the input's size; quantized values: at least one bit
+//! per code, so at most 32 bytes of floats per input byte); u32 index section is 4 nnz bytes;
 //! every varint is canonical; indices strictly ascending and below the dense length; no value is
-//! NaN. Decoding then re-encoding with the same encoding reproduces the input bytes exactly.
+//! NaN; quantized values: scale finite and >= 2^-111, levels in [1, 2^15], the code width that the
+//! levels (and zeros) give, the exact section size, every magnitude <= levels, no negative zero,
+//! unused bits 0. Decoding then re-encoding with the same encoding reproduces the input bytes
+//! exactly.
 //! O(input bytes); reuses `out`'s capacity.
 //! @throws gradcomp::wire_error naming the failed check and the offending numbers; `out` is
 //! then unspecified.
@@ -311,8 +456,8 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
   require_wire(version == wire_version, "unsupported wire version ", version,
                " (this build reads version ", wire_version, ")");
   const auto vt_code = static_cast<std::uint8_t>(p[6]);
-  require_wire(vt_code >= 1 && vt_code <= 3, "unknown value type code ", unsigned{vt_code},
-               " (1 fp32, 2 fp16, 3 bf16)");
+  require_wire(vt_code >= 1 && vt_code <= 4, "unknown value type code ", unsigned{vt_code},
+               " (1 fp32, 2 fp16, 3 bf16, 4 quantized)");
   const auto enc_code = static_cast<std::uint8_t>(p[7]);
   require_wire(enc_code <= 2, "unknown index encoding code ", unsigned{enc_code},
                " (0 none, 1 u32, 2 delta_varint)");
@@ -324,15 +469,23 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
   require_wire(nnz <= dense_length, "nnz ", nnz, " exceeds the dense length ", dense_length);
 
   const std::uint64_t body = bytes.size() - wire_header_bytes;
-  const std::uint64_t value_bytes_per = value_size_bytes(vt);
   require_wire(index_bytes <= body, "index section of ", index_bytes, " bytes exceeds the ", body,
                " bytes after the header");
-  require_wire(nnz <= (body - index_bytes) / value_bytes_per, "nnz ", nnz, " values of ",
-               value_bytes_per, " bytes do not fit in the ", body - index_bytes,
-               " bytes after the indices (truncated message?)");
-  require_wire(index_bytes + nnz * value_bytes_per == body, "message has ", bytes.size(),
-               " bytes, header declares ", wire_header_bytes + index_bytes + nnz * value_bytes_per,
-               " (trailing bytes)");
+  if (vt == value_type::quantized) {
+    // at least one bit per value after a 9-byte prefix (the exact size is checked with the codes)
+    require_wire(body - index_bytes >= detail::quantized_prefix_bytes &&
+                     nnz <= (body - index_bytes - detail::quantized_prefix_bytes) * 8,
+                 "nnz ", nnz, " quantized codes do not fit in the ", body - index_bytes,
+                 " bytes after the indices (truncated message?)");
+  } else {
+    const std::uint64_t value_bytes_per = value_size_bytes(vt);
+    require_wire(nnz <= (body - index_bytes) / value_bytes_per, "nnz ", nnz, " values of ",
+                 value_bytes_per, " bytes do not fit in the ", body - index_bytes,
+                 " bytes after the indices (truncated message?)");
+    require_wire(index_bytes + nnz * value_bytes_per == body, "message has ", bytes.size(),
+                 " bytes, header declares ",
+                 wire_header_bytes + index_bytes + nnz * value_bytes_per, " (trailing bytes)");
+  }
   if (enc == index_encoding::none) {
     require_wire(nnz == dense_length, "dense message (no indices) carries ", nnz,
                  " values for dense length ", dense_length);
@@ -362,6 +515,10 @@ inline void decode(std::span<const std::byte> bytes, sparse_message& out) {
     detail::decode_varint_indices(q, q + index_bytes, nnz, dense_length, out.indices.data());
   }
   q += index_bytes;
+  if (vt == value_type::quantized) {
+    detail::decode_quantized(q, body - index_bytes, nnz, out);
+    return;
+  }
   out.values.resize(nnz);
   detail::decode_values(q, nnz, vt, out.values.data());
 }

@@ -8,6 +8,7 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/sparse/value_type.hpp>
 
 namespace gradcomp::detail {
 
@@ -20,11 +21,17 @@ inline void check_guard_factor(double guard_factor) {
           " is outside [1, 1e6]");
 }
 
-//! Validates the options every compressor may have (host and CUDA): `density` in (0, 1] and
-//! `guard_factor` in [1, 1e6], where Options has them.
+//! Validates the options every compressor may have (host and CUDA): `density` in (0, 1],
+//! `guard_factor` in [1, 1e6] and `values` not value_type::quantized (only the quantizing
+//! compressors make it), where Options has them.
 //! @throws std::invalid_argument naming the value otherwise.
 template <class Options>
 void check_common_options(const Options& o) {
+  if constexpr (requires { o.values; }) {
+    require(o.values != value_type::quantized,
+            "values quantized is made by the quantizing compressors (scaled_sign, terngrad, "
+            "qsgd); a compressor rounds to fp32, fp16 or bf16");
+  }
   if constexpr (requires { o.density; }) {
     check_density(o.density);
   }

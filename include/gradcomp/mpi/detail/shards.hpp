@@ -29,6 +29,8 @@ inline void
 slice_message(const sparse_message& m, std::size_t lo, std::size_t hi, sparse_message& out) {
   out.clear(hi - lo);
   out.values_type = m.values_type;
+  out.quantization_scale = m.quantization_scale;
+  out.quantization_levels = m.quantization_levels;
   out.dense = m.dense;
   if (m.dense) {
     out.values.assign(m.values.begin() + static_cast<std::ptrdiff_t>(lo),

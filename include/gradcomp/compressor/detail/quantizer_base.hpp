@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::detail::quantizer_base: what the quantizing compressors (scaled_sign,
+//! terngrad, qsgd) share: a dense message of value_type::quantized, one scale per call, and the
+//! stochastic rounding of qsgd and terngrad.
+#pragma once
+
+#include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/compressor_base.hpp>
+#include <gradcomp/sparse/sparse_message.hpp>
+#include <gradcomp/sparse/value_type.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <span>
+
+namespace gradcomp::detail {
+
+//! A uniform float in [0, 1) from the top 24 bits of one draw (every value k / 2^24 equally
+//! likely; exact in float, the same on every platform). O(1).
+[[nodiscard]] inline float uniform_unit(std::mt19937_64& rng) noexcept {
+  return static_cast<float>(rng() >> 40) * 0x1p-24f;
+}
+
+//! The stochastic rounding of QSGD (Alistarh et al. 2017, eq. 1) and TernGrad: the magnitude
+//! level of |x| in units of scale / levels, floor(r) + [u < r - floor(r)] with r = |x| / scale
+//! x levels, clamped to levels (float rounding of the scale can put r a hair above it).
+//! Unbiased: E[level] = r. @pre scale > 0 and finite, x finite, u in [0, 1). O(1).
+[[nodiscard]] inline std::uint32_t
+stochastic_level(float x, float scale, std::uint32_t levels, float u) noexcept {
+  const double r = std::abs(static_cast<double>(x)) / static_cast<double>(scale) *
+                   static_cast<double>(levels);
+  const double low = std::floor(r);
+  const double level = low + (static_cast<double>(u) < r - low ? 1.0 : 0.0);
+  return level >= static_cast<double>(levels) ? levels : static_cast<std::uint32_t>(level);
+}
+
+//! The signed code of a magnitude level: -level for a negative x, else level.
+[[nodiscard]] inline std::int32_t signed_code(float x, std::uint32_t level) noexcept {
+  return x < 0.0f ? -static_cast<std::int32_t>(level) : static_cast<std::int32_t>(level);
+}
+
+//! @brief Base of the quantizing compressors: every call sends a dense message of
+//! value_type::quantized (every element, as quantized_value(scale, j, levels)).
+//!
+//! Derived supplies `std::uint32_t levels() const`, `float scale_of(std::span<const float> x)`
+//! (the call's scale from the values to send, non-finite values left out; may return 0) and
+//! `std::int32_t code_of(float x, float scale)` (|j| <= levels; called once per finite element,
+//! in order, so a Derived with an RNG draws from it deterministically). A non-finite value is
+//! sent as itself (the message is then not encodable: gradcomp::encode names it; under
+//! nonfinite_policy::skip_step the base sends it as 0). A scale below min_quantization_scale
+//! (2^-111; 0 when every value is 0) or above FLT_MAX is sent as scale 1 with every code 0 (with
+//! error feedback the values stay in the residual).
+//!
+//! With error feedback the residual keeps acc - sent rounded to float (not exact as for the
+//! selecting compressors: |acc - (sent + residual)| <= ulp(residual) / 2). O(n), sequential
+//! (the base's O(n) residual pass uses `threads`).
+template <class Derived, class Options>
+class quantizer_base : public compressor_base<Derived, Options> {
+public:
+  using compressor_base<Derived, Options>::compressor_base;
+
+  //! Every element is sent: k = n.
+  [[nodiscard]] std::size_t target_k(std::size_t n) const noexcept { return n; }
+  //! The messages' value type: value_type::quantized.
+  [[nodiscard]] value_type values_type() const noexcept { return value_type::quantized; }
+
+  //! @brief compressor_base's selection hook: materializes every element, computes the scale
+  //! and quantizes every element (stats.threshold = the scale). O(n); throws only
+  //! std::bad_alloc.
+  template <class Source>
+  void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
+    auto& self = static_cast<Derived&>(*this);
+    src.materialize(0, n);
+    const std::span<const float> x(src.materialized(), n);
+    const std::uint32_t levels = self.levels();
+    float scale = self.scale_of(x);
+    const bool zero_scale =
+        !(scale >= min_quantization_scale && scale <= std::numeric_limits<float>::max());
+    if (zero_scale) {
+      scale = 1.0f;
+    }
+    out.dense = true;
+    out.values.resize(n);
+    out.quantization_scale = scale;
+    out.quantization_levels = levels;
+    for (std::size_t i = 0; i < n; ++i) {
+      const float v = x[i];
+      if (!std::isfinite(v)) {
+        out.values[i] = v;
+        continue;
+      }
+      out.values[i] = quantized_value(scale, zero_scale ? 0 : self.code_of(v, scale), levels);
+    }
+    stats.threshold = zero_scale ? 0.0f : scale;
+  }
+};
+
+//! Sum of |x| and of x^2 over the finite elements, in double, in order; and the largest finite
+//! |x|. O(n).
+struct magnitudes {
+  double sum_abs = 0.0;
+  double sum_squares = 0.0;
+  float max_abs = 0.0f;
+};
+[[nodiscard]] inline magnitudes finite_magnitudes(std::span<const float> x) noexcept {
+  magnitudes m;
+  for (const float v : x) {
+    if (std::isfinite(v)) {
+      const double a = std::abs(static_cast<double>(v));
+      m.sum_abs += a;
+      m.sum_squares += a * a;
+      m.max_abs = std::max(m.max_abs, std::abs(v));
+    }
+  }
+  return m;
+}
+
+} // namespace gradcomp::detail

@@ -1,0 +1,358 @@
+// SPDX-License-Identifier: Apache-2.0
+// The quantizing compressors (scaled_sign, terngrad, qsgd) and the quantized wire values: each
+// value is the scale times an integer level over the levels (checked against the definition);
+// terngrad and qsgd are unbiased (the mean of many draws against the input, within 6 standard
+// errors of the variance the stochastic rounding has); the wire bytes are 32 + 9 +
+// ceil(n x bits / 8) and decoding gives back the same bits; the decoder rejects every malformed
+// quantized section; error feedback keeps acc - sent (within its float rounding); a resumed
+// checkpoint draws what an uninterrupted run does; concatenation keeps a shared scale and falls
+// back to fp32 otherwise.
+#include <gradcomp/gradcomp.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../common/generators.hpp"
+#include "../common/same_bits.hpp"
+
+using namespace gradcomp;
+using Catch::Matchers::Contains;
+
+namespace {
+
+// |j| / levels of every value, checked to be an integer level with the message's scale.
+void require_levels(const sparse_message& m) {
+  REQUIRE(m.values_type == value_type::quantized);
+  REQUIRE(m.dense);
+  REQUIRE(m.quantization_scale > 0.0f);
+  for (const float v : m.values) {
+    const double r = static_cast<double>(v) / m.quantization_scale * m.quantization_levels;
+    const double j = std::nearbyint(r);
+    REQUIRE(std::abs(j) <= m.quantization_levels);
+    REQUIRE(std::bit_cast<std::uint32_t>(quantized_value(m.quantization_scale,
+                                                         static_cast<std::int32_t>(j),
+                                                         m.quantization_levels)) ==
+            std::bit_cast<std::uint32_t>(v));
+  }
+}
+
+// Encodes, checks the size against 32 + 9 + ceil(n bits / 8), decodes and compares bit for bit.
+void require_round_trip(const sparse_message& m, unsigned bits) {
+  const std::vector<std::byte> wire = encode(m, index_encoding::u32);
+  CHECK(wire.size() == 32 + 9 + (m.nnz() * bits + 7) / 8);
+  CHECK(encoded_size_bytes(m) == wire.size());
+  CHECK(wire.size() >= min_encoded_bytes(m.nnz()));
+  CHECK(wire.size() <= max_encoded_bytes(m.nnz()));
+  const sparse_message back = decode(wire);
+  CHECK(back.values_type == value_type::quantized);
+  CHECK(back.dense == m.dense);
+  CHECK(back.quantization_scale == m.quantization_scale);
+  CHECK(back.quantization_levels == m.quantization_levels);
+  CHECK(test::same_bits(back.values, m.values));
+  CHECK(encode(back, index_encoding::u32) == wire);
+}
+
+double direct_mean_abs(const std::vector<float>& x) {
+  double s = 0.0;
+  for (const float v : x) {
+    s += std::abs(static_cast<double>(v));
+  }
+  return s / static_cast<double>(x.size());
+}
+
+double direct_norm(const std::vector<float>& x) {
+  double s = 0.0;
+  for (const float v : x) {
+    s += static_cast<double>(v) * v;
+  }
+  return std::sqrt(s);
+}
+
+// The mean of `calls` messages of compress(x) against x: within 6 standard errors of the
+// stochastic rounding's variance, (scale / levels)^2 f (1 - f) per element with f the fraction.
+template <class C>
+void require_unbiased(C c, const std::vector<float>& x, int calls) {
+  std::vector<double> sum(x.size(), 0.0);
+  sparse_message m;
+  for (int t = 0; t < calls; ++t) {
+    c.compress(x, m);
+    require_levels(m);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      sum[i] += m.values[i];
+    }
+  }
+  const double step = static_cast<double>(m.quantization_scale) / m.quantization_levels;
+  bool any_random = false;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double r = std::abs(static_cast<double>(x[i])) / step;
+    const double f = r - std::floor(r);
+    const double sd = step * std::sqrt(f * (1.0 - f) / calls);
+    INFO("element " << i << " x " << x[i] << " mean " << sum[i] / calls);
+    CHECK(std::abs(sum[i] / calls - x[i]) <= 6.0 * sd + 1e-6 * std::abs(x[i]) + 1e-7);
+    any_random |= f > 0.05 && f < 0.95;
+  }
+  CHECK(any_random); // the test sees rounding that is random at all
+}
+
+} // namespace
+
+TEST_CASE("scaled_sign: +-mean |x| at one bit per element", "[quantizer]") {
+  const std::vector<float> x = test::make_values(test::distribution::heavy_tailed, 1001, 3);
+  scaled_sign c;
+  sparse_message m;
+  const selection_stats s = c.compress(x, m);
+  require_levels(m);
+  CHECK(m.quantization_levels == 1);
+  CHECK(m.quantization_scale == static_cast<float>(direct_mean_abs(x)));
+  CHECK(s.k_selected == x.size());
+  CHECK(s.threshold == m.quantization_scale);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    REQUIRE(m.values[i] == (x[i] >= 0.0f ? m.quantization_scale : -m.quantization_scale));
+  }
+  require_round_trip(m, 1);
+  // DeepSpeed's scale: the root mean square
+  scaled_sign rms({.scale = sign_scale::rms});
+  rms.compress(x, m);
+  CHECK(m.quantization_scale ==
+        static_cast<float>(direct_norm(x) / std::sqrt(static_cast<double>(x.size()))));
+  // every value 0: scale 1, codes 0, two bits each
+  const std::vector<float> zeros(77, 0.0f);
+  c.compress(zeros, m);
+  CHECK(m.quantization_scale == 1.0f);
+  for (const float v : m.values) {
+    REQUIRE(std::bit_cast<std::uint32_t>(v) == 0u);
+  }
+  require_round_trip(m, 2);
+}
+
+TEST_CASE("terngrad: {-s, 0, s} with s = max |x|, unbiased, two bits", "[quantizer]") {
+  std::vector<float> x = test::make_values(test::distribution::normal, 64, 5);
+  terngrad c({.seed = 3});
+  sparse_message m;
+  c.compress(x, m);
+  float max_abs = 0.0f;
+  for (const float v : x) {
+    max_abs = std::max(max_abs, std::abs(v));
+  }
+  CHECK(m.quantization_scale == max_abs);
+  CHECK(m.quantization_levels == 1);
+  require_round_trip(m, 2);
+  require_unbiased(terngrad({.seed = 4}), x, 4000);
+  // the same seed draws the same codes; another seed others
+  terngrad a({.seed = 7}), b({.seed = 7}), other({.seed = 8});
+  sparse_message ma, mb, mo;
+  a.compress(x, ma);
+  b.compress(x, mb);
+  other.compress(x, mo);
+  CHECK(test::same_bits(ma.values, mb.values));
+  CHECK_FALSE(test::same_bits(ma.values, mo.values));
+}
+
+TEST_CASE("qsgd: s levels of the L2 norm, unbiased, 1 + bit_width(s) bits", "[quantizer]") {
+  const std::vector<float> x = test::make_values(test::distribution::heavy_tailed, 64, 6);
+  for (const std::uint32_t levels : {1u, 4u, 15u, 127u}) {
+    INFO("levels " << levels);
+    qsgd c(levels, 1);
+    sparse_message m;
+    c.compress(x, m);
+    require_levels(m);
+    CHECK(m.quantization_levels == levels);
+    CHECK(m.quantization_scale == static_cast<float>(direct_norm(x)));
+    const bool zero = std::any_of(m.values.begin(), m.values.end(), [](float v) { return v == 0; });
+    require_round_trip(m, quantized_code_bits(levels, zero));
+    require_unbiased(qsgd(levels, 2), x, 3000);
+  }
+  // 15 levels: 5 bits per element
+  const std::vector<float> big = test::make_values(test::distribution::normal, 10000, 1);
+  sparse_message m;
+  qsgd(15).compress(big, m);
+  CHECK(encoded_size_bytes(m) == 32 + 9 + (10000 * 5 + 7) / 8);
+  CHECK_THROWS_WITH(qsgd(0), Contains("qsgd: levels 0 outside [1, 32768]"));
+  CHECK_THROWS_WITH(qsgd(40000), Contains("levels 40000 outside [1, 32768]"));
+}
+
+TEMPLATE_TEST_CASE("quantizers with error feedback keep acc - sent", "[quantizer]", scaled_sign,
+                   terngrad, qsgd) {
+  const std::size_t n = 3000;
+  error_feedback<TestType> ef(n);
+  sparse_message m;
+  for (int t = 0; t < 5; ++t) {
+    const std::vector<float> g = test::make_values(test::distribution::heavy_tailed, n, 40 + t);
+    const std::vector<float> before(ef.residual().begin(), ef.residual().end());
+    ef.compress(g, m);
+    require_levels(m);
+    for (std::size_t i = 0; i < n; ++i) {
+      const float acc = before[i] + g[i];
+      const float r = ef.residual()[i];
+      // residual = fl(acc - sent): off from the exact difference by at most half an ulp of r
+      const double exact = static_cast<double>(acc) - static_cast<double>(m.values[i]);
+      REQUIRE(std::abs(exact - r) <= 0.5 * std::abs(static_cast<double>(r)) * 0x1p-23 + 1e-45);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("quantizers: a resumed checkpoint continues bit for bit", "[quantizer]",
+                   terngrad, qsgd, scaled_sign) {
+  const std::vector<float> x = test::make_values(test::distribution::normal, 500, 2);
+  error_feedback<TestType> whole(500), first(500);
+  sparse_message a, b;
+  whole.compress(x, a);
+  first.compress(x, b);
+  const std::vector<std::byte> saved = save_state(first);
+  error_feedback<TestType> resumed(500);
+  load_state(resumed, saved);
+  for (int t = 0; t < 3; ++t) {
+    whole.compress(x, a);
+    resumed.compress(x, b);
+    REQUIRE(test::same_bits(a.values, b.values));
+  }
+  CHECK(test::same_bits(whole.residual(), resumed.residual()));
+}
+
+TEST_CASE("quantizers: checkpoint options are checked", "[quantizer]") {
+  error_feedback<qsgd> a(10, qsgd(15, 1));
+  const std::vector<std::byte> saved = save_state(a);
+  error_feedback<qsgd> other(10, qsgd(7, 1));
+  CHECK_THROWS_WITH(load_state(other, saved), Contains("levels"));
+  error_feedback<scaled_sign> s(10);
+  const std::vector<std::byte> saved_sign = save_state(s);
+  error_feedback<scaled_sign> rms(10, scaled_sign({.scale = sign_scale::rms}));
+  CHECK_THROWS_WITH(load_state(rms, saved_sign), Contains("scale"));
+}
+
+TEST_CASE("quantized wire values: malformed sections are rejected with the reason",
+          "[quantizer][wire]") {
+  sparse_message m;
+  m.clear(5);
+  m.dense = true;
+  m.values_type = value_type::quantized;
+  m.quantization_scale = 2.0f;
+  m.quantization_levels = 3;
+  for (const int j : {-3, 0, 1, 3, -2}) {
+    m.values.push_back(quantized_value(2.0f, j, 3));
+  }
+  m.validate();
+  const std::vector<std::byte> good = encode(m);
+  REQUIRE(good.size() == 32 + 9 + (5 * 3 + 7) / 8);
+  const std::size_t values_at = 32; // dense: no index section
+  const auto corrupt = [&](auto&& edit) {
+    std::vector<std::byte> w = good;
+    edit(w);
+    return w;
+  };
+  const auto rejects = [](const std::vector<std::byte>& w, const std::string& why) {
+    CHECK_THROWS_WITH(decode(w), Contains(why));
+  };
+  rejects(corrupt([&](auto& w) { std::memset(w.data() + values_at, 0, 4); }),
+          "quantized scale 0 is not finite and >= 2^-111");
+  rejects(corrupt([&](auto& w) {
+            const std::uint32_t nan = 0x7fc00000u;
+            std::memcpy(w.data() + values_at, &nan, 4);
+          }),
+          "is not finite and >= 2^-111");
+  rejects(corrupt([&](auto& w) { w[values_at + 4] = std::byte{0}; }),
+          "quantized levels 0 outside [1, 32768]");
+  rejects(corrupt([&](auto& w) { w[values_at + 8] = std::byte{4}; }),
+          "quantized code width 4 bits for 3 levels (expected 3)");
+  // first code: magnitude 3 | sign -> 7; make it magnitude 3 + sign 0 -> 6 is valid; use the
+  // second code (value 0, code 0) as a negative zero: bits 3..5 of the first code byte
+  rejects(corrupt([&](auto& w) { w[values_at + 9] |= std::byte{0x08}; }), "negative zero");
+  // levels 2 with the same codes: magnitude 3 is above it (code width stays 3 bits)
+  rejects(corrupt([&](auto& w) { w[values_at + 4] = std::byte{2}; }),
+          "has magnitude 3 above the 2 levels");
+  rejects(corrupt([&](auto& w) { w.back() |= std::byte{0x80}; }), "unused bits are not 0");
+  rejects(corrupt([&](auto& w) { w.pop_back(); }), "code bytes");
+  rejects(corrupt([&](auto& w) { w.push_back(std::byte{0}); }), "code bytes");
+  // 1 level without a zero must use the 1-bit form
+  sparse_message s;
+  s.clear(3);
+  s.dense = true;
+  s.values_type = value_type::quantized;
+  s.quantization_scale = 1.0f;
+  s.quantization_levels = 1;
+  s.values = {1.0f, -1.0f, 1.0f};
+  std::vector<std::byte> w = encode(s);
+  REQUIRE(w.size() == 32 + 9 + 1);
+  w[values_at + 8] = std::byte{2};
+  w[values_at + 9] = std::byte{0b10'11'10}; // the same values as 2-bit codes (2, 3, 2)
+  rejects(w, "not the canonical 1-bit form");
+  // a value off the grid cannot be encoded
+  m.values[1] = 0.5f;
+  CHECK_THROWS_WITH(encode(m), Contains("value 0.5 at position 1 is not scale 2 x j / 3"));
+  CHECK_THROWS_AS(m.validate(), std::invalid_argument);
+  m.values[1] = -0.0f; // a negative zero is not on the grid either
+  CHECK_THROWS_WITH(encode(m), Contains("at position 1"));
+}
+
+TEST_CASE("quantizers: non-finite values", "[quantizer][nonfinite]") {
+  std::vector<float> x = test::make_values(test::distribution::normal, 100, 8);
+  x[17] = std::numeric_limits<float>::quiet_NaN();
+  sparse_message m;
+  // propagate: the NaN is sent as is (the scale from the finite values), not encodable
+  qsgd(15).compress(x, m);
+  CHECK(std::isnan(m.values[17]));
+  CHECK(std::isfinite(m.quantization_scale));
+  CHECK_THROWS_WITH(encode(m), Contains("at position 17"));
+  // skip_step: the NaN gradient value is accumulated as 0 (sent as +scale, the sign of 0), a
+  // valid message
+  error_feedback<scaled_sign> ef(100, scaled_sign({.nonfinite = nonfinite_policy::skip_step}));
+  const selection_stats s = ef.compress(x, m);
+  CHECK(s.nonfinite == 1);
+  CHECK(m.values[17] == m.quantization_scale);
+  CHECK(ef.residual()[17] == -m.quantization_scale);
+  m.validate();
+  require_round_trip(m, 1);
+  // raise: named
+  CHECK_THROWS_AS(terngrad({.nonfinite = nonfinite_policy::raise}).compress(x, m),
+                  nonfinite_error);
+}
+
+TEST_CASE("quantized parts concatenate with a shared scale, else as fp32", "[quantizer]") {
+  const std::vector<float> x = test::make_values(test::distribution::normal, 40, 9);
+  sparse_message a, b, group;
+  scaled_sign c;
+  c.compress(std::span<const float>(x).first(20), a);
+  c.compress(std::span<const float>(x).last(20), b);
+  begin_concatenation(group, 40);
+  append_concatenated(group, a, 0, true);
+  append_concatenated(group, a, 20, false); // the same scale twice
+  CHECK(group.values_type == value_type::quantized);
+  CHECK(group.quantization_scale == a.quantization_scale);
+  require_round_trip(group, 1);
+  begin_concatenation(group, 40);
+  append_concatenated(group, a, 0, true);
+  append_concatenated(group, b, 20, false); // another scale: exact floats
+  REQUIRE(a.quantization_scale != b.quantization_scale);
+  CHECK(group.values_type == value_type::fp32);
+  CHECK(group.quantization_levels == 0);
+  CHECK(test::same_bits(std::span<const float>(group.values).first(20), a.values));
+  CHECK(test::same_bits(std::span<const float>(group.values).last(20), b.values));
+}
+
+TEST_CASE("quantizers by name", "[quantizer]") {
+  for (const std::string_view name : quantizer_names) {
+    CHECK(is_quantizer_name(name));
+    CHECK_FALSE(is_sparse_compressor_name(name));
+    const std::string got = with_quantizer(name, {.levels = 7}, [](auto c) {
+      const std::vector<float> x = test::make_values(test::distribution::normal, 10, 1);
+      sparse_message m;
+      c.compress(x, m);
+      return std::to_string(m.quantization_levels);
+    });
+    CHECK(got == (name == "qsgd" ? "7" : "1"));
+  }
+  CHECK_THROWS_WITH(with_quantizer("int8", {}, [](auto) { return 0; }),
+                    Contains("unknown quantizer 'int8' (known: signsgd, terngrad, qsgd)"));
+  CHECK_FALSE(value_type_from_string("quantized").has_value());
+  CHECK_THROWS_WITH(exact_top_k({.density = 0.1, .values = value_type::quantized}),
+                    Contains("values quantized is made by the quantizing compressors"));
+  CHECK(to_string(value_type::quantized) == "quantized");
+}
