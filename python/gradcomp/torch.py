@@ -52,13 +52,14 @@ import torch.distributed as dist
 from . import _core
 
 SPARSE_METHODS = tuple(_core.sparse_methods)
+QUANTIZER_METHODS = tuple(_core.quantizer_methods)
 DENSE_METHODS = tuple(_core.dense_methods)
-METHODS = SPARSE_METHODS + DENSE_METHODS
+METHODS = SPARSE_METHODS + QUANTIZER_METHODS + DENSE_METHODS
 _WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _STATE_FORMAT = "gradcomp.torch.HookState/1"
 
 __all__ = ["HookState", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_hook", "METHODS",
-           "SPARSE_METHODS", "DENSE_METHODS"]
+           "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
 class _Slot:
@@ -96,8 +97,10 @@ class HookState:
 
     Args:
         method: compressor name: exact_topk, sampled_topk, gaussian_threshold,
-            lognormal_threshold, reused_threshold (sparse: ``sparse_allgather_hook``), or fp32,
-            fp16, bf16 (dense: any hook).
+            lognormal_threshold, reused_threshold, random_k (sparse: ``sparse_allgather_hook``),
+            signsgd, terngrad, qsgd (quantizers, every value in 1, 2 or 1 + bit_width(levels)
+            bits with one scale per bucket: ``sparse_allgather_hook``), or fp32, fp16, bf16
+            (dense: any hook).
         density: fraction of each bucket's elements sent, in (0, 1] (sparse methods).
         interval: reused_threshold's calls between exact selections (>= 1).
         process_group: the group the hooks' collectives run on; None (default) creates a new
@@ -106,7 +109,9 @@ class HookState:
         momentum: DGC's momentum correction factor in [0, 1) (Lin et al. 2018, eqs. 4-6), or
             None for plain error feedback; sparse methods only. With it, run the optimizer
             without momentum (the hook's velocity is the momentum).
-        seed: sampled_topk's sample seed.
+        seed: the seed of sampled_topk's sample, random_k's choice and the stochastic rounding
+            of terngrad and qsgd.
+        levels: qsgd's levels per sign, [1, 32768] (15: 5 bits per value).
         threads: threads per compression call, [1, 1024].
         nonfinite: a NaN or an infinity in a gradient (gradcomp's nonfinite_policy):
             "propagate" (default) sends it; "raise" makes the hook fail with
@@ -123,7 +128,7 @@ class HookState:
 
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
-                 history_limit=10000):
+                 history_limit=10000, levels=15):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -144,7 +149,10 @@ class HookState:
                              f"needs the step skipped on every rank: gradcomp-train or the C++ "
                              f"pipeline)")
         _positive_int("history_limit", history_limit)
-        if momentum and method in DENSE_METHODS:
+        _positive_int("levels", levels)
+        if levels > 32768:
+            raise ValueError(f"levels {levels} is above the limit 32768")
+        if momentum and method not in SPARSE_METHODS:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
         if not dist.is_available() or not dist.is_initialized():
@@ -158,6 +166,7 @@ class HookState:
         self.threads = threads
         self.nonfinite = nonfinite
         self.history_limit = history_limit
+        self.levels = levels
         self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
         self.world_size = dist.get_world_size(self.process_group)
@@ -232,8 +241,11 @@ class HookState:
             self._pending = None
 
     def _options(self):
-        return {"method": self.method, "density": self.density, "interval": self.interval,
-                "momentum": self.momentum, "world_size": self.world_size}
+        options = {"method": self.method, "density": self.density, "interval": self.interval,
+                   "momentum": self.momentum, "world_size": self.world_size}
+        if self.method == "qsgd":
+            options["levels"] = self.levels
+        return options
 
     def _restore(self, slot):
         if slot.order >= len(self._pending):
@@ -323,7 +335,7 @@ class HookState:
         compressor = None
         if method != "fp32" or self.nonfinite != "propagate":
             compressor = _core.Compressor(method, self.density, self.interval, self.seed,
-                                          self.threads, self.nonfinite)
+                                          self.threads, self.nonfinite, self.levels)
         layout = _Layout(key, numel, residual, velocity, compressor)
         self._layouts[index] = layout
         return layout

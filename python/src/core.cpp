@@ -90,7 +90,8 @@ public:
              std::uint64_t interval,
              std::uint64_t seed,
              unsigned threads,
-             const std::string& nonfinite)
+             const std::string& nonfinite,
+             std::uint32_t levels)
       : method_(method) {
     const gradcomp::nonfinite_policy policy = gradcomp::nonfinite_policy_from_string(nonfinite);
     // the dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback)
@@ -100,16 +101,22 @@ public:
           gradcomp::dense({.values = *v, .threads = threads, .nonfinite = policy}));
       return;
     }
+    const auto erase = [](auto c) -> std::unique_ptr<erased> {
+      return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
+    };
+    if (gradcomp::is_quantizer_name(method)) { // signsgd, terngrad, qsgd: one scale per bucket
+      impl_ = gradcomp::with_quantizer(
+          method, {.seed = seed, .levels = levels, .threads = threads, .nonfinite = policy},
+          erase);
+      return;
+    }
     impl_ = gradcomp::with_sparse_compressor(method,
                                              {.density = density,
                                               .interval = interval,
                                               .seed = seed,
                                               .threads = threads,
                                               .nonfinite = policy},
-                                             [](auto c) -> std::unique_ptr<erased> {
-                                               return std::make_unique<erased_impl<decltype(c)>>(
-                                                   std::move(c));
-                                             });
+                                             erase);
   }
 
   //! Error feedback + selection + encoding: acc = residual + grad (DGC's momentum correction
@@ -270,13 +277,18 @@ PYBIND11_MODULE(_core, m) {
     sparse.append(std::string(n));
   }
   m.attr("sparse_methods") = sparse;
+  py::list quantizers;
+  for (const std::string_view n : gradcomp::quantizer_names) {
+    quantizers.append(std::string(n));
+  }
+  m.attr("quantizer_methods") = quantizers;
   m.attr("dense_methods") = py::make_tuple("fp32", "fp16", "bf16");
 
   py::class_<compressor>(m, "Compressor")
       .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned,
-                    const std::string&>(),
+                    const std::string&, std::uint32_t>(),
            py::arg("method"), py::arg("density"), py::arg("interval") = 10, py::arg("seed") = 1,
-           py::arg("threads") = 1, py::arg("nonfinite") = "propagate")
+           py::arg("threads") = 1, py::arg("nonfinite") = "propagate", py::arg("levels") = 15)
       .def("compress", &compressor::compress, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
            py::arg("momentum") = 0.0f)

@@ -132,7 +132,7 @@ def assert_conserved(ranks, runs, iterations, what):
         assert torch.allclose(sent[i], kept, atol=1e-5), f"{what}: parameter {i}"
 
 
-@pytest.mark.parametrize("method", gc.SPARSE_METHODS + ("fp16", "bf16"))
+@pytest.mark.parametrize("method", gc.SPARSE_METHODS + gc.QUANTIZER_METHODS + ("fp16", "bf16"))
 def test_every_value_is_sent_or_kept_across_a_bucket_rebuild(tmp_path, method):
     """size x (sum of the averages) == sum over ranks of (sum of the gradients - residual),
     per parameter, through DDP's bucket rebuild; every rank gets the same bits."""
@@ -184,6 +184,7 @@ def test_resume_across_a_bucket_rebuild_loses_nothing(tmp_path):
 
 @pytest.mark.parametrize("scenario", ["ddp:sparse_allgather_hook:reused_threshold",
                                       "ddp:sparse_allgather_hook:sampled_topk",
+                                      "ddp:sparse_allgather_hook:qsgd",
                                       "ddp:ring_allreduce_hook:fp32",
                                       "ddp:fp16_hook:fp16"])
 def test_ddp_with_several_buckets_keeps_replicas_identical(tmp_path, scenario):
@@ -236,6 +237,9 @@ def single_rank(tmp_path):
     ({"method": "fp16", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
     ({"nonfinite": "skip_step"}, "nonfinite 'skip_step' is not one of propagate, raise"),
     ({"history_limit": 0}, "history_limit 0 is not"),
+    ({"levels": 0}, "levels 0 is not"),
+    ({"levels": 40000}, "levels 40000 is above the limit 32768"),
+    ({"method": "qsgd", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
