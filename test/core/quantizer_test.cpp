@@ -44,6 +44,17 @@ void require_levels(const sparse_message& m) {
   }
 }
 
+// An empty dense message of n elements with quantized values of this scale and levels.
+sparse_message quantized_message(std::size_t n, float scale, std::uint32_t levels) {
+  sparse_message m;
+  m.clear(n);
+  m.dense = true;
+  m.values_type = value_type::quantized;
+  m.quantization_scale = scale;
+  m.quantization_levels = levels;
+  return m;
+}
+
 // Encodes, checks the size against 32 + 9 + ceil(n bits / 8), decodes and compares bit for bit.
 void require_round_trip(const sparse_message& m, unsigned bits) {
   const std::vector<std::byte> wire = encode(m, index_encoding::u32);
@@ -230,12 +241,7 @@ TEST_CASE("quantizers: checkpoint options are checked", "[quantizer]") {
 
 TEST_CASE("quantized wire values: malformed sections are rejected with the reason",
           "[quantizer][wire]") {
-  sparse_message m;
-  m.clear(5);
-  m.dense = true;
-  m.values_type = value_type::quantized;
-  m.quantization_scale = 2.0f;
-  m.quantization_levels = 3;
+  sparse_message m = quantized_message(5, 2.0f, 3);
   for (const int j : {-3, 0, 1, 3, -2}) {
     m.values.push_back(quantized_value(2.0f, j, 3));
   }
@@ -272,12 +278,7 @@ TEST_CASE("quantized wire values: malformed sections are rejected with the reaso
   rejects(corrupt([&](auto& w) { w.pop_back(); }), "code bytes");
   rejects(corrupt([&](auto& w) { w.push_back(std::byte{0}); }), "code bytes");
   // 1 level without a zero must use the 1-bit form
-  sparse_message s;
-  s.clear(3);
-  s.dense = true;
-  s.values_type = value_type::quantized;
-  s.quantization_scale = 1.0f;
-  s.quantization_levels = 1;
+  sparse_message s = quantized_message(3, 1.0f, 1);
   s.values = {1.0f, -1.0f, 1.0f};
   std::vector<std::byte> w = encode(s);
   REQUIRE(w.size() == 32 + 9 + 1);

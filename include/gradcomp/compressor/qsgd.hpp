@@ -4,10 +4,8 @@
 //! al. 2017), 1 + bit_width(s) bits per element, with error feedback.
 #pragma once
 
-#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/quantizer_base.hpp>
-#include <gradcomp/compressor/detail/rng_state.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/value_type.hpp>
@@ -15,7 +13,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string_view>
 
@@ -43,12 +40,12 @@ struct qsgd_options {
 //! paper has none; QSGD is unbiased without) the residual keeps what was not sent. O(n);
 //! deterministic for a given seed and call sequence, whatever the thread count. Non-finite
 //! values: see detail::quantizer_base.
-class qsgd : public detail::quantizer_base<qsgd, qsgd_options> {
+class qsgd : public detail::seeded_quantizer_base<qsgd, qsgd_options> {
 public:
   //! The name its checkpoint state carries (with the options and the RNG).
   static constexpr std::string_view state_name = "qsgd";
   //! @throws std::invalid_argument naming `levels` if it is outside [1, 2^15].
-  explicit qsgd(options o = {}) : quantizer_base(o), rng_(o.seed) {
+  explicit qsgd(options o = {}) : seeded_quantizer_base(o) {
     detail::require(o.levels >= 1 && o.levels <= max_quantization_levels, "qsgd: levels ",
                     o.levels, " outside [1, ", max_quantization_levels, "]");
   }
@@ -65,17 +62,8 @@ public:
   }
   //! sign(x) times |x| / scale x s rounded stochastically (one draw).
   [[nodiscard]] std::int32_t code_of(float x, float scale) {
-    return detail::signed_code(
-        x, detail::stochastic_level(x, scale, options_.levels, detail::uniform_unit(rng_)));
+    return stochastic_code(x, scale, options_.levels);
   }
-
-  //! compressor_base's checkpoint hook: the RNG's state. O(1).
-  void save_extra(state_writer& w) const { detail::save_rng(w, "qsgd rng", rng_); }
-  //! compressor_base's checkpoint hook. @throws state_error if the state is not an RNG state.
-  void load_extra(state_reader& r) { rng_ = detail::load_rng(r, "qsgd rng"); }
-
-private:
-  std::mt19937_64 rng_;
 };
 
 static_assert(momentum_compressor<qsgd>);

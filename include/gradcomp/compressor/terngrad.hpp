@@ -4,15 +4,12 @@
 //! 2017), 2 bits per element, with error feedback.
 #pragma once
 
-#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/detail/quantizer_base.hpp>
-#include <gradcomp/compressor/detail/rng_state.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 
 #include <cstddef>
 #include <cstdint>
-#include <random>
 #include <span>
 #include <string_view>
 
@@ -39,12 +36,12 @@ struct terngrad_options {
 //! feedback (the paper's TernGrad has none; it is unbiased without) the residual keeps what was
 //! not sent. O(n); deterministic for a given seed and call sequence, whatever the thread count.
 //! Non-finite values: see detail::quantizer_base. Throws only std::bad_alloc.
-class terngrad : public detail::quantizer_base<terngrad, terngrad_options> {
+class terngrad : public detail::seeded_quantizer_base<terngrad, terngrad_options> {
 public:
   //! The name its checkpoint state carries (with the options and the RNG).
   static constexpr std::string_view state_name = "terngrad";
   //! @throws nothing but std::bad_alloc.
-  explicit terngrad(options o = {}) : quantizer_base(o), rng_(o.seed) {}
+  explicit terngrad(options o = {}) : seeded_quantizer_base(o) {}
 
   //! One level: values -s, 0, +s.
   [[nodiscard]] std::uint32_t levels() const noexcept { return 1; }
@@ -53,17 +50,7 @@ public:
     return detail::finite_magnitudes(x).max_abs;
   }
   //! sign(x) with probability |x| / scale, else 0 (one draw).
-  [[nodiscard]] std::int32_t code_of(float x, float scale) {
-    return detail::signed_code(x, detail::stochastic_level(x, scale, 1, detail::uniform_unit(rng_)));
-  }
-
-  //! compressor_base's checkpoint hook: the RNG's state. O(1).
-  void save_extra(state_writer& w) const { detail::save_rng(w, "terngrad rng", rng_); }
-  //! compressor_base's checkpoint hook. @throws state_error if the state is not an RNG state.
-  void load_extra(state_reader& r) { rng_ = detail::load_rng(r, "terngrad rng"); }
-
-private:
-  std::mt19937_64 rng_;
+  [[nodiscard]] std::int32_t code_of(float x, float scale) { return stochastic_code(x, scale, 1); }
 };
 
 static_assert(momentum_compressor<terngrad>);

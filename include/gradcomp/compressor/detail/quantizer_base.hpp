@@ -5,8 +5,10 @@
 //! stochastic rounding of qsgd and terngrad.
 #pragma once
 
+#include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>
+#include <gradcomp/compressor/detail/rng_state.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
@@ -98,6 +100,32 @@ public:
     }
     stats.threshold = zero_scale ? 0.0f : scale;
   }
+};
+
+//! @brief A quantizer_base with stochastic rounding (terngrad, qsgd): a std::mt19937_64 seeded
+//! from Options::seed, one 24-bit uniform per finite element and call, kept in checkpoints (the
+//! compressor_base hooks save_extra / load_extra), so ranks with the same seed round alike and a
+//! resumed run draws what an uninterrupted one would.
+template <class Derived, class Options>
+class seeded_quantizer_base : public quantizer_base<Derived, Options> {
+public:
+  //! Keeps `o` (as compressor_base) and seeds the RNG with o.seed.
+  explicit seeded_quantizer_base(const Options& o)
+      : quantizer_base<Derived, Options>(o), rng_(o.seed) {}
+
+  //! compressor_base's checkpoint hook: the RNG's state. O(1).
+  void save_extra(state_writer& w) const { save_rng(w, "quantizer rng", rng_); }
+  //! compressor_base's checkpoint hook. @throws state_error if the state is not an RNG state.
+  void load_extra(state_reader& r) { rng_ = load_rng(r, "quantizer rng"); }
+
+protected:
+  //! sign(x) times |x| / scale x levels rounded stochastically (stochastic_level; one draw).
+  [[nodiscard]] std::int32_t stochastic_code(float x, float scale, std::uint32_t levels) {
+    return signed_code(x, stochastic_level(x, scale, levels, uniform_unit(rng_)));
+  }
+
+private:
+  std::mt19937_64 rng_;
 };
 
 //! Sum of |x| and of x^2 over the finite elements, in double, in order; and the largest finite
