@@ -547,3 +547,33 @@ TEST_CASE("parameter server: a sparse pull corrupted on the wire makes its recei
   CHECK(average == expected_average(ps, 1000, 0.01, overlap::random));
   gradcomp::test::forget_corrupted_messages();
 }
+
+TEST_CASE("parameter server averages quantized pushes (shards keep the scale)",
+          "[mpi][parameter_server][quantizer]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const std::size_t n = 2000;
+  const auto push_of_rank = [&](int r) {
+    std::mt19937_64 rng(static_cast<std::uint64_t>(r) + 11);
+    std::normal_distribution<float> normal;
+    std::vector<float> x(n);
+    for (float& v : x) {
+      v = normal(rng);
+    }
+    sparse_message m;
+    scaled_sign().compress(x, m);
+    return m;
+  };
+  mpi::parameter_server ps(comm, {.servers = std::min(2, comm.size())});
+  const sparse_message push = push_of_rank(comm.rank());
+  std::vector<float> average(n, -1.0f);
+  ps(push, average);
+  std::vector<float> sum(n, 0.0f);
+  for (int w = 0; w < ps.workers(); ++w) {
+    accumulate(push_of_rank(mpi::parameter_server::worker_rank(w)), sum);
+  }
+  for (float& v : sum) {
+    v /= static_cast<float>(ps.workers());
+  }
+  CHECK(average == sum);
+  CHECK(identical_on_all_ranks(average));
+}
