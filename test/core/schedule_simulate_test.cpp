@@ -142,6 +142,9 @@ TEST_CASE("message sizes: dense fp32 or (index, value) pairs at a density", "[sc
   CHECK(message_format{0.07}.bytes(100) == 56);  // k = 7, not 8, despite binary rounding
   CHECK(message_format{0.001}.bytes(10) == 8);   // at least one element
   CHECK(message_format{1.0}.bytes(10) == 80);
+  // quantized: 9 + ceil(n b / 8), whatever the density
+  CHECK(message_format{.density = 0.01, .quantized_bits = 5}.bytes(1000) == 9 + 625);
+  CHECK(message_format{.quantized_bits = 1}.bytes(1001) == 9 + 126);
   const layer_profile p{{{"a", 1000, 0.0}}, 0.0};
   const cost_model m = cost_model::affine(1e-3, 1e-6, std::nullopt, 0.01);
   CHECK(t_iter_seconds(p, m, single(1)) == Approx(1e-3 + 80e-6));

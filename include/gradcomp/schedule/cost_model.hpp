@@ -33,10 +33,10 @@ struct affine_cost {
 //! quantized_bits b, 9 + ceil(numel x b / 8) bytes (every element quantized: the wire's
 //! value_type::quantized section).
 struct message_format {
-  std::optional<double> density; //!< empty: dense fp32; else D in (0, 1].
+  std::optional<double> density = std::nullopt; //!< empty: dense fp32; else D in (0, 1].
   //! Bits per element of a quantizing compressor's dense message (gradcomp::scaled_sign 1,
   //! terngrad 2, qsgd 1 + bit_width(levels)); takes precedence over density.
-  std::optional<unsigned> quantized_bits;
+  std::optional<unsigned> quantized_bits = std::nullopt;
 
   //! Bytes of the message of a group of `numel` elements. O(1).
   //! @throws std::invalid_argument if the density is outside (0, 1].
