@@ -289,7 +289,7 @@ struct method_settings {
   double density = 0.01;
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
-  std::uint32_t levels = 15;   //!< qsgd: levels per sign (--levels).
+  std::uint32_t levels = 255;  //!< qsgd: levels per sign (--levels).
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".

@@ -36,7 +36,8 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--levels", o.method.levels,
-                 "qsgd: quantization levels per sign, S in [1, 32768] (15: 5 bits per value)")
+                 "qsgd: quantization levels per sign, S in [1, 32768] (255: 9 bits per value; "
+                 "one scale per merge group, so large groups need many levels)")
       ->capture_default_str()
       ->check(CLI::Range(1, 32768));
   app.add_option("--transport", o.transport.name,

@@ -111,7 +111,8 @@ class HookState:
             without momentum (the hook's velocity is the momentum).
         seed: the seed of sampled_topk's sample, random_k's choice and the stochastic rounding
             of terngrad and qsgd.
-        levels: qsgd's levels per sign, [1, 32768] (15: 5 bits per value).
+        levels: qsgd's levels per sign, [1, 32768] (255: 9 bits per value; one scale per
+            bucket, so a bucket of millions of values needs many levels).
         threads: threads per compression call, [1, 1024].
         nonfinite: a NaN or an infinity in a gradient (gradcomp's nonfinite_policy):
             "propagate" (default) sends it; "raise" makes the hook fail with
@@ -128,7 +129,7 @@ class HookState:
 
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
-                 history_limit=10000, levels=15):
+                 history_limit=10000, levels=255):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \

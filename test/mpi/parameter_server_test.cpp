@@ -438,7 +438,8 @@ TEST_CASE("parameter server: a push size stated out of bounds makes every rank t
   const sparse_message push = push_of(comm.rank(), 1000, 0.1, overlap::random);
   std::vector<float> average(1000);
   for (const std::int64_t bad : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{31},
-                                 std::int64_t{32 + 9 * 1000 + 1}, INT64_MAX}) {
+                                 static_cast<std::int64_t>(max_encoded_bytes(1000) + 1),
+                                 INT64_MAX}) {
     CAPTURE(bad);
     corrupt_stated_size = comm.rank() == comm.size() - 1; // the last worker lies
     corrupt_value = bad;
