@@ -25,11 +25,10 @@ struct residual_observation {
   //! Elements that left the residual this iteration: residual now exactly 0, and either a
   //! nonzero gradient this iteration or a value held from earlier ones.
   std::size_t sent = 0;
-  //! Of `sent`: the sum and maximum of their staleness, the iterations each one's oldest
-  //! contribution waited in the residual before it left (0: sent in the iteration its gradient
-  //! arrived).
+  //! Of `sent`: the sum of their staleness, the iterations each one's oldest contribution
+  //! waited in the residual before it left (0: sent in the iteration its gradient arrived).
   std::uint64_t sent_staleness_sum = 0;
-  std::uint32_t sent_staleness_max = 0;
+  std::uint32_t sent_staleness_max = 0; //!< Of `sent`: the largest staleness.
   std::size_t held = 0; //!< elements whose residual is nonzero after the iteration.
   //! Of `held`: the sum of their ages (iterations each has been nonzero, this one included).
   std::uint64_t held_age_sum = 0;
