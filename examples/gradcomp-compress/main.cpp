@@ -385,8 +385,8 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
   if (app.count("--levels") > 0) {
     const auto levels = parse_number<std::int64_t>("--levels", raw.levels, "an integer >= 1");
     if (levels < 1 || levels > gradcomp::max_quantization_levels) {
-      throw usage_error(cat("--levels: ", levels, " is outside [1, ",
-                            gradcomp::max_quantization_levels, "]"));
+      throw usage_error(
+          cat("--levels: ", levels, " is outside [1, ", gradcomp::max_quantization_levels, "]"));
     }
     s.levels = static_cast<std::uint32_t>(levels);
   }

@@ -331,15 +331,10 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
         {.values = gradcomp::value_type::fp16, .threads = s.threads, .nonfinite = s.nonfinite}));
   }
   if (gradcomp::is_quantizer_name(s.name)) {
-    return gradcomp::with_quantizer(s.name,
-                                    {.seed = s.seed,
-                                     .levels = s.levels,
-                                     .threads = s.threads,
-                                     .nonfinite = s.nonfinite},
-                                    [&](auto q) {
-                                      return fn(gradcomp::size_switch(s.dense_below, plain,
-                                                                      std::move(q)));
-                                    });
+    return gradcomp::with_quantizer(
+        s.name,
+        {.seed = s.seed, .levels = s.levels, .threads = s.threads, .nonfinite = s.nonfinite},
+        [&](auto q) { return fn(gradcomp::size_switch(s.dense_below, plain, std::move(q))); });
   }
   return with_sparse_method(s, [&](auto sparse) {
     return fn(gradcomp::size_switch(s.dense_below, plain, std::move(sparse)));

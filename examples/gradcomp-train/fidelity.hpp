@@ -54,8 +54,8 @@ inline std::string fidelity_problem(const fidelity_settings& f,
                                     const std::string& transport,
                                     const std::string& scope,
                                     const std::string& sync) {
-  const bool any = f.density_warmup_epochs > 0 || f.clip_norm > 0 || f.adaptive_density ||
-                   f.residual_stats;
+  const bool any =
+      f.density_warmup_epochs > 0 || f.clip_norm > 0 || f.adaptive_density || f.residual_stats;
   if (!any) {
     return {};
   }
@@ -270,7 +270,8 @@ public:
     if (s_.residual_stats) {
       nlohmann::json r = residual_epochs_;
       if (!monitors_.empty() && monitors_.front().current_summary().iterations > 0) {
-        r.push_back(residual_epoch_json(epochs_.empty() ? nlohmann::json(0) : epochs_.back()["epoch"]));
+        r.push_back(
+            residual_epoch_json(epochs_.empty() ? nlohmann::json(0) : epochs_.back()["epoch"]));
       }
       j["residual"] = r;
     }
@@ -293,16 +294,17 @@ private:
     for (const gradcomp::residual_monitor& m : monitors_) {
       const gradcomp::residual_monitor::summary s = m.current_summary();
       const double it = std::max<double>(1.0, static_cast<double>(s.iterations));
-      layers.push_back({{"numel", m.numel()},
-                        {"residual_to_gradient_norm", s.mean_residual_to_gradient},
-                        {"mean_gradient_norm", s.total.gradient_norm / it},
-                        {"mean_residual_norm", s.total.residual_norm / it},
-                        {"sent_per_iteration", static_cast<double>(s.total.sent) / it},
-                        {"mean_sent_staleness", s.total.mean_sent_staleness()},
-                        {"max_sent_staleness", s.total.sent_staleness_max},
-                        {"held_fraction", static_cast<double>(s.total.held) / it /
-                                              std::max<double>(1.0, static_cast<double>(m.numel()))},
-                        {"mean_held_age", s.total.mean_held_age()}});
+      layers.push_back(
+          {{"numel", m.numel()},
+           {"residual_to_gradient_norm", s.mean_residual_to_gradient},
+           {"mean_gradient_norm", s.total.gradient_norm / it},
+           {"mean_residual_norm", s.total.residual_norm / it},
+           {"sent_per_iteration", static_cast<double>(s.total.sent) / it},
+           {"mean_sent_staleness", s.total.mean_sent_staleness()},
+           {"max_sent_staleness", s.total.sent_staleness_max},
+           {"held_fraction", static_cast<double>(s.total.held) / it /
+                                 std::max<double>(1.0, static_cast<double>(m.numel()))},
+           {"mean_held_age", s.total.mean_held_age()}});
     }
     const std::uint64_t iterations =
         monitors_.empty() ? 0 : monitors_.front().current_summary().iterations;
@@ -333,8 +335,8 @@ private:
   std::vector<std::size_t> order_;       // clipping: arrival order
   std::vector<nlohmann::json> epochs_;   // per epoch: density, learning rate
   std::vector<std::uint64_t> selected_, compressed_, clipped_;
-  std::vector<gradcomp::residual_monitor> monitors_; // --residual-stats, per layer
-  std::vector<std::vector<float>> gradients_;        // --residual-stats: the iteration's
+  std::vector<gradcomp::residual_monitor> monitors_;         // --residual-stats, per layer
+  std::vector<std::vector<float>> gradients_;                // --residual-stats: the iteration's
   nlohmann::json residual_epochs_ = nlohmann::json::array(); // closed epochs
 };
 

@@ -106,8 +106,7 @@ public:
     };
     if (gradcomp::is_quantizer_name(method)) { // signsgd, terngrad, qsgd: one scale per bucket
       impl_ = gradcomp::with_quantizer(
-          method, {.seed = seed, .levels = levels, .threads = threads, .nonfinite = policy},
-          erase);
+          method, {.seed = seed, .levels = levels, .threads = threads, .nonfinite = policy}, erase);
       return;
     }
     impl_ = gradcomp::with_sparse_compressor(method,

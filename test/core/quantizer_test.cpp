@@ -14,9 +14,9 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
-#include <limits>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,9 +37,8 @@ void require_levels(const sparse_message& m) {
     const double r = static_cast<double>(v) / m.quantization_scale * m.quantization_levels;
     const double j = std::nearbyint(r);
     REQUIRE(std::abs(j) <= m.quantization_levels);
-    REQUIRE(std::bit_cast<std::uint32_t>(quantized_value(m.quantization_scale,
-                                                         static_cast<std::int32_t>(j),
-                                                         m.quantization_levels)) ==
+    REQUIRE(std::bit_cast<std::uint32_t>(quantized_value(
+                m.quantization_scale, static_cast<std::int32_t>(j), m.quantization_levels)) ==
             std::bit_cast<std::uint32_t>(v));
   }
 }
@@ -190,8 +189,8 @@ TEST_CASE("qsgd: s levels of the L2 norm, unbiased, 1 + bit_width(s) bits", "[qu
   CHECK_THROWS_WITH(qsgd(40000), Contains("levels 40000 outside [1, 32768]"));
 }
 
-TEMPLATE_TEST_CASE("quantizers with error feedback keep acc - sent", "[quantizer]", scaled_sign,
-                   terngrad, qsgd) {
+TEMPLATE_TEST_CASE(
+    "quantizers with error feedback keep acc - sent", "[quantizer]", scaled_sign, terngrad, qsgd) {
   const std::size_t n = 3000;
   error_feedback<TestType> ef(n);
   sparse_message m;
@@ -210,8 +209,11 @@ TEMPLATE_TEST_CASE("quantizers with error feedback keep acc - sent", "[quantizer
   }
 }
 
-TEMPLATE_TEST_CASE("quantizers: a resumed checkpoint continues bit for bit", "[quantizer]",
-                   terngrad, qsgd, scaled_sign) {
+TEMPLATE_TEST_CASE("quantizers: a resumed checkpoint continues bit for bit",
+                   "[quantizer]",
+                   terngrad,
+                   qsgd,
+                   scaled_sign) {
   const std::vector<float> x = test::make_values(test::distribution::normal, 500, 2);
   error_feedback<TestType> whole(500), first(500);
   sparse_message a, b;
@@ -312,8 +314,7 @@ TEST_CASE("quantizers: non-finite values", "[quantizer][nonfinite]") {
   m.validate();
   require_round_trip(m, 1);
   // raise: named
-  CHECK_THROWS_AS(terngrad({.nonfinite = nonfinite_policy::raise}).compress(x, m),
-                  nonfinite_error);
+  CHECK_THROWS_AS(terngrad({.nonfinite = nonfinite_policy::raise}).compress(x, m), nonfinite_error);
 }
 
 TEST_CASE("quantized parts concatenate with a shared scale, else as fp32", "[quantizer]") {

@@ -38,16 +38,15 @@ double direct_norm(const std::vector<float>& v) {
 void check_against_reference(float momentum, std::uint32_t keep_every) {
   const std::size_t n = 3000;
   const int iterations = 40;
-  error_feedback<exact_top_k> ef(n, exact_top_k({.density = 0.02}),
-                                 momentum_correction{momentum});
+  error_feedback<exact_top_k> ef(n, exact_top_k({.density = 0.02}), momentum_correction{momentum});
   residual_monitor monitor(n);
   reference ref(n);
   std::uint64_t total_sent = 0;
   std::uint32_t max_seen = 0;
   for (int t = 0; t < iterations; ++t) {
-    std::vector<float> g = test::make_values(
-        t % 3 == 0 ? test::distribution::with_zeros : test::distribution::heavy_tailed, n,
-        100 + static_cast<std::uint64_t>(t));
+    std::vector<float> g = test::make_values(t % 3 == 0 ? test::distribution::with_zeros
+                                                        : test::distribution::heavy_tailed,
+                                             n, 100 + static_cast<std::uint64_t>(t));
     sparse_message m;
     ef.compress(g, m);
     std::vector<bool> sent(n, false);
@@ -117,8 +116,7 @@ TEST_CASE("residual_monitor: staleness and held ages equal the message-based ref
   check_against_reference(0.0f, 0);
 }
 
-TEST_CASE("residual_monitor: with DGC momentum correction (factor masking)",
-          "[residual_monitor]") {
+TEST_CASE("residual_monitor: with DGC momentum correction (factor masking)", "[residual_monitor]") {
   check_against_reference(0.9f, 0);
 }
 
@@ -130,8 +128,8 @@ TEST_CASE("residual_monitor: values a global selection gives back stay held",
 TEST_CASE("residual_monitor: hand-made sequence and bad lengths", "[residual_monitor]") {
   residual_monitor m(3);
   // iteration 0: element 0 sent at once, element 1 held, element 2 nothing
-  residual_observation o = m.observe(std::vector<float>{0.0f, 2.0f, 0.0f},
-                                     std::vector<float>{3.0f, 2.0f, 0.0f});
+  residual_observation o =
+      m.observe(std::vector<float>{0.0f, 2.0f, 0.0f}, std::vector<float>{3.0f, 2.0f, 0.0f});
   CHECK(o.sent == 1);
   CHECK(o.sent_staleness_sum == 0);
   CHECK(o.held == 1);

@@ -301,9 +301,9 @@ TEST_CASE(GRADCOMP_CUDA_CASE("bad input is rejected with the value named"), "[cu
   CHECK_THROWS_WITH(gradcomp::cuda::basic_exact_top_k<backend>(
                         exact_top_k_options{.nonfinite = nonfinite_policy::raise}),
                     Catch::Contains("nonfinite policy raise is not supported"));
-  CHECK_THROWS_WITH(gradcomp::cuda::basic_reused_threshold<backend>(
-                        {.nonfinite = nonfinite_policy::skip_step}),
-                    Catch::Contains("nonfinite policy skip_step is not supported"));
+  CHECK_THROWS_WITH(
+      gradcomp::cuda::basic_reused_threshold<backend>({.nonfinite = nonfinite_policy::skip_step}),
+      Catch::Contains("nonfinite policy skip_step is not supported"));
   // an empty gradient: an empty message of dense length 0
   d.compress(nullptr, 0, m);
   CHECK(m.nnz() == 0);

@@ -7,9 +7,9 @@
 // confirms (bounds, totals, counts and displacements that MPI_Iallgatherv can take).
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 
-#include <algorithm>
 #include <climits>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

@@ -437,9 +437,9 @@ TEST_CASE("parameter server: a push size stated out of bounds makes every rank t
   mpi::parameter_server ps(comm, {.servers = 1}); // rank 0 serves everything
   const sparse_message push = push_of(comm.rank(), 1000, 0.1, overlap::random);
   std::vector<float> average(1000);
-  for (const std::int64_t bad : {std::int64_t{-1}, std::int64_t{0}, std::int64_t{31},
-                                 static_cast<std::int64_t>(max_encoded_bytes(1000) + 1),
-                                 INT64_MAX}) {
+  for (const std::int64_t bad :
+       {std::int64_t{-1}, std::int64_t{0}, std::int64_t{31},
+        static_cast<std::int64_t>(max_encoded_bytes(1000) + 1), INT64_MAX}) {
     CAPTURE(bad);
     corrupt_stated_size = comm.rank() == comm.size() - 1; // the last worker lies
     corrupt_value = bad;

@@ -509,7 +509,8 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
   for (const char* seed : {"1", "1", "2"}) {
     const std::string name = std::string("q") + std::to_string(runs.size());
     o = read_outputs(
-        s, s.run({"--method", "qsgd", "--levels", "7", "--seed", seed, p0, "--out", s.prefix(name)}),
+        s,
+        s.run({"--method", "qsgd", "--levels", "7", "--seed", seed, p0, "--out", s.prefix(name)}),
         1, "qsgd", n, name);
     for (const float v : o[0].values) {
       const double j = std::nearbyint(static_cast<double>(v) / norm * 7.0);
@@ -522,8 +523,8 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
   CHECK(runs[0] == runs[1]);
   CHECK(runs[0] != runs[2]);
   // terngrad: {-max, 0, max}, 2 bits per value
-  o = read_outputs(s, s.run({"--method", "terngrad", p0, "--out", s.prefix("tern")}), 1,
-                   "terngrad", n, "tern");
+  o = read_outputs(s, s.run({"--method", "terngrad", p0, "--out", s.prefix("tern")}), 1, "terngrad",
+                   n, "tern");
   float max_abs = 0.0f;
   for (const float v : x) {
     max_abs = std::max(max_abs, std::abs(v));

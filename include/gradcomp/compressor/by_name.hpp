@@ -31,11 +31,11 @@ namespace gradcomp {
 //! ones it has (density for all sparse ones, interval for reused_threshold, seed for
 //! sampled_topk).
 struct named_compressor_settings {
-  double density = 0.01;                //!< fraction of the elements sent, (0, 1].
-  std::uint64_t interval = 10;          //!< reused_threshold: calls between exact selections, >= 1.
-  std::uint64_t seed = 1; //!< sampled_topk, random_k, terngrad, qsgd: seed of the draws.
-  std::uint32_t levels = 15; //!< qsgd: levels per sign, [1, 2^15].
-  unsigned threads = 1;                 //!< threads per compression call, [1, 1024].
+  double density = 0.01;       //!< fraction of the elements sent, (0, 1].
+  std::uint64_t interval = 10; //!< reused_threshold: calls between exact selections, >= 1.
+  std::uint64_t seed = 1;      //!< sampled_topk, random_k, terngrad, qsgd: seed of the draws.
+  std::uint32_t levels = 15;   //!< qsgd: levels per sign, [1, 2^15].
+  unsigned threads = 1;        //!< threads per compression call, [1, 1024].
   value_type values = value_type::fp32; //!< type of the sent values (fp32: exact).
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
@@ -52,8 +52,8 @@ inline constexpr std::array<std::string_view, 6> sparse_compressor_names = {
 namespace detail {
 //! Whether `name` is one of `names`. O(|names|).
 template <std::size_t N>
-[[nodiscard]] constexpr bool
-is_one_of(const std::array<std::string_view, N>& names, std::string_view name) noexcept {
+[[nodiscard]] constexpr bool is_one_of(const std::array<std::string_view, N>& names,
+                                       std::string_view name) noexcept {
   for (const std::string_view n : names) {
     if (n == name) {
       return true;
@@ -71,7 +71,8 @@ template <std::size_t N>
     list += list.empty() ? "" : ", ";
     list += n;
   }
-  return std::invalid_argument(concat("gradcomp: unknown ", kind, " '", name, "' (known: ", list, ")"));
+  return std::invalid_argument(
+      concat("gradcomp: unknown ", kind, " '", name, "' (known: ", list, ")"));
 }
 } // namespace detail
 
@@ -134,8 +135,7 @@ inline constexpr std::array<std::string_view, 3> quantizer_names = {"signsgd", "
 //! @throws std::invalid_argument naming `name` and the accepted names when it is none of
 //! quantizer_names, and naming the levels when qsgd's are outside [1, 2^15].
 template <class Fn>
-decltype(auto)
-with_quantizer(std::string_view name, const named_compressor_settings& s, Fn&& fn) {
+decltype(auto) with_quantizer(std::string_view name, const named_compressor_settings& s, Fn&& fn) {
   if (name == "signsgd") {
     return std::forward<Fn>(fn)(scaled_sign({.threads = s.threads, .nonfinite = s.nonfinite}));
   }
@@ -144,8 +144,8 @@ with_quantizer(std::string_view name, const named_compressor_settings& s, Fn&& f
         terngrad({.seed = s.seed, .threads = s.threads, .nonfinite = s.nonfinite}));
   }
   if (name == "qsgd") {
-    return std::forward<Fn>(fn)(qsgd(
-        {.levels = s.levels, .seed = s.seed, .threads = s.threads, .nonfinite = s.nonfinite}));
+    return std::forward<Fn>(fn)(
+        qsgd({.levels = s.levels, .seed = s.seed, .threads = s.threads, .nonfinite = s.nonfinite}));
   }
   throw detail::unknown_name("quantizer", name, quantizer_names);
 }

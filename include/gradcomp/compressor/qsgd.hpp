@@ -46,8 +46,8 @@ public:
   static constexpr std::string_view state_name = "qsgd";
   //! @throws std::invalid_argument naming `levels` if it is outside [1, 2^15].
   explicit qsgd(options o = {}) : seeded_quantizer_base(o) {
-    detail::require(o.levels >= 1 && o.levels <= max_quantization_levels, "qsgd: levels ",
-                    o.levels, " outside [1, ", max_quantization_levels, "]");
+    detail::require(o.levels >= 1 && o.levels <= max_quantization_levels, "qsgd: levels ", o.levels,
+                    " outside [1, ", max_quantization_levels, "]");
   }
   //! Shorthand for `qsgd(options{.levels = levels, .seed = seed})`.
   //! @throws std::invalid_argument as the options constructor.

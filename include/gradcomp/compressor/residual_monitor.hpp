@@ -29,7 +29,7 @@ struct residual_observation {
   //! waited in the residual before it left (0: sent in the iteration its gradient arrived).
   std::uint64_t sent_staleness_sum = 0;
   std::uint32_t sent_staleness_max = 0; //!< Of `sent`: the largest staleness.
-  std::size_t held = 0; //!< elements whose residual is nonzero after the iteration.
+  std::size_t held = 0;                 //!< elements whose residual is nonzero after the iteration.
   //! Of `held`: the sum of their ages (iterations each has been nonzero, this one included).
   std::uint64_t held_age_sum = 0;
 

@@ -28,7 +28,7 @@ enum class sign_scale : std::uint8_t {
 //! Options of gradcomp::scaled_sign.
 struct scaled_sign_options {
   sign_scale scale = sign_scale::mean_abs; //!< how the scale is computed.
-  unsigned threads = 0; //!< threads for the base's O(n) residual pass; 0 = all.
+  unsigned threads = 0;                    //!< threads for the base's O(n) residual pass; 0 = all.
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 
@@ -59,8 +59,8 @@ public:
   [[nodiscard]] float scale_of(std::span<const float> x) const noexcept {
     const detail::magnitudes m = detail::finite_magnitudes(x);
     const auto n = static_cast<double>(x.size());
-    return static_cast<float>(options_.scale == sign_scale::mean_abs ? m.sum_abs / n
-                                                                     : std::sqrt(m.sum_squares / n));
+    return static_cast<float>(
+        options_.scale == sign_scale::mean_abs ? m.sum_abs / n : std::sqrt(m.sum_squares / n));
   }
   //! +1 for x >= 0, else -1.
   [[nodiscard]] std::int32_t code_of(float x, float) const noexcept { return x >= 0.0f ? 1 : -1; }

@@ -112,8 +112,8 @@ struct sparse_message {
       for (std::size_t i = 0; i < values.size(); ++i) {
         detail::require(quantization_code(values[i]).has_value(), "quantized message value ",
                         values[i], " at position ", i, " is not scale ", quantization_scale,
-                        " x j / ", quantization_levels, " for an integer |j| <= ",
-                        quantization_levels);
+                        " x j / ", quantization_levels,
+                        " for an integer |j| <= ", quantization_levels);
       }
     }
     if (dense) {

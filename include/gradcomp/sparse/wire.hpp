@@ -243,8 +243,8 @@ inline void encode_quantized(const sparse_message& m, std::byte* p) {
               m.quantization_scale <= std::numeric_limits<float>::max() &&
               m.quantization_levels >= 1 && m.quantization_levels <= max_quantization_levels,
           "quantized message: scale ", m.quantization_scale,
-          " must be finite and >= 2^-111 and levels ",
-          m.quantization_levels, " in [1, ", max_quantization_levels, "]");
+          " must be finite and >= 2^-111 and levels ", m.quantization_levels, " in [1, ",
+          max_quantization_levels, "]");
   const unsigned bits = quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
   store_le<std::uint32_t>(p, std::bit_cast<std::uint32_t>(m.quantization_scale));
   store_le<std::uint32_t>(p + 4, m.quantization_levels);
@@ -293,9 +293,8 @@ inline void decode_quantized(const std::byte* q,
                " bits for ", levels, " levels (expected ", wide,
                levels == 1 ? ", or 1 without zeros)" : ")");
   require_wire(section - quantized_prefix_bytes == packed_code_bytes(nnz, bits),
-               "quantized values section has ", section - quantized_prefix_bytes,
-               " code bytes, ", nnz, " codes of ", bits, " bits need ",
-               packed_code_bytes(nnz, bits));
+               "quantized values section has ", section - quantized_prefix_bytes, " code bytes, ",
+               nnz, " codes of ", bits, " bits need ", packed_code_bytes(nnz, bits));
   q += quantized_prefix_bytes;
   out.quantization_scale = scale;
   out.quantization_levels = levels;

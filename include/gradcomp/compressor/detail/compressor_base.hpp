@@ -48,8 +48,7 @@ template <class Options>
 void check_device_options(const Options& o) {
   check_common_options(o);
   if constexpr (requires { o.nonfinite; }) {
-    require(o.nonfinite == nonfinite_policy::propagate, "nonfinite policy ",
-            to_string(o.nonfinite),
+    require(o.nonfinite == nonfinite_policy::propagate, "nonfinite policy ", to_string(o.nonfinite),
             " is not supported by the CUDA compressors (only propagate); check the gradient "
             "on the device before the call, or compress on the host");
   }

@@ -34,8 +34,8 @@ namespace gradcomp::detail {
 //! Unbiased: E[level] = r. @pre scale > 0 and finite, x finite, u in [0, 1). O(1).
 [[nodiscard]] inline std::uint32_t
 stochastic_level(float x, float scale, std::uint32_t levels, float u) noexcept {
-  const double r = std::abs(static_cast<double>(x)) / static_cast<double>(scale) *
-                   static_cast<double>(levels);
+  const double r =
+      std::abs(static_cast<double>(x)) / static_cast<double>(scale) * static_cast<double>(levels);
   const double low = std::floor(r);
   const double level = low + (static_cast<double>(u) < r - low ? 1.0 : 0.0);
   return level >= static_cast<double>(levels) ? levels : static_cast<std::uint32_t>(level);
