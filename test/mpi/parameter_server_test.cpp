@@ -554,14 +554,8 @@ TEST_CASE("parameter server averages quantized pushes (shards keep the scale)",
   mpi::communicator comm(MPI_COMM_WORLD);
   const std::size_t n = 2000;
   const auto push_of_rank = [&](int r) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(r) + 11);
-    std::normal_distribution<float> normal;
-    std::vector<float> x(n);
-    for (float& v : x) {
-      v = normal(rng);
-    }
     sparse_message m;
-    scaled_sign().compress(x, m);
+    scaled_sign().compress(gradcomp::test::rank_values(n, r, 11), m);
     return m;
   };
   mpi::parameter_server ps(comm, {.servers = std::min(2, comm.size())});

@@ -315,14 +315,8 @@ TEST_CASE("quantized messages travel packed and sum as their values",
   mpi::communicator comm(MPI_COMM_WORLD);
   const std::size_t n = 3001;
   const auto message_of_rank = [&](int r) {
-    std::mt19937_64 rng(static_cast<std::uint64_t>(r) + 5);
-    std::normal_distribution<float> normal;
-    std::vector<float> x(n);
-    for (float& v : x) {
-      v = normal(rng);
-    }
     sparse_message m;
-    qsgd(15, static_cast<std::uint64_t>(r)).compress(x, m);
+    qsgd(15, static_cast<std::uint64_t>(r)).compress(gradcomp::test::rank_values(n, r, 5), m);
     return m;
   };
   const sparse_message mine = message_of_rank(comm.rank());

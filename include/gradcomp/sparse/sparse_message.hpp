@@ -81,8 +81,7 @@ struct sparse_message {
   [[nodiscard]] std::optional<std::int32_t> quantization_code(float v) const noexcept {
     const float s = quantization_scale;
     const std::uint32_t levels = quantization_levels;
-    if (!(s >= min_quantization_scale && s <= std::numeric_limits<float>::max()) || levels < 1 ||
-        levels > max_quantization_levels || !(v == v)) {
+    if (!valid_quantization_scale(s) || !valid_quantization_levels(levels) || !(v == v)) {
       return std::nullopt;
     }
     const double r = std::nearbyint(static_cast<double>(v) / static_cast<double>(s) *
@@ -102,13 +101,10 @@ struct sparse_message {
   //! @throws std::invalid_argument naming the first violated invariant and its values.
   void validate() const {
     if (values_type == value_type::quantized) {
-      detail::require(quantization_scale >= min_quantization_scale &&
-                          quantization_scale <= std::numeric_limits<float>::max(),
-                      "quantized message scale ", quantization_scale,
-                      " is not finite and >= 2^-111");
-      detail::require(quantization_levels >= 1 && quantization_levels <= max_quantization_levels,
-                      "quantized message levels ", quantization_levels, " outside [1, ",
-                      max_quantization_levels, "]");
+      detail::require(valid_quantization_scale(quantization_scale), "quantized message scale ",
+                      quantization_scale, " is not finite and >= 2^-111");
+      detail::require(valid_quantization_levels(quantization_levels), "quantized message levels ",
+                      quantization_levels, " outside [1, ", max_quantization_levels, "]");
       for (std::size_t i = 0; i < values.size(); ++i) {
         detail::require(quantization_code(values[i]).has_value(), "quantized message value ",
                         values[i], " at position ", i, " is not scale ", quantization_scale,

@@ -9,6 +9,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -41,6 +42,18 @@ inline constexpr std::uint32_t max_quantization_levels = 1u << 15;
 //! @brief The smallest scale a quantized message may have: 2^-111 (= 2^15 x FLT_MIN), so that
 //! every nonzero value scale x j / levels is a normal float and maps back to its code exactly.
 inline constexpr float min_quantization_scale = 0x1p-111f;
+
+//! @brief Whether `scale` may be a quantized message's scale: finite and >= min_quantization_scale.
+//! O(1).
+[[nodiscard]] constexpr bool valid_quantization_scale(float scale) noexcept {
+  return scale >= min_quantization_scale && scale <= std::numeric_limits<float>::max();
+}
+
+//! @brief Whether `levels` may be a quantized message's level count: [1, max_quantization_levels].
+//! O(1).
+[[nodiscard]] constexpr bool valid_quantization_levels(std::uint32_t levels) noexcept {
+  return levels >= 1 && levels <= max_quantization_levels;
+}
 
 //! @brief The value of code j of a quantized message: scale x (j / levels), both operations in
 //! float (so that the compressor that makes a value and the decoder that reads it compute the

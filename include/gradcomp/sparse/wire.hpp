@@ -43,7 +43,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -107,13 +106,18 @@ inline constexpr std::size_t quantized_prefix_bytes = 9;
   return (nnz * bits + 7) / 8;
 }
 
-//! Bytes of m's values section: nnz x value size, or for quantized the prefix and the packed
-//! codes. O(1), or O(nnz) for quantized (the code width depends on whether a value is 0).
-inline std::size_t values_section_bytes(const sparse_message& m) noexcept {
+//! The code width of a quantized message: quantized_code_bits of its levels and whether a value
+//! is 0. O(nnz).
+inline unsigned quantized_bits_of(const sparse_message& m) noexcept {
+  return quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
+}
+
+//! Bytes of m's values section: nnz x value size, or for quantized values (code width `bits`,
+//! quantized_bits_of(m)) the prefix and the packed codes. O(1).
+inline std::size_t values_section_bytes(const sparse_message& m, unsigned bits) noexcept {
   if (m.values_type != value_type::quantized) {
     return m.nnz() * value_size_bytes(m.values_type);
   }
-  const unsigned bits = quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
   return quantized_prefix_bytes + static_cast<std::size_t>(packed_code_bytes(m.nnz(), bits));
 }
 
@@ -236,16 +240,15 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
   }
 }
 
-// Writes m's quantized values section at p (values_section_bytes(m) bytes).
+// Writes m's quantized values section at p (values_section_bytes(m, bits) bytes; `bits` is
+// quantized_bits_of(m)).
 // @throws std::invalid_argument naming the first value that is not scale x j / levels.
-inline void encode_quantized(const sparse_message& m, std::byte* p) {
-  require(m.quantization_scale >= min_quantization_scale &&
-              m.quantization_scale <= std::numeric_limits<float>::max() &&
-              m.quantization_levels >= 1 && m.quantization_levels <= max_quantization_levels,
+inline void encode_quantized(const sparse_message& m, unsigned bits, std::byte* p) {
+  require(valid_quantization_scale(m.quantization_scale) &&
+              valid_quantization_levels(m.quantization_levels),
           "quantized message: scale ", m.quantization_scale,
           " must be finite and >= 2^-111 and levels ", m.quantization_levels, " in [1, ",
           max_quantization_levels, "]");
-  const unsigned bits = quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
   store_le<std::uint32_t>(p, std::bit_cast<std::uint32_t>(m.quantization_scale));
   store_le<std::uint32_t>(p + 4, m.quantization_levels);
   p[8] = static_cast<std::byte>(bits);
@@ -284,10 +287,10 @@ inline void decode_quantized(const std::byte* q,
   const float scale = std::bit_cast<float>(load_le<std::uint32_t>(q));
   const auto levels = load_le<std::uint32_t>(q + 4);
   const auto bits = static_cast<unsigned>(q[8]);
-  require_wire(scale >= min_quantization_scale && scale <= std::numeric_limits<float>::max(),
-               "quantized scale ", scale, " is not finite and >= 2^-111");
-  require_wire(levels >= 1 && levels <= max_quantization_levels, "quantized levels ", levels,
-               " outside [1, ", max_quantization_levels, "]");
+  require_wire(valid_quantization_scale(scale), "quantized scale ", scale,
+               " is not finite and >= 2^-111");
+  require_wire(valid_quantization_levels(levels), "quantized levels ", levels, " outside [1, ",
+               max_quantization_levels, "]");
   const unsigned wide = quantized_code_bits(levels, true);
   require_wire(bits == wide || (bits == 1 && levels == 1), "quantized code width ", bits,
                " bits for ", levels, " levels (expected ", wide,
@@ -356,7 +359,9 @@ inline void decode_quantized(const std::byte* q,
 [[nodiscard]] inline std::size_t encoded_size_bytes(const sparse_message& m,
                                                     index_encoding enc = index_encoding::u32) {
   const index_encoding e = detail::effective_encoding(m, enc);
-  return wire_header_bytes + detail::index_section_bytes(m, e) + detail::values_section_bytes(m);
+  const unsigned bits = m.values_type == value_type::quantized ? detail::quantized_bits_of(m) : 0u;
+  return wire_header_bytes + detail::index_section_bytes(m, e) +
+         detail::values_section_bytes(m, bits);
 }
 
 //! @brief Encodes `m` into `out` (replacing its contents; capacity is reused).
@@ -373,7 +378,9 @@ inline void decode_quantized(const std::byte* q,
 inline void encode(const sparse_message& m, index_encoding enc, std::vector<std::byte>& out) {
   const index_encoding e = detail::effective_encoding(m, enc);
   const std::size_t index_bytes = detail::index_section_bytes(m, e);
-  out.resize(wire_header_bytes + index_bytes + detail::values_section_bytes(m));
+  // the code width of quantized values needs one scan for a zero: once, for size and codes
+  const unsigned bits = m.values_type == value_type::quantized ? detail::quantized_bits_of(m) : 0u;
+  out.resize(wire_header_bytes + index_bytes + detail::values_section_bytes(m, bits));
   std::byte* p = out.data();
   std::memcpy(p, detail::wire_magic.data(), 4);
   detail::store_le<std::uint16_t>(p + 4, wire_version);
@@ -415,7 +422,7 @@ inline void encode(const sparse_message& m, index_encoding enc, std::vector<std:
     }
     break;
   case value_type::quantized:
-    detail::encode_quantized(m, p);
+    detail::encode_quantized(m, bits, p);
     break;
   }
 }

@@ -16,7 +16,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <random>
 #include <span>
 
@@ -81,8 +80,7 @@ public:
     const std::span<const float> x(src.materialized(), n);
     const std::uint32_t levels = self.levels();
     float scale = self.scale_of(x);
-    const bool zero_scale =
-        !(scale >= min_quantization_scale && scale <= std::numeric_limits<float>::max());
+    const bool zero_scale = !valid_quantization_scale(scale);
     if (zero_scale) {
       scale = 1.0f;
     }
