@@ -34,7 +34,7 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "qsgd",
                                                       "fp16"};
 inline const std::vector<std::string> transport_names = {
-    "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk"};
+    "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk", "oktopk"};
 //! A command-line name and the library value it stands for.
 template <class E>
 struct named {
@@ -153,7 +153,8 @@ inline gradcomp::mpi::coded_allreduce_options coded_options(const transport_sett
   return o;
 }
 
-//! The transport called `s.name` over `comm` (gtopk keeps `density` of each group globally).
+//! The transport called `s.name` over `comm` (gtopk and oktopk keep `density` of each group
+//! globally).
 //! @throws std::invalid_argument on an unknown name.
 inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
                                     const transport_settings& s,
@@ -187,6 +188,10 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
   if (s.name == "gtopk") {
     return any_transport::make<gm::gtopk_exchange>(comm, density,
                                                    with_timeout<gm::gtopk_allreduce_options>(s));
+  }
+  if (s.name == "oktopk") {
+    return any_transport::make<gm::oktopk_exchange>(comm, density,
+                                                    with_timeout<gm::oktopk_allreduce_options>(s));
   }
   if (s.name == "coded") {
     throw std::invalid_argument("transport 'coded' takes several parts per rank: make_exchange "

@@ -64,7 +64,8 @@ transport_cost(const transport_settings& transport, int ranks, const gradcomp::c
       {"ps", kind::parameter_server},
       {"hierarchical", kind::hierarchical_allreduce},
       {"none", kind::none},
-      {"gtopk", kind::gtopk}};
+      {"gtopk", kind::gtopk},
+      {"oktopk", kind::oktopk}};
   for (const auto& [name, k] : kinds) {
     if (transport.name == name) {
       return gradcomp::cost::message_cost(

@@ -46,7 +46,9 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "the no-communication floor; --method is then ignored), coded (CSSGD's coded "
                  "multicast through a multi-part pipeline, --redundancy, --coding, "
                  "--coded-schedule, --coded-variant), gtopk (gTop-k: the global top --density "
-                 "of each group by a tree of sparse merges; sparse methods)")
+                 "of each group by a tree of sparse merges; sparse methods), oktopk (Ok-Topk: "
+                 "a balanced sparse reduce-scatter, then an allgather of the sums above a "
+                 "reused global threshold, about --density of each group; sparse methods)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::transport_names));
   std::vector<std::string> merges;
@@ -295,7 +297,8 @@ inline void check_options(const train_options& o) {
   if (gt::is_quantizer_method(o.method.name) &&
       (o.transport.name == "ring" || o.transport.name == "allreduce" ||
        o.transport.name == "hierarchical" || o.transport.name == "coded" ||
-       o.transport.name == "gtopk" || lb.precision != "fp32" || o.sync != "sync")) {
+       o.transport.name == "gtopk" || o.transport.name == "oktopk" || lb.precision != "fp32" ||
+       o.sync != "sync")) {
     throw CLI::ValidationError(
         "--method", o.method.name +
                         " quantizes every value: it travels packed through --transport "
@@ -335,12 +338,13 @@ inline void check_options(const train_options& o) {
                                "checkpoints are written and resumed for --sync sync, --parallel "
                                "data, a transport other than coded and no --adaptive-density");
   }
-  if (o.transport.name == "gtopk" &&
+  if ((o.transport.name == "gtopk" || o.transport.name == "oktopk") &&
       (!gt::is_sparse_method(o.method.name) || fs.density_warmup_epochs > 0.0 ||
        fs.adaptive_density || o.sync != "sync")) {
-    throw CLI::ValidationError("--transport", "gtopk takes a sparse --method at a fixed "
-                                              "--density (no --density-warmup-epochs or "
-                                              "--adaptive-density) and --sync sync");
+    throw CLI::ValidationError("--transport", o.transport.name +
+                                                  " takes a sparse --method at a fixed "
+                                                  "--density (no --density-warmup-epochs or "
+                                                  "--adaptive-density) and --sync sync");
   }
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
     throw CLI::ValidationError("--checkpoint-every", "needs --checkpoint DIR");

@@ -17,11 +17,14 @@
 #include <gradcomp/mpi/column_parallel_linear.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/global_topk_exchange.hpp>
 #include <gradcomp/mpi/gtopk_allreduce.hpp>
 #include <gradcomp/mpi/gtopk_exchange.hpp>
 #include <gradcomp/mpi/hierarchical_allreduce.hpp>
 #include <gradcomp/mpi/native_allreduce.hpp>
 #include <gradcomp/mpi/nonblocking_operation.hpp>
+#include <gradcomp/mpi/oktopk_allreduce.hpp>
+#include <gradcomp/mpi/oktopk_exchange.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>

@@ -48,6 +48,22 @@ TEST_CASE("message_cost prices gTop-k per tree level", "[cost]") {
   CHECK(name(transport_kind::gtopk) == "gtopk");
 }
 
+TEST_CASE("message_cost prices Ok-Topk's two phases", "[cost]") {
+  const network net{.alpha_seconds = 1e-5, .beta_seconds_per_byte = 1e-9};
+  // k = 1000 pairs at P = 8: 3 x 7 + 3 latencies; per phase 7 blocks of 32 + 8 x 125 bytes,
+  // sizes 56 (alltoall) and 112 (allgather of size and count)
+  const double bytes = 56 + 7 * (32 + 1000) + 112 + 7 * (32 + 1000);
+  CHECK(oktopk_bytes_sent(1000, 1000, 8) == bytes);
+  CHECK(message_cost(transport_kind::oktopk, 8, net)(8000) == Approx(24e-5 + bytes * 1e-9));
+  CHECK(message_cost(transport_kind::oktopk, 1, net)(8000) == 0.0);
+  CHECK(oktopk_bytes_sent(1000, 1000, 1, 8.0, true, true) == 0.0);
+  // repartition: 7 boundaries x 8 bytes x 3 rounds; threshold: 4 histograms x 1024 x 3 rounds
+  CHECK(oktopk_bytes_sent(1000, 1000, 8, 8.0, true, true) == bytes + 168 + 12288);
+  // 2 (P-1)/P k pairs against the allgather's (P-1) k: about a quarter at P = 8
+  CHECK(oktopk_bytes_sent(1000, 1000, 8) / (7 * 8000.0) == Approx(0.261).epsilon(0.01));
+  CHECK(name(transport_kind::oktopk) == "oktopk");
+}
+
 TEST_CASE("message_cost prices the parameter server with its placement", "[cost]") {
   const network bw{.beta_seconds_per_byte = 1e-9};
   // servers = 0: one co-located server per rank, S = P = 4, 1e6 bytes at 1 ns/B: push phase

@@ -4,11 +4,14 @@
 // ties to the lower index, with std::map and a full sort) and the sums on G in the documented
 // tree order, bit for bit and identical on every rank; error feedback on the global selection
 // conserves every value exactly; rank 0's counted bytes equal cost::gtopk_bytes_sent; bad k and
-// disagreeing ranks throw on every rank. Run on 1-5 ranks with the other MPI tests and on 8.
+// disagreeing ranks throw on every rank; the pipeline over gtopk_exchange and oktopk_exchange
+// against per-layer error feedback and the allreduce called directly. Run on 1-5 ranks with the
+// other MPI tests and on 8.
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/mpi/gtopk_allreduce.hpp>
 #include <gradcomp/mpi/gtopk_exchange.hpp>
+#include <gradcomp/mpi/oktopk_exchange.hpp>
 #include <gradcomp/pipeline.hpp>
 
 #include <catch2/catch.hpp>
@@ -158,7 +161,10 @@ TEST_CASE("gtopk: bad k and disagreeing ranks throw on every rank", "[gtopk]") {
   CHECK(test::identical_on_all_ranks(global.values));
 }
 
-TEST_CASE("gtopk: the pipeline over gtopk_exchange returns what G left out", "[gtopk]") {
+TEMPLATE_TEST_CASE("gtopk, oktopk: the pipeline over the exchange returns what G left out",
+                   "[gtopk][oktopk]",
+                   mpi::gtopk_exchange,
+                   mpi::oktopk_exchange) {
   // per layer: each layer's error feedback (exact top-k), the group's message their
   // concatenation, gTop-k on it, and every layer's values outside G back in its residual
   const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
@@ -167,14 +173,14 @@ TEST_CASE("gtopk: the pipeline over gtopk_exchange returns what G left out", "[g
   const mpi::communicator comm(MPI_COMM_WORLD);
   const mpi::communicator reference_comm(MPI_COMM_WORLD);
   const int p = comm.size();
-  mpi::gtopk_exchange exchange(comm, density);
-  pipeline<exact_top_k, mpi::gtopk_exchange> pipe(sizes, pipeline_policy::fixed_grouping{groups},
-                                                  exact_top_k(density), exchange);
+  TestType exchange(comm, density);
+  pipeline<exact_top_k, TestType> pipe(sizes, pipeline_policy::fixed_grouping{groups},
+                                       exact_top_k(density), exchange);
   std::vector<error_feedback<exact_top_k>> reference;
   for (const std::size_t n : sizes) {
     reference.emplace_back(n, exact_top_k(density));
   }
-  mpi::gtopk_allreduce reference_gtopk(reference_comm);
+  typename TestType::allreduce_type reference_allreduce(reference_comm);
   std::vector<double> gradient_total, applied_total;
   for (int it = 0; it < 4; ++it) {
     CAPTURE(it);
@@ -212,7 +218,7 @@ TEST_CASE("gtopk: the pipeline over gtopk_exchange returns what G left out", "[g
         offset += sizes[l];
       }
       sparse_message global;
-      reference_gtopk(group, k_for_density(total, density), global);
+      reference_allreduce(group, k_for_density(total, density), global);
       std::vector<float> average(total, 0.0f);
       for (std::size_t j = 0; j < global.indices.size(); ++j) {
         average[global.indices[j]] = global.values[j] / static_cast<float>(p);

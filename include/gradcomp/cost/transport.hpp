@@ -8,6 +8,7 @@
 
 #include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/cost/gtopk.hpp>
+#include <gradcomp/cost/oktopk.hpp>
 #include <gradcomp/error.hpp>
 
 #include <algorithm>
@@ -27,6 +28,7 @@ enum class transport_kind {
   hierarchical_allreduce, //!< hierarchical_exchange: gradcomp::mpi::hierarchical_allreduce.
   none,                   //!< no exchange (each rank alone): costs nothing.
   gtopk,                  //!< gtopk_exchange: gradcomp::mpi::gtopk_allreduce (gTop-k).
+  oktopk,                 //!< oktopk_exchange: gradcomp::mpi::oktopk_allreduce (Ok-Topk).
 };
 
 //! @brief The enumerator's name as written in the enum, e.g. "ring_allreduce". O(1).
@@ -46,6 +48,8 @@ enum class transport_kind {
     return "none";
   case transport_kind::gtopk:
     return "gtopk";
+  case transport_kind::oktopk:
+    return "oktopk";
   }
   return "unknown";
 }
@@ -95,7 +99,10 @@ struct transport_options {
 //!   min(d, W b), the union of the W pushes when no two share an index (an upper bound: pushes
 //!   that overlap pull less);
 //! - hierarchical_allreduce: hierarchical_allreduce_seconds(b, P, min(g, P), intra, net,
-//!   variant), S4's two-level schedule.
+//!   variant), S4's two-level schedule;
+//! - gtopk: gtopk_allreduce_seconds(b / 8, P, net) (k = b / 8 pairs);
+//! - oktopk: oktopk_allreduce_seconds(b / 8, P, net) (k = b / 8 pairs, balanced regions, the
+//!   threshold reused).
 //! The dense transports (ring, native, hierarchical) densify a sparse message before the
 //! allreduce; pass the dense size then.
 class message_cost {
@@ -168,6 +175,8 @@ public:
                                             net_, options_.variant, options_.group_shares_link);
     case transport_kind::gtopk: // k pairs of 8 bytes
       return gtopk_allreduce_seconds(b / 8.0, ranks_, net_);
+    case transport_kind::oktopk: // k pairs of 8 bytes, the threshold reused
+      return oktopk_allreduce_seconds(b / 8.0, ranks_, net_);
     case transport_kind::none:
       break;
     }
