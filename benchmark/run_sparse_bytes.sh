@@ -26,4 +26,5 @@ for p in "${ranks[@]}"; do
     --density "${DENSITY:-0.01}" --iterations "${ITERATIONS:-32}" \
     --correlation "${CORRELATION:-0.5}" --json "$out/p$p.json" | tee "$out/p$p.md" || exit 1
 done
-python3 "$repo/scripts/plot-sparse-bytes.py" "$out/sparse-bytes.svg" "$out"/p*.json
+# Debian's matplotlib is installed for Debian's interpreter
+/usr/bin/python3 "$repo/scripts/plot-sparse-bytes.py" "$out/sparse-bytes.svg" "$out"/p*.json

@@ -32,6 +32,7 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "signsgd",
                                                       "terngrad",
                                                       "qsgd",
+                                                      "powersgd",
                                                       "fp16"};
 inline const std::vector<std::string> transport_names = {
     "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk", "oktopk"};
@@ -295,6 +296,7 @@ struct method_settings {
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
   std::uint32_t levels = 255;  //!< qsgd: levels per sign (--levels).
+  std::size_t rank = 2;        //!< powersgd: the approximation rank (--rank).
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
@@ -328,8 +330,8 @@ template <class Fn>
 decltype(auto) with_method(const method_settings& s, Fn&& fn) {
   // every value goes out in s.values (--precision); method fp16 is dense in fp16 whatever it says
   const gradcomp::dense plain({.values = s.values, .threads = s.threads, .nonfinite = s.nonfinite});
-  if (s.name == "dense") {
-    return fn(plain);
+  if (s.name == "dense" || s.name == "powersgd") { // powersgd compresses in its own exchange
+    return fn(plain);                              // (powersgd.hpp): profiled as dense
   }
   if (s.name == "fp16") {
     return fn(gradcomp::dense(
@@ -353,7 +355,7 @@ inline bool is_quantizer_method(const std::string& name) {
 
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).
 inline bool is_sparse_method(const std::string& name) {
-  return name != "dense" && name != "fp16" && !is_quantizer_method(name);
+  return name != "dense" && name != "fp16" && name != "powersgd" && !is_quantizer_method(name);
 }
 
 //! Bits per value of a quantizing method's messages on the wire (1 + bit_width(levels); signsgd

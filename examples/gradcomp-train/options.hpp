@@ -35,6 +35,11 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "reused_threshold: exact top-k every S iterations")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--rank", o.method.rank,
+                 "powersgd: the approximation rank r (each layer's gradient sent as two factors "
+                 "of r columns; --transport ring)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   app.add_option("--levels", o.method.levels,
                  "qsgd: quantization levels per sign, S in [1, 32768] (255: 9 bits per value; "
                  "one scale per merge group, so large groups need many levels)")
@@ -304,6 +309,16 @@ inline void check_options(const train_options& o) {
                         " quantizes every value: it travels packed through --transport "
                         "allgather or ps (or none), with --precision fp32 and --sync sync (the "
                         "dense reductions would send 4-byte floats)");
+  }
+  if (o.method.name == "powersgd" &&
+      (o.transport.name != "ring" || o.sync != "sync" || o.parallel != "data" ||
+       lb.precision != "fp32" || lb.loss_scale != "none" ||
+       o.method.nonfinite != gradcomp::nonfinite_policy::propagate || !o.checkpoint.empty() ||
+       !o.resume.empty())) {
+    throw CLI::ValidationError("--method", "powersgd runs its own two ring allreduces: it needs "
+                                           "--transport ring, --sync sync, --parallel data, "
+                                           "--precision fp32, no --loss-scale, --nonfinite "
+                                           "propagate and no checkpoints");
   }
   if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
     throw CLI::ValidationError("--mp-layers", why);

@@ -36,6 +36,7 @@
 #include "hooks.hpp"
 #include "large_batch.hpp"
 #include "merge_plan.hpp"
+#include "powersgd.hpp"
 #include "report.hpp"
 #include "setup.hpp"
 #include "training_support.hpp"
@@ -93,7 +94,9 @@ public:
     }
     transport_settings transport = o.transport;
     transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
-    exchange = make_exchange(s.comm, o.method, transport, s.model.numel, plan.groups, s.mc);
+    exchange = o.method.name == "powersgd"
+                   ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
+                   : make_exchange(s.comm, o.method, transport, s.model.numel, plan.groups, s.mc);
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
                         u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {

@@ -100,6 +100,21 @@ public:
     }
   }
 
+  //! Bytes rank `rank` of `ranks` sends in one operation on n floats: every block but block
+  //! rank + 1 in the reduce-scatter and every block but block rank + 2 in the allgather (block b
+  //! = elements [n b / P, n (b + 1) / P)); 0 for one rank. About 2 (P-1)/P x 4n. O(1).
+  [[nodiscard]] static std::size_t bytes_sent(std::size_t n, int ranks, int rank) noexcept {
+    if (ranks <= 1) {
+      return 0;
+    }
+    const auto p = static_cast<std::size_t>(ranks);
+    const auto size = [&](int b) {
+      const auto ub = static_cast<std::size_t>(b % ranks);
+      return n * (ub + 1) / p - n * ub / p;
+    };
+    return sizeof(float) * ((n - size(rank + 1)) + (n - size(rank + 2)));
+  }
+
   //! @private The nonblocking_operation hooks.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
   //! @private For timeout messages: the rank a step receives from (-1 outside the ring).

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp::mpi::powersgd_allreduce: PowerSGD (Vogels et al., NeurIPS 2019) over a set
+//! of layers: two ring allreduces of the low-rank factors per iteration, error feedback and warm
+//! start per layer, identical results on every rank.
+#pragma once
+
+#include <gradcomp/compressor/powersgd.hpp>
+#include <gradcomp/error.hpp>
+#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/ring_allreduce.hpp>
+
+#include <mpi.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace gradcomp::mpi {
+
+//! @brief The matrix view of one layer for PowerSGD: rows x cols elements (PyTorch's hook views a
+//! tensor of shape (d0, d1, ...) as d0 x (d1 ...); a vector as n x 1, which never compresses).
+struct powersgd_shape {
+  std::size_t rows = 0; //!< the first dimension.
+  std::size_t cols = 1; //!< the product of the others.
+};
+
+//! @brief Averages the gradients of a set of layers over all ranks with PowerSGD (Vogels,
+//! Karimireddy and Jaggi, NeurIPS 2019; the scheme of PyTorch's powerSGD_hook on one bucket):
+//! layers that compress (gradcomp::powersgd_compresses) go through their powersgd_layer,
+//! the others uncompressed. Per call:
+//! 1. every compressed layer's P = (residual + gradient) Q and every uncompressed layer's
+//!    gradient, concatenated in layer order, are summed by one ring allreduce and divided by P
+//!    ranks: the uncompressed layers' averages, and the mean P;
+//! 2. each P is orthonormalised and Q = M^T P computed; all Q are averaged by a second ring
+//!    allreduce;
+//! 3. each compressed layer's average is P Q^T, its residual M - P Q^T (powersgd_layer::finish).
+//! The ring allreduce's sums are bit-identical on every rank, so are the orthonormalised P, the
+//! mean Q and every average. Bytes sent per rank: 2 (P-1)/P x 4 x (sum of rows r + the
+//! uncompressed elements) + 2 (P-1)/P x 4 x (sum of cols r): bytes_sent().
+//!
+//! Collective: the constructor (one allreduce that checks every rank passes the same shapes and
+//! options; a mismatch throws on every rank) and every call, with the same layers in the same
+//! order relative to other collectives on the communicator. Blocking (the ring's transfers
+//! complete through its wait policy).
+//! @tparam G a gemm_backend (blas::cblas_gemm).
+//! @throws std::invalid_argument for bad options or an empty layer; mpi_error if the ranks
+//! disagree or MPI fails; std::invalid_argument from a call whose gradient or average lengths
+//! differ from the shapes (before any communication: pass the right lengths on every rank).
+template <gemm_backend G>
+class powersgd_allreduce {
+public:
+  //! @param comm   the communicator; must outlive this object.
+  //! @param shapes each layer's matrix view, in the order of the calls' spans.
+  //! @param o      PowerSGD's options (layer l's starting Q is seeded by (o.seed, l)).
+  //! @param ring   the ring allreduce's options (tags, segments, wait policy).
+  //! @param gemm   the GEMM backend.
+  powersgd_allreduce(const communicator& comm,
+                     std::span<const powersgd_shape> shapes,
+                     const powersgd_options& o,
+                     ring_allreduce_options ring = {},
+                     G gemm = G{})
+      : comm_(&comm), ring_(comm, ring) {
+    check_powersgd_options(o);
+    std::uint64_t fingerprint = 1469598103934665603ull; // FNV-1a over shapes and options
+    const auto mix = [&](std::uint64_t v) { fingerprint = (fingerprint ^ v) * 1099511628211ull; };
+    mix(o.rank);
+    mix(static_cast<std::uint64_t>(o.min_compression_rate * 1e6));
+    mix(o.warm_start ? 1 : 0);
+    mix(o.seed);
+    for (std::size_t l = 0; l < shapes.size(); ++l) {
+      const powersgd_shape& s = shapes[l];
+      gradcomp::detail::require(s.rows >= 1 && s.cols >= 1, "powersgd_allreduce: layer ", l, " is ",
+                                s.rows, " x ", s.cols);
+      mix(s.rows);
+      mix(s.cols);
+      layers_.push_back({s, std::nullopt});
+      if (powersgd_compresses(s.rows, s.cols, o)) {
+        layers_.back().compressed.emplace(s.rows, s.cols, o, l, gemm);
+        p_total_ += layers_.back().compressed->p_elements();
+        q_total_ += layers_.back().compressed->q_elements();
+      } else {
+        p_total_ += s.rows * s.cols;
+      }
+    }
+    std::int64_t mine[2] = {static_cast<std::int64_t>(fingerprint >> 1),
+                            -static_cast<std::int64_t>(fingerprint >> 1)};
+    std::int64_t all[2];
+    detail::check(MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MIN, comm.native()),
+                  "MPI_Allreduce (powersgd_allreduce agreement)");
+    if (all[0] != -all[1]) {
+      throw mpi_error("powersgd_allreduce: the ranks pass different layer shapes or options");
+    }
+    first_.resize(p_total_);
+    second_.resize(q_total_);
+  }
+
+  //! Averages `gradients[l]` (rows x cols of layer l) over the ranks into `averages[l]`.
+  //! Collective. @throws as the class comment says.
+  void operator()(std::span<const std::span<const float>> gradients,
+                  std::span<const std::span<float>> averages) {
+    gradcomp::detail::require(gradients.size() == layers_.size() &&
+                                  averages.size() == layers_.size(),
+                              "powersgd_allreduce: ", gradients.size(), " gradients and ",
+                              averages.size(), " averages for ", layers_.size(), " layers");
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      const std::size_t n = layers_[l].shape.rows * layers_[l].shape.cols;
+      gradcomp::detail::require(gradients[l].size() == n && averages[l].size() == n,
+                                "powersgd_allreduce: layer ", l, " has ", n,
+                                " elements, its gradient ", gradients[l].size(), ", its average ",
+                                averages[l].size());
+    }
+    const auto inverse = 1.0f / static_cast<float>(comm_->size());
+    std::size_t at = 0;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto& layer = layers_[l];
+      if (layer.compressed) {
+        layer.compressed->compute_p(gradients[l], first(at, layer.compressed->p_elements()));
+        at += layer.compressed->p_elements();
+      } else {
+        std::copy(gradients[l].begin(), gradients[l].end(), first_.begin() + offset(at));
+        at += gradients[l].size();
+      }
+    }
+    ring_(std::span<float>(first_));
+    for (float& v : first_) {
+      v *= inverse;
+    }
+    at = 0;
+    std::size_t q_at = 0;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto& layer = layers_[l];
+      if (layer.compressed) {
+        layer.compressed->compute_q(first(at, layer.compressed->p_elements()),
+                                    second(q_at, layer.compressed->q_elements()));
+        at += layer.compressed->p_elements();
+        q_at += layer.compressed->q_elements();
+      } else {
+        std::copy(first_.begin() + offset(at), first_.begin() + offset(at + averages[l].size()),
+                  averages[l].begin());
+        at += averages[l].size();
+      }
+    }
+    ring_(std::span<float>(second_));
+    for (float& v : second_) {
+      v *= inverse;
+    }
+    at = 0;
+    q_at = 0;
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      auto& layer = layers_[l];
+      if (layer.compressed) {
+        layer.compressed->finish(first(at, layer.compressed->p_elements()),
+                                 second(q_at, layer.compressed->q_elements()), averages[l]);
+        at += layer.compressed->p_elements();
+        q_at += layer.compressed->q_elements();
+      } else {
+        at += averages[l].size();
+      }
+    }
+  }
+
+  //! Layer l's PowerSGD state, or nullptr if it is averaged uncompressed. O(1).
+  [[nodiscard]] const powersgd_layer<G>* layer(std::size_t l) const {
+    return layers_.at(l).compressed ? &*layers_[l].compressed : nullptr;
+  }
+  //! Floats of the first allreduce (all P plus the uncompressed layers). O(1).
+  [[nodiscard]] std::size_t first_elements() const noexcept { return p_total_; }
+  //! Floats of the second allreduce (all Q). O(1).
+  [[nodiscard]] std::size_t second_elements() const noexcept { return q_total_; }
+  //! Bytes this rank sends per call: the two ring allreduces' (ring_allreduce::bytes_sent of
+  //! the first and second elements; about 2 (P-1)/P x 4 x their sum). O(1).
+  [[nodiscard]] std::size_t bytes_sent() const noexcept {
+    return ring_allreduce::bytes_sent(p_total_, comm_->size(), comm_->rank()) +
+           ring_allreduce::bytes_sent(q_total_, comm_->size(), comm_->rank());
+  }
+
+private:
+  struct layer_state {
+    powersgd_shape shape;
+    std::optional<powersgd_layer<G>> compressed;
+  };
+
+  static std::ptrdiff_t offset(std::size_t at) { return static_cast<std::ptrdiff_t>(at); }
+  std::span<float> first(std::size_t at, std::size_t n) {
+    return std::span<float>(first_).subspan(at, n);
+  }
+  std::span<float> second(std::size_t at, std::size_t n) {
+    return std::span<float>(second_).subspan(at, n);
+  }
+  const communicator* comm_;
+  ring_allreduce ring_;
+  std::vector<layer_state> layers_;
+  std::size_t p_total_ = 0;
+  std::size_t q_total_ = 0;
+  std::vector<float> first_;
+  std::vector<float> second_;
+};
+
+} // namespace gradcomp::mpi
