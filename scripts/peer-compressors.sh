@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The peers' compressors and sparse allreduces side by side (issue 23; docs/compressors.md,
+# docs/sparse-allreduce.md), one run after the other in one invocation on the emulated cluster
+# (4 hosts x 1 rank, 1 Gbit/s; plain local ranks with --local), then the comparison table and
+# plots of scripts/compare-runs.py. Builds gradcomp-train first. The runs (names for --only):
+#   powersgd      gradcomp-train --method powersgd --rank R --transport ring
+#   ddp-powersgd  PyTorch DDP's PowerSGD hook of the same rank (scripts/ddp_train.py, as in
+#                 scripts/main-job.sh: one bucket, dense for its first 10 iterations)
+#   dense-ring    gradcomp's dense ring with the optimal merge (the dense baseline)
+#   topk          exact top-k at --density over the sparse allgather, optimal merge
+#   oktopk, gtopk exact top-k at --density over Ok-Topk / gTop-k, optimal merge
+#   random-k      random-k at --density over the allgather
+#   signsgd, terngrad, qsgd   the quantizers over the allgather (QSGD at 255 levels)
+#
+#   scripts/peer-compressors.sh [--rank R (2)] [--density D (0.01)] [--epochs E (1)]
+#                               [--train-limit N (20000)] [--ranks P (4)] [--local]
+#                               [--only "NAMES"] [--out DIR (results/peer-compressors)]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd)
+
+rank=2
+density=0.01
+only=""
+epochs=1
+train_limit=20000
+ranks=4
+local_only=0
+out=results/peer-compressors
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --rank) rank=${2:?}; shift 2 ;;
+    --density) density=${2:?}; shift 2 ;;
+    --only) only=${2:?}; shift 2 ;;
+    --epochs) epochs=${2:?}; shift 2 ;;
+    --train-limit) train_limit=${2:?}; shift 2 ;;
+    --ranks) ranks=${2:?}; shift 2 ;;
+    --local) local_only=1; shift ;;
+    --out) out=${2:?}; shift 2 ;;
+    -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "peer-compressors: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+
+cmake --preset release >/dev/null
+cmake --build --preset release --target gradcomp-train -j "$(nproc)"
+source scripts/lib/training-runs.sh
+runs_bin=$repo/build/examples/gradcomp-train
+runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 2)
+training_runs_setup "$ranks" "$local_only" "$out"
+echo "peer-compressors: $runs_mode; results in $runs_out" >&2
+
+# wanted NAME: whether --only (empty: everything) names the run
+wanted() { [[ -z $only || " $only " == *" $1 "* ]]; }
+sparse=(--density "$density" --merge optimal)
+wanted powersgd && run_gradcomp powersgd "gradcomp PowerSGD rank $rank, ring" \
+  --method powersgd --rank "$rank" --transport ring --merge single
+wanted ddp-powersgd && run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank $rank" \
+  --exchange powersgd --powersgd-rank "$rank"
+wanted dense-ring && run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" \
+  --method dense --transport ring --merge optimal
+wanted topk && run_gradcomp topk "gradcomp exact top-k $density, allgather" \
+  --method exact_topk --transport allgather "${sparse[@]}"
+wanted oktopk && run_gradcomp oktopk "gradcomp exact top-k $density, Ok-Topk" \
+  --method exact_topk --transport oktopk "${sparse[@]}"
+wanted gtopk && run_gradcomp gtopk "gradcomp exact top-k $density, gTop-k" \
+  --method exact_topk --transport gtopk "${sparse[@]}"
+wanted random-k && run_gradcomp random-k "gradcomp random-k $density, allgather" \
+  --method random_k --transport allgather "${sparse[@]}"
+wanted signsgd && run_gradcomp signsgd "gradcomp signSGD (scaled sign), allgather" \
+  --method signsgd --transport allgather --merge optimal
+wanted terngrad && run_gradcomp terngrad "gradcomp TernGrad, allgather" \
+  --method terngrad --transport allgather --merge optimal
+wanted qsgd && run_gradcomp qsgd "gradcomp QSGD 255 levels, allgather" \
+  --method qsgd --levels 255 --transport allgather --merge optimal
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+"$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+  --title "### The peers' compressors side by side: $runs_mode; commit $commit; $epochs epochs" \
+  "${runs_reports[@]}"
