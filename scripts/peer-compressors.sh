@@ -53,6 +53,13 @@ echo "peer-compressors: $runs_mode; results in $runs_out" >&2
 
 # wanted NAME: whether --only (empty: everything) names the run
 wanted() { [[ -z $only || " $only " == *" $1 "* ]]; }
+names="powersgd ddp-powersgd dense-ring topk oktopk gtopk random-k signsgd terngrad qsgd"
+for name in $only; do
+  if [[ " $names " != *" $name "* ]]; then
+    echo "peer-compressors: unknown run '$name' in --only (runs: $names)" >&2
+    exit 2
+  fi
+done
 sparse=(--density "$density" --merge optimal)
 wanted powersgd && run_gradcomp powersgd "gradcomp PowerSGD rank $rank, ring" \
   --method powersgd --rank "$rank" --transport ring --merge single

@@ -52,6 +52,9 @@ public:
     std::vector<std::span<const float>> g(gradients_.begin(), gradients_.end());
     std::vector<std::span<float>> a(averages_.begin(), averages_.end());
     allreduce_(g, a);
+    for (auto& grad : gradients_) { // a layer whose gradient does not come next time sends zeros
+      std::fill(grad.begin(), grad.end(), 0.0f);
+    }
     stats_.finish_wait_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     stats_.communicate_seconds = stats_.finish_wait_seconds;
@@ -96,7 +99,8 @@ make_powersgd_exchange(const gradcomp::mpi::communicator& comm,
                        const std::vector<torch::Tensor>& params) {
   std::vector<gradcomp::mpi::powersgd_shape> shapes;
   for (const torch::Tensor& p : params) {
-    const auto rows = static_cast<std::size_t>(p.dim() > 0 ? p.size(0) : 1);
+    // a scalar, or an empty tensor (which the exchange then rejects, naming it), is 1 row
+    const auto rows = static_cast<std::size_t>(p.dim() > 0 && p.size(0) > 0 ? p.size(0) : 1);
     shapes.push_back({rows, static_cast<std::size_t>(p.numel()) / rows});
   }
   return std::make_unique<powersgd_exchange>(

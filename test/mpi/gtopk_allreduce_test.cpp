@@ -152,6 +152,9 @@ TEST_CASE("gtopk: bad k and disagreeing ranks throw on every rank", "[gtopk]") {
   sparse_message global;
   CHECK_THROWS_WITH(gtopk(local, 0, global), Contains("k 0 is outside [1, 100]"));
   CHECK_THROWS_WITH(gtopk(local, 101, global), Contains("k 101 is outside [1, 100]"));
+  // rank 0 alone passes a bad k: every rank throws, naming rank 0
+  CHECK_THROWS_WITH(gtopk(local, comm.rank() == 0 ? 0 : 10, global),
+                    Contains("rank 0's arguments are invalid"));
   if (comm.size() > 1) {
     const std::size_t k = comm.rank() == 0 ? 11 : 10;
     CHECK_THROWS_WITH(gtopk(local, k, global), Contains("the ranks disagree"));

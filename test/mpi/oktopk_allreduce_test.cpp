@@ -78,16 +78,16 @@ struct reference_result {
 
 reference_result reference_call(const std::vector<sparse_message>& all,
                                 std::size_t k,
-                                int repartition_interval,
-                                int threshold_interval,
+                                int repartition_interval_calls,
+                                int threshold_interval_calls,
                                 reference_state& st) {
   const int p = static_cast<int>(all.size());
   const auto up = static_cast<std::size_t>(p);
   const int rank = test::world_rank();
   const std::uint64_t n = all[0].dense_length_elements;
-  const bool repartition = st.calls % static_cast<std::uint64_t>(repartition_interval) == 0;
+  const bool repartition = st.calls % static_cast<std::uint64_t>(repartition_interval_calls) == 0;
   const bool evaluate =
-      st.reevaluate_next || st.calls % static_cast<std::uint64_t>(threshold_interval) == 0;
+      st.reevaluate_next || st.calls % static_cast<std::uint64_t>(threshold_interval_calls) == 0;
   ++st.calls;
   if (repartition) {
     std::vector<std::uint64_t> sum(up - 1, 0);
@@ -161,7 +161,7 @@ TEST_CASE("oktopk: regions, reused threshold and sums as the reference, on every
   const std::size_t n = 5000;
   const std::size_t k = 50;
   const mpi::oktopk_allreduce_options o{
-      .indices = index_encoding::u32, .repartition_interval = 3, .threshold_interval = 4};
+      .indices = index_encoding::u32, .repartition_interval_calls = 3, .threshold_interval_calls = 4};
   mpi::oktopk_allreduce oktopk(comm, o);
   reference_state st;
   std::vector<float> residual(n, 0.0f);
@@ -272,10 +272,10 @@ TEST_CASE("oktopk: bad arguments on any rank throw on every rank", "[oktopk]") {
   oktopk(local, 10, global); // and the next call works
   CHECK(global.indices.size() >= 10);
   CHECK(test::identical_on_all_ranks(global.values));
-  CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.threshold_interval = 0}),
-                    Contains("threshold_interval 0 is below 1"));
-  CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.repartition_interval = -2}),
-                    Contains("repartition_interval -2 is below 1"));
+  CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.threshold_interval_calls = 0}),
+                    Contains("threshold_interval_calls 0 is below 1"));
+  CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.repartition_interval_calls = -2}),
+                    Contains("repartition_interval_calls -2 is below 1"));
   CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.threshold_tolerance = 0.5}),
                     Contains("threshold_tolerance 0.5 is below 1"));
 }

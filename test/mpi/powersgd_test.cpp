@@ -13,6 +13,8 @@
 
 #include <cmath>
 #include <cstddef>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "../common/same_bits.hpp"
@@ -208,9 +210,26 @@ TEST_CASE("powersgd: the average is Algorithm 1's on the gathered gradients, on 
       }
     }
   }
-  CHECK(exchange.bytes_sent() ==
-        mpi::ring_allreduce::bytes_sent(exchange.first_elements(), p, comm.rank()) +
-            mpi::ring_allreduce::bytes_sent(exchange.second_elements(), p, comm.rank()));
+  // the bytes: what the two rings sent, step by step (ring_trace)
+  mpi::ring_trace trace;
+  psgd traced(comm, shapes, o, {.trace = &trace});
+  {
+    std::vector<std::vector<float>> grads;
+    std::vector<std::vector<float>> avgs;
+    for (const auto& shape : shapes) {
+      grads.push_back(test::rank_values(shape.rows * shape.cols, comm.rank(), 9));
+      avgs.emplace_back(grads.back().size());
+    }
+    std::vector<std::span<const float>> g(grads.begin(), grads.end());
+    std::vector<std::span<float>> a(avgs.begin(), avgs.end());
+    traced(g, a);
+  }
+  std::size_t traced_bytes = 0;
+  for (const auto& step : trace.steps) {
+    traced_bytes += step.bytes_sent;
+  }
+  CHECK(trace.operations == 2);
+  CHECK(traced.bytes_sent() == traced_bytes);
   if (p > 1) {
     const double total =
         4.0 * static_cast<double>(exchange.first_elements() + exchange.second_elements());
@@ -247,17 +266,36 @@ TEST_CASE("powersgd: bad options and disagreeing ranks throw on every rank", "[p
   CHECK_THROWS_WITH(psgd(comm, shapes, {.rank = 0}), Contains("rank 0 is below 1"));
   CHECK_THROWS_WITH(psgd(comm, shapes, {.min_compression_rate = 0.5}),
                     Contains("min_compression_rate 0.5 is below 1"));
+  // the last rank alone passes a bad option or an empty layer: every rank throws, naming it
+  const bool last = comm.rank() == comm.size() - 1;
+  const std::string last_rank = "rank " + std::to_string(comm.size() - 1) + "'s arguments";
+  CHECK_THROWS_WITH(
+      psgd(comm, shapes,
+           {.min_compression_rate = last ? std::numeric_limits<double>::infinity() : 2.0}),
+      Contains(last_rank));
+  const std::vector<mpi::powersgd_shape> empty{{16, 0}};
+  CHECK_THROWS_WITH(psgd(comm, last ? empty : shapes, {}), Contains(last_rank));
   if (comm.size() > 1) {
     const std::vector<mpi::powersgd_shape> mine{{16, comm.rank() == 0 ? 17u : 16u}};
-    CHECK_THROWS_WITH(psgd(comm, mine, {}), Contains("different layer shapes or options"));
+    CHECK_THROWS_WITH(psgd(comm, mine, {}),
+                      Contains("the ranks disagree: the fingerprint of the layer shapes"));
     CHECK_THROWS_WITH(psgd(comm, shapes, {.rank = comm.rank() == 0 ? 2u : 3u}),
-                      Contains("different layer shapes or options"));
+                      Contains("the ranks disagree: the fingerprint of the layer shapes"));
   }
   psgd ok(comm, shapes, {});
   std::vector<float> g(16 * 16, 1.0f);
   std::vector<float> avg(g.size());
   std::vector<std::span<const float>> gs{g};
+  std::vector<std::span<float>> as{avg};
   std::vector<std::span<float>> short_avg{std::span<float>(avg).first(10)};
-  CHECK_THROWS_WITH(ok(gs, short_avg), Contains("layer 0 has 256 elements"));
+  // only the last rank's average is short: every rank throws, before any ring
+  CHECK_THROWS_WITH(ok(gs, last ? short_avg : as), Contains(last_rank));
+  if (last) {
+    CHECK_THROWS_WITH(ok(gs, short_avg), Contains("layer 0 has 256 elements"));
+  } else {
+    CHECK_THROWS(ok(gs, as));
+  }
+  ok(gs, as); // and the next call works
+  CHECK(test::identical_on_all_ranks(avg));
   CHECK_THROWS_WITH(powersgd_layer<blas::cblas_gemm>(2, 3, {}, 0), Contains("does not compress"));
 }

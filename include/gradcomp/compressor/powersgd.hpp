@@ -23,7 +23,7 @@ struct powersgd_options {
   //! The approximation rank r >= 1 (PyTorch's matrix_approximation_rank; capped per layer at
   //! min(rows, cols)).
   std::size_t rank = 2;
-  //! A layer is compressed only when its rows x cols values are at least min_compression_rate
+  //! A layer is compressed only when its rows x cols values are more than min_compression_rate
   //! times the (rows + cols) x r values of its factors, >= 1 (PyTorch's min_compression_rate);
   //! other layers (vectors such as biases among them) are averaged uncompressed.
   double min_compression_rate = 2.0;
@@ -40,7 +40,7 @@ struct powersgd_options {
 powersgd_compresses(std::size_t rows, std::size_t cols, const powersgd_options& o) noexcept {
   const std::size_t r = std::min({o.rank, rows, cols});
   return r >= 1 &&
-         static_cast<double>(rows) * static_cast<double>(cols) >=
+         static_cast<double>(rows) * static_cast<double>(cols) >
              o.min_compression_rate * static_cast<double>(rows + cols) * static_cast<double>(r);
 }
 

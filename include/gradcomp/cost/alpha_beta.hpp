@@ -33,6 +33,16 @@ inline void check_ranks(int ranks) {
 }
 } // namespace detail
 
+//! @brief ceil(log2 P): the levels of a binomial tree, or the rounds of recursive doubling, over
+//! P ranks; 0 for P <= 1. O(log P).
+[[nodiscard]] constexpr int tree_levels(int ranks) noexcept {
+  int levels = 0;
+  for (long long d = 1; d < ranks; d *= 2) {
+    ++levels;
+  }
+  return levels;
+}
+
 //! @brief Ring allreduce of `bytes` (S4, after Thakur et al.):
 //! t = 2(P-1) alpha + (2(P-1) beta + (P-1) gamma) M / P. Zero for P = 1.
 //! @throws std::invalid_argument if ranks < 1.

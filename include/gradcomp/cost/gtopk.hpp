@@ -11,11 +11,7 @@ namespace gradcomp::cost {
 //! @brief Bytes gtopk_allreduce's busiest rank (rank 0, ceil(log2 P) children) sends when every
 //! set has k elements: (8 + 4k) + (8 + 8k) per tree level; 0 for one rank. O(log P).
 [[nodiscard]] inline double gtopk_bytes_sent(double k, int ranks) {
-  int levels = 0;
-  for (int d = 1; d < ranks; d *= 2) {
-    ++levels;
-  }
-  return levels * ((8.0 + 4.0 * k) + (8.0 + 8.0 * k));
+  return tree_levels(ranks) * ((8.0 + 4.0 * k) + (8.0 + 8.0 * k));
 }
 
 //! @brief Alpha-beta time of gtopk_allreduce with k elements per set: per tree level, the
@@ -24,12 +20,8 @@ namespace gradcomp::cost {
 //! 8k): ceil(log2 P) x (9 alpha + 24 k beta + 12 k gamma), each count, index array and value
 //! array a message of its own. O(log P).
 [[nodiscard]] inline double gtopk_allreduce_seconds(double k, int ranks, const network& net) {
-  int levels = 0;
-  for (int d = 1; d < ranks; d *= 2) {
-    ++levels;
-  }
-  return levels * (9.0 * net.alpha_seconds + 24.0 * k * net.beta_seconds_per_byte +
-                   12.0 * k * net.gamma_seconds_per_byte);
+  return tree_levels(ranks) * (9.0 * net.alpha_seconds + 24.0 * k * net.beta_seconds_per_byte +
+                               12.0 * k * net.gamma_seconds_per_byte);
 }
 
 } // namespace gradcomp::cost

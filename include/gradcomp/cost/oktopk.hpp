@@ -5,6 +5,7 @@
 #pragma once
 
 #include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/sparse/wire.hpp>
 
 namespace gradcomp::cost {
 
@@ -15,7 +16,8 @@ namespace gradcomp::cost {
 //! 8 (P-1) + (P-1) (32 + 8 k_local / P) (reduce-scatter: sizes, blocks) + 16 (P-1) + (P-1) (32 +
 //! 8 k_global / P) (allgather: sizes, blocks), plus 8 (P-1) L when the regions are repartitioned
 //! and 4 x 1024 L when the threshold is evaluated (L = ceil(log2 P), the allreduces' payloads
-//! times the rounds of recursive doubling). Delta + varint indices: pass bytes_per_pair of
+//! times the rounds of recursive doubling; one round only, 1024 L, when fewer than k elements
+//! were selected at all). Delta + varint indices: pass bytes_per_pair of
 //! about 5.3 (density 0.01; the count is then an estimate). 0 for one rank. O(log P).
 [[nodiscard]] inline double oktopk_bytes_sent(double k_local,
                                               double k_global,
@@ -24,12 +26,10 @@ namespace gradcomp::cost {
                                               bool repartitioned = false,
                                               bool threshold_evaluated = false) {
   const double p = ranks;
-  int levels = 0;
-  for (int d = 1; d < ranks; d *= 2) {
-    ++levels;
-  }
-  const double reduce_scatter = 8.0 * (p - 1) + (p - 1) * (32.0 + bytes_per_pair * k_local / p);
-  const double allgather = 16.0 * (p - 1) + (p - 1) * (32.0 + bytes_per_pair * k_global / p);
+  const int levels = tree_levels(ranks);
+  const auto header = static_cast<double>(wire_header_bytes);
+  const double reduce_scatter = 8.0 * (p - 1) + (p - 1) * (header + bytes_per_pair * k_local / p);
+  const double allgather = 16.0 * (p - 1) + (p - 1) * (header + bytes_per_pair * k_global / p);
   return reduce_scatter + allgather + (repartitioned ? 8.0 * (p - 1) * levels : 0.0) +
          (threshold_evaluated ? 4.0 * 1024.0 * levels : 0.0);
 }
@@ -44,11 +44,7 @@ namespace gradcomp::cost {
     return 0.0;
   }
   const double p = ranks;
-  int levels = 0;
-  for (int d = 1; d < ranks; d *= 2) {
-    ++levels;
-  }
-  return (3.0 * (p - 1) + levels) * net.alpha_seconds +
+  return (3.0 * (p - 1) + tree_levels(ranks)) * net.alpha_seconds +
          oktopk_bytes_sent(k, k, ranks) * net.beta_seconds_per_byte +
          4.0 * k * (p - 1) / p * net.gamma_seconds_per_byte;
 }

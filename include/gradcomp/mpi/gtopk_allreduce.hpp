@@ -8,6 +8,7 @@
 #include <gradcomp/cost/gtopk.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/agreement.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gradcomp::mpi {
@@ -123,13 +125,14 @@ inline void merge_sum(std::vector<std::uint32_t>& a_indices,
 //! (8 + 8 |G|) per child. Rank 0 has ceil(log2 P) children, the most: cost::gtopk_bytes_sent.
 //!
 //! Collective: every rank must call it with a message of the same dense length n and the same k
-//! (agreed first with one small allreduce: a mismatch throws on every rank), in the same order
-//! relative to other collectives on the communicator. Blocking: the call runs to completion,
+//! (agreed first with one small allreduce, which also carries each rank's argument checks: a
+//! mismatch or a bad argument on any rank throws on every rank), in the same order relative to
+//! other collectives on the communicator. Blocking: the call runs to completion,
 //! every send and receive posted nonblocking and completed through options.wait (so MPICH does
 //! not busy-poll, and a deadline applies); mpi::gtopk_exchange is its pipeline transport.
-//! @throws std::invalid_argument naming the value if k is 0 or above n, or n is above the
-//! 32-bit index range; mpi_error naming both values if the ranks disagree on n or k, or if MPI
-//! fails.
+//! @throws mpi_error on every rank naming the first rank with a problem (and the problem on that
+//! rank) if a rank's k is 0 or above n or its n is above the 32-bit index range, naming both
+//! values if the ranks disagree on n or k (detail::agree_arguments); mpi_error if MPI fails.
 class gtopk_allreduce {
 public:
   using options = gtopk_allreduce_options; //!< The options struct.
@@ -152,13 +155,16 @@ public:
   //! per rank (the root's merges).
   void operator()(const sparse_message& local, std::size_t k, sparse_message& global) {
     const std::uint64_t n = local.dense_length_elements;
-    gradcomp::detail::require(k >= 1 && k <= n, "gtopk_allreduce: k ", k, " is outside [1, ", n,
-                              "]");
-    gradcomp::detail::require(n <= UINT32_MAX, "gtopk_allreduce: dense length ", n,
-                              " is above the 32-bit index range");
+    std::string problem;
+    if (k < 1 || k > n) {
+      problem = gradcomp::detail::concat("k ", k, " is outside [1, ", n, "]");
+    } else if (n > UINT32_MAX) {
+      problem = gradcomp::detail::concat("dense length ", n, " is above the 32-bit index range");
+    }
+    detail::agree_arguments(*comm_, options_.wait, "gtopk_allreduce",
+                            {{"dense length", n}, {"k", k}}, problem);
     bytes_sent_ = 0;
     bytes_received_ = 0;
-    agree(n, k);
     const int p = comm_->size();
     const int rank = comm_->rank();
     // 1. selection up the tree
@@ -220,22 +226,6 @@ public:
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
-  // one allreduce of (n, -n, k, -k) under MPI_MIN: equal everywhere iff min == -max
-  void agree(std::uint64_t n, std::size_t k) {
-    std::int64_t mine[4] = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n),
-                            static_cast<std::int64_t>(k), -static_cast<std::int64_t>(k)};
-    std::int64_t all[4];
-    MPI_Request request = MPI_REQUEST_NULL;
-    detail::check(MPI_Iallreduce(mine, all, 4, MPI_INT64_T, MPI_MIN, comm_->native(), &request),
-                  "MPI_Iallreduce (gtopk_allreduce agreement)");
-    mpi::wait(request, options_.wait);
-    if (all[0] != -all[1] || all[2] != -all[3]) {
-      throw mpi_error(gradcomp::detail::concat(
-          "gtopk_allreduce: the ranks disagree: dense length between ", all[0], " and ", -all[1],
-          ", k between ", all[2], " and ", -all[3]));
-    }
-  }
-
   // this rank's selected values at the indices `g` (ascending), 0 where it selected none
   static std::vector<float> values_at(const sparse_message& local,
                                       const std::vector<std::uint32_t>& g) {

@@ -8,6 +8,7 @@
 #include <gradcomp/cost/oktopk.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/agreement.hpp>
 #include <gradcomp/mpi/detail/oktopk.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
@@ -40,12 +41,12 @@ struct oktopk_allreduce_options {
   index_encoding indices = index_encoding::delta_varint;
   //! Calls (per dense length) between two repartitions of the index space into regions, >= 1
   //! (the paper's tau' = 64 in its VGG runs); the first call always partitions.
-  int repartition_interval = 64;
+  int repartition_interval_calls = 64;
   //! Calls (per dense length) between two exact evaluations of the global threshold, >= 1
   //! (the paper's 32); in between the last threshold is reused. A call whose global selection
   //! held fewer than k / threshold_tolerance or more than k x threshold_tolerance elements
   //! makes the next call re-evaluate.
-  int threshold_interval = 32;
+  int threshold_interval_calls = 32;
   //! How far the global selection's size may drift from k before the threshold is evaluated
   //! again, >= 1 (above).
   double threshold_tolerance = 1.25;
@@ -62,15 +63,16 @@ struct oktopk_allreduce_options {
 //! about k elements, with the sum over all ranks of their selected values at each.
 //!
 //! 1. **Regions**: the index space [0, n) is split into P contiguous regions, region r reduced
-//!    by rank r. Every repartition_interval calls, each rank proposes the boundaries that split
-//!    its own selection evenly and the proposals are averaged (one allreduce of P - 1 integers,
-//!    rounded down), so regions hold similar numbers of selected values (the paper's space
-//!    repartition).
+//!    by rank r. Every repartition_interval_calls calls, each rank proposes the boundaries that
+//!    split its own selection evenly and the proposals are averaged (one allreduce of P - 1
+//!    integers, rounded down), so regions hold similar numbers of selected values (the paper's
+//!    space repartition).
 //! 2. **Sparse reduce-scatter**: each rank sends the part of its selection in region j to rank
 //!    j (sizes first, one MPI_Ialltoall; then every block at once, encoded in the wire format;
 //!    empty blocks are not sent); rank r sums the blocks of its region in rank order 0 .. P-1
 //!    (its own included), so the sums do not depend on arrival order.
-//! 3. **Global threshold**: every threshold_interval calls, the exact k-th largest magnitude of
+//! 3. **Global threshold**: every threshold_interval_calls calls, the exact k-th largest magnitude
+//! of
 //!    all reduced sums (the elements some rank selected) is found by a radix selection over the
 //!    float bits: 4 rounds, each an allreduce of a 256-bin histogram (4-byte counts). In between,
 //!    the previous threshold is reused (the paper's threshold reuse). Rank r selects the sums in
@@ -92,7 +94,9 @@ struct oktopk_allreduce_options {
 //! the reduce-scatter plus its encoded blocks to the other ranks; 16 (P-1) for the sizes of
 //! the allgather plus (P-1) x its encoded block; when the regions are repartitioned, 8 (P-1)
 //! x ceil(log2 P), and when the threshold is evaluated 4 x 1024 x ceil(log2 P) (each allreduce's
-//! payload times the rounds of recursive doubling). With balanced regions and u32 indices:
+//! payload times the rounds of recursive doubling; 1 x 1024 x ceil(log2 P) when fewer than k
+//! elements were selected at all, which ends the selection after its first round). With balanced
+//! regions and u32 indices:
 //! cost::oktopk_bytes_sent; about 2 (P-1)/P x k pairs against sparse_allgather's (P-1) x k.
 //!
 //! Collective: every rank must call it with a message of the same dense length n and the same k
@@ -102,12 +106,13 @@ struct oktopk_allreduce_options {
 //! options.wait; mpi::oktopk_exchange is its pipeline transport. Deterministic for a given
 //! sequence of calls.
 //! @throws std::invalid_argument from the constructor for intervals or a tolerance below 1, an
-//! index encoding none, or tags outside
-//! [0, MPI_TAG_UB - 1]; mpi_error on every rank naming the first rank's problem if a rank's k is
-//! 0 or above n, n is above the 32-bit index range, its message is invalid, or the ranks
-//! disagree on n or k; mpi_error on every rank if a rank could not decode a block of the
-//! reduce-scatter, and on the receiving rank (after the exchange completed) if a block of the
-//! allgather does not decode; mpi_error if MPI fails.
+//! index encoding none, or tags outside [0, MPI_TAG_UB - 1]; mpi_error on every rank naming the
+//! first rank with a problem (and its problem on that rank) if a rank's k is 0 or above n, n is
+//! above the 32-bit index range, its message is invalid or so large that its encoding could pass
+//! MPI's int count of bytes, or the ranks disagree on n or k (detail::agree_arguments);
+//! mpi_error on every rank if a rank could not decode a block of the reduce-scatter or a
+//! region's selection encodes to more than INT_MAX bytes, and on the receiving rank (after the
+//! exchange completed) if a block of the allgather does not decode; mpi_error if MPI fails.
 class oktopk_allreduce {
 public:
   using options = oktopk_allreduce_options; //!< The options struct.
@@ -120,11 +125,12 @@ public:
     const int tag_ub = detail::tag_upper_bound(comm);
     gradcomp::detail::require(o.tag >= 0 && o.tag <= tag_ub - 1, "oktopk_allreduce: tag ", o.tag,
                               " is outside [0, ", tag_ub - 1, "]");
-    gradcomp::detail::require(o.repartition_interval >= 1,
-                              "oktopk_allreduce: repartition_interval ", o.repartition_interval,
-                              " is below 1");
-    gradcomp::detail::require(o.threshold_interval >= 1, "oktopk_allreduce: threshold_interval ",
-                              o.threshold_interval, " is below 1");
+    gradcomp::detail::require(o.repartition_interval_calls >= 1,
+                              "oktopk_allreduce: repartition_interval_calls ",
+                              o.repartition_interval_calls, " is below 1");
+    gradcomp::detail::require(o.threshold_interval_calls >= 1,
+                              "oktopk_allreduce: threshold_interval_calls ",
+                              o.threshold_interval_calls, " is below 1");
     gradcomp::detail::require(o.threshold_tolerance >= 1.0,
                               "oktopk_allreduce: threshold_tolerance ", o.threshold_tolerance,
                               " is below 1");
@@ -138,7 +144,8 @@ public:
   //! transfers (the region's sums are a dense buffer of its length).
   void operator()(const sparse_message& local, std::size_t k, sparse_message& global) {
     const std::uint64_t n = local.dense_length_elements;
-    agree(n, k, problem_of(local, k));
+    detail::agree_arguments(*comm_, options_.wait, "oktopk_allreduce",
+                            {{"dense length", n}, {"k", k}}, problem_of(local, k));
     bytes_sent_ = 0;
     bytes_received_ = 0;
     const int p = comm_->size();
@@ -146,9 +153,9 @@ public:
     const auto up = static_cast<std::size_t>(p);
     region_state& st = states_[n];
     const bool repartition =
-        st.calls % static_cast<std::uint64_t>(options_.repartition_interval) == 0;
+        st.calls % static_cast<std::uint64_t>(options_.repartition_interval_calls) == 0;
     reevaluated_ = st.reevaluate_next ||
-                   st.calls % static_cast<std::uint64_t>(options_.threshold_interval) == 0;
+                   st.calls % static_cast<std::uint64_t>(options_.threshold_interval_calls) == 0;
     ++st.calls;
     if (repartition) {
       partition(local, st);
@@ -229,6 +236,11 @@ public:
                                                  " could not decode a block of the reduce-scatter",
                                                  failure.empty() ? std::string() : ": " + failure));
       }
+      if (headers[2 * s] > static_cast<std::uint64_t>(INT_MAX)) {
+        throw mpi_error(gradcomp::detail::concat("oktopk_allreduce: rank ", s, "'s selection of ",
+                                                 headers[2 * s + 1], " sums encodes to ",
+                                                 headers[2 * s], " bytes, above MPI's int count"));
+      }
       selected += headers[2 * s + 1];
     }
     const double tolerance = options_.threshold_tolerance;
@@ -290,7 +302,7 @@ private:
     bool reevaluate_next = false;
   };
 
-  // this rank's argument problem, or "" (checked on every rank in agree())
+  // this rank's argument problem, or "" (agreed on every rank by detail::agree_arguments)
   static std::string problem_of(const sparse_message& local, std::size_t k) {
     const std::uint64_t n = local.dense_length_elements;
     if (k < 1 || k > n) {
@@ -298,6 +310,12 @@ private:
     }
     if (n > UINT32_MAX) {
       return gradcomp::detail::concat("dense length ", n, " is above the 32-bit index range");
+    }
+    // each block of the reduce-scatter holds at most nnz of its values (the allgather's are
+    // checked on every rank from the gathered sizes)
+    if (max_encoded_bytes(local.values.size()) > static_cast<std::uint64_t>(INT_MAX)) {
+      return gradcomp::detail::concat("a message of ", local.values.size(),
+                                      " values could exceed MPI's int count of bytes");
     }
     try {
       local.validate();
@@ -307,36 +325,9 @@ private:
     return {};
   }
 
-  // one allreduce under MPI_MIN of (n, -n, k, -k, first rank with a problem): equal everywhere
-  // iff min == -max; every rank throws the same verdict (the problem text on its own rank)
-  void agree(std::uint64_t n, std::size_t k, const std::string& problem) {
-    const auto huge = std::numeric_limits<std::int64_t>::max();
-    std::int64_t mine[5] = {static_cast<std::int64_t>(n), -static_cast<std::int64_t>(n),
-                            static_cast<std::int64_t>(k), -static_cast<std::int64_t>(k),
-                            problem.empty() ? huge : comm_->rank()};
-    std::int64_t all[5];
-    detail::check(MPI_Iallreduce(mine, all, 5, MPI_INT64_T, MPI_MIN, comm_->native(), &request_),
-                  "MPI_Iallreduce (oktopk_allreduce agreement)");
-    mpi::wait(request_, options_.wait);
-    if (all[4] != huge) {
-      throw mpi_error(gradcomp::detail::concat("oktopk_allreduce: rank ", all[4],
-                                               "'s arguments are invalid",
-                                               problem.empty() ? std::string() : ": " + problem));
-    }
-    if (all[0] != -all[1] || all[2] != -all[3]) {
-      throw mpi_error(gradcomp::detail::concat(
-          "oktopk_allreduce: the ranks disagree: dense length between ", all[0], " and ", -all[1],
-          ", k between ", all[2], " and ", -all[3]));
-    }
-  }
-
   // rounds of recursive doubling on P ranks: the counted volume of a small allreduce
   [[nodiscard]] std::size_t doubling_rounds() const noexcept {
-    std::size_t rounds = 0;
-    for (int d = 1; d < comm_->size(); d *= 2) {
-      ++rounds;
-    }
-    return rounds;
+    return static_cast<std::size_t>(cost::tree_levels(comm_->size()));
   }
 
   // completes the collective just started in request_, counting its bytes

@@ -9,15 +9,19 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/agreement.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 
 #include <mpi.h>
 
+#include <bit>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -44,14 +48,16 @@ struct powersgd_shape {
 //! mean Q and every average. Bytes sent per rank: 2 (P-1)/P x 4 x (sum of rows r + the
 //! uncompressed elements) + 2 (P-1)/P x 4 x (sum of cols r): bytes_sent().
 //!
-//! Collective: the constructor (one allreduce that checks every rank passes the same shapes and
-//! options; a mismatch throws on every rank) and every call, with the same layers in the same
-//! order relative to other collectives on the communicator. Blocking (the ring's transfers
-//! complete through its wait policy).
+//! Collective: the constructor (one small allreduce that checks every rank passes the same
+//! shapes and options, and carries each rank's own checks) and every call (one more, for the
+//! spans' lengths, before the rings), with the same layers in the same order relative to other
+//! collectives on the communicator. Blocking (every transfer completes through the ring's wait
+//! policy). Not in checkpoints (residuals and Q start afresh).
 //! @tparam G a gemm_backend (blas::cblas_gemm).
-//! @throws std::invalid_argument for bad options or an empty layer; mpi_error if the ranks
-//! disagree or MPI fails; std::invalid_argument from a call whose gradient or average lengths
-//! differ from the shapes (before any communication: pass the right lengths on every rank).
+//! @throws mpi_error on every rank (detail::agree_arguments), naming the first rank with a
+//! problem: options that check_powersgd_options rejects or a rate that is not finite, an empty
+//! layer, ranks whose shapes or options differ; from a call, span counts or lengths that differ
+//! from the shapes. mpi_error if MPI fails.
 template <gemm_backend G>
 class powersgd_allreduce {
 public:
@@ -65,18 +71,28 @@ public:
                      const powersgd_options& o,
                      ring_allreduce_options ring = {},
                      G gemm = G{})
-      : comm_(&comm), ring_(comm, ring) {
-    check_powersgd_options(o);
+      : comm_(&comm), ring_(comm, ring), wait_(ring.wait) {
+    std::string problem;
+    try {
+      check_powersgd_options(o);
+      gradcomp::detail::require(std::isfinite(o.min_compression_rate),
+                                "powersgd: min_compression_rate ", o.min_compression_rate,
+                                " is not finite");
+    } catch (const std::invalid_argument& e) {
+      problem = e.what();
+    }
     std::uint64_t fingerprint = 1469598103934665603ull; // FNV-1a over shapes and options
     const auto mix = [&](std::uint64_t v) { fingerprint = (fingerprint ^ v) * 1099511628211ull; };
     mix(o.rank);
-    mix(static_cast<std::uint64_t>(o.min_compression_rate * 1e6));
+    mix(std::bit_cast<std::uint64_t>(o.min_compression_rate));
     mix(o.warm_start ? 1 : 0);
     mix(o.seed);
-    for (std::size_t l = 0; l < shapes.size(); ++l) {
+    for (std::size_t l = 0; l < shapes.size() && problem.empty(); ++l) {
       const powersgd_shape& s = shapes[l];
-      gradcomp::detail::require(s.rows >= 1 && s.cols >= 1, "powersgd_allreduce: layer ", l, " is ",
-                                s.rows, " x ", s.cols);
+      if (s.rows < 1 || s.cols < 1) {
+        problem = gradcomp::detail::concat("layer ", l, " is ", s.rows, " x ", s.cols);
+        break;
+      }
       mix(s.rows);
       mix(s.cols);
       layers_.push_back({s, std::nullopt});
@@ -88,33 +104,33 @@ public:
         p_total_ += s.rows * s.cols;
       }
     }
-    std::int64_t mine[2] = {static_cast<std::int64_t>(fingerprint >> 1),
-                            -static_cast<std::int64_t>(fingerprint >> 1)};
-    std::int64_t all[2];
-    detail::check(MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MIN, comm.native()),
-                  "MPI_Allreduce (powersgd_allreduce agreement)");
-    if (all[0] != -all[1]) {
-      throw mpi_error("powersgd_allreduce: the ranks pass different layer shapes or options");
-    }
+    detail::agree_arguments(comm, wait_, "powersgd_allreduce",
+                            {{"layers", shapes.size()},
+                             {"the fingerprint of the layer shapes and options", fingerprint >> 1}},
+                            problem);
     first_.resize(p_total_);
     second_.resize(q_total_);
   }
 
   //! Averages `gradients[l]` (rows x cols of layer l) over the ranks into `averages[l]`.
-  //! Collective. @throws as the class comment says.
+  //! Collective: one small allreduce agreeing the spans are right on every rank, then the two
+  //! ring allreduces. @throws as the class comment says.
   void operator()(std::span<const std::span<const float>> gradients,
                   std::span<const std::span<float>> averages) {
-    gradcomp::detail::require(gradients.size() == layers_.size() &&
-                                  averages.size() == layers_.size(),
-                              "powersgd_allreduce: ", gradients.size(), " gradients and ",
-                              averages.size(), " averages for ", layers_.size(), " layers");
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      const std::size_t n = layers_[l].shape.rows * layers_[l].shape.cols;
-      gradcomp::detail::require(gradients[l].size() == n && averages[l].size() == n,
-                                "powersgd_allreduce: layer ", l, " has ", n,
-                                " elements, its gradient ", gradients[l].size(), ", its average ",
-                                averages[l].size());
+    std::string problem;
+    if (gradients.size() != layers_.size() || averages.size() != layers_.size()) {
+      problem = gradcomp::detail::concat(gradients.size(), " gradients and ", averages.size(),
+                                         " averages for ", layers_.size(), " layers");
     }
+    for (std::size_t l = 0; l < layers_.size() && problem.empty(); ++l) {
+      const std::size_t n = layers_[l].shape.rows * layers_[l].shape.cols;
+      if (gradients[l].size() != n || averages[l].size() != n) {
+        problem =
+            gradcomp::detail::concat("layer ", l, " has ", n, " elements, its gradient ",
+                                     gradients[l].size(), ", its average ", averages[l].size());
+      }
+    }
+    detail::agree_arguments(*comm_, wait_, "powersgd_allreduce", {}, problem);
     const auto inverse = 1.0f / static_cast<float>(comm_->size());
     std::size_t at = 0;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -195,6 +211,7 @@ private:
   }
   const communicator* comm_;
   ring_allreduce ring_;
+  wait_policy wait_;
   std::vector<layer_state> layers_;
   std::size_t p_total_ = 0;
   std::size_t q_total_ = 0;
