@@ -14,14 +14,16 @@
 #   signsgd, terngrad, qsgd   the quantizers over the allgather (QSGD at 255 levels)
 #
 #   scripts/peer-compressors.sh [--rank R (2)] [--density D (0.01)] [--epochs E (1)]
-#                               [--train-limit N (20000)] [--ranks P (4)] [--local]
-#                               [--only "NAMES"] [--out DIR (results/peer-compressors)]
+#                               [--train-limit N (20000; 0: every sample)] [--ranks P (4)]
+#                               [--model cnn|vgg|mlp (cnn)] [--local] [--only "NAMES"]
+#                               [--out DIR (results/peer-compressors)]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
 rank=2
 density=0.01
+model=cnn
 only=""
 epochs=1
 train_limit=20000
@@ -32,6 +34,7 @@ while [[ $# -gt 0 ]]; do
   case $1 in
     --rank) rank=${2:?}; shift 2 ;;
     --density) density=${2:?}; shift 2 ;;
+    --model) model=${2:?}; shift 2 ;;
     --only) only=${2:?}; shift 2 ;;
     --epochs) epochs=${2:?}; shift 2 ;;
     --train-limit) train_limit=${2:?}; shift 2 ;;
@@ -47,7 +50,8 @@ cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/examples/gradcomp-train
-runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 2)
+runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 2
+  --model "$model")
 training_runs_setup "$ranks" "$local_only" "$out"
 echo "peer-compressors: $runs_mode; results in $runs_out" >&2
 
@@ -83,5 +87,5 @@ wanted qsgd && run_gradcomp qsgd "gradcomp QSGD 255 levels, allgather" \
   --method qsgd --levels 255 --transport allgather --merge optimal
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
-  --title "### The peers' compressors side by side: $runs_mode; commit $commit; $epochs epochs" \
+  --title "### The peers' compressors side by side: $runs_mode; model $model; commit $commit; $epochs epochs" \
   "${runs_reports[@]}"
