@@ -95,14 +95,16 @@ public:
       }
       mix(s.rows);
       mix(s.cols);
-      layers_.push_back({s, std::nullopt});
+      layer_state& layer =
+          layers_.emplace_back(layer_state{s, std::nullopt, p_total_, 0, q_total_});
       if (powersgd_compresses(s.rows, s.cols, o)) {
-        layers_.back().compressed.emplace(s.rows, s.cols, o, l, gemm);
-        p_total_ += layers_.back().compressed->p_elements();
-        q_total_ += layers_.back().compressed->q_elements();
+        layer.compressed.emplace(s.rows, s.cols, o, l, gemm);
+        layer.first_elements = layer.compressed->p_elements();
+        q_total_ += layer.compressed->q_elements();
       } else {
-        p_total_ += s.rows * s.cols;
+        layer.first_elements = s.rows * s.cols;
       }
+      p_total_ += layer.first_elements;
     }
     detail::agree_arguments(comm, wait_, "powersgd_allreduce",
                             {{"layers", shapes.size()},
@@ -132,51 +134,34 @@ public:
     }
     detail::agree_arguments(*comm_, wait_, "powersgd_allreduce", {}, problem);
     const auto inverse = 1.0f / static_cast<float>(comm_->size());
-    std::size_t at = 0;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      auto& layer = layers_[l];
+    for (std::size_t l = 0; l < layers_.size(); ++l) { // P, or the gradient itself
+      layer_state& layer = layers_[l];
       if (layer.compressed) {
-        layer.compressed->compute_p(gradients[l], first(at, layer.compressed->p_elements()));
-        at += layer.compressed->p_elements();
+        layer.compressed->compute_p(gradients[l], first(layer));
       } else {
-        std::copy(gradients[l].begin(), gradients[l].end(), first_.begin() + offset(at));
-        at += gradients[l].size();
+        std::copy(gradients[l].begin(), gradients[l].end(), first(layer).begin());
       }
     }
     ring_(std::span<float>(first_));
     for (float& v : first_) {
       v *= inverse;
     }
-    at = 0;
-    std::size_t q_at = 0;
-    for (std::size_t l = 0; l < layers_.size(); ++l) {
-      auto& layer = layers_[l];
+    for (std::size_t l = 0; l < layers_.size(); ++l) { // Q, or the uncompressed average
+      layer_state& layer = layers_[l];
       if (layer.compressed) {
-        layer.compressed->compute_q(first(at, layer.compressed->p_elements()),
-                                    second(q_at, layer.compressed->q_elements()));
-        at += layer.compressed->p_elements();
-        q_at += layer.compressed->q_elements();
+        layer.compressed->compute_q(first(layer), second(layer));
       } else {
-        std::copy(first_.begin() + offset(at), first_.begin() + offset(at + averages[l].size()),
-                  averages[l].begin());
-        at += averages[l].size();
+        std::copy(first(layer).begin(), first(layer).end(), averages[l].begin());
       }
     }
     ring_(std::span<float>(second_));
     for (float& v : second_) {
       v *= inverse;
     }
-    at = 0;
-    q_at = 0;
     for (std::size_t l = 0; l < layers_.size(); ++l) {
-      auto& layer = layers_[l];
+      layer_state& layer = layers_[l];
       if (layer.compressed) {
-        layer.compressed->finish(first(at, layer.compressed->p_elements()),
-                                 second(q_at, layer.compressed->q_elements()), averages[l]);
-        at += layer.compressed->p_elements();
-        q_at += layer.compressed->q_elements();
-      } else {
-        at += averages[l].size();
+        layer.compressed->finish(first(layer), second(layer), averages[l]);
       }
     }
   }
@@ -200,15 +185,18 @@ private:
   struct layer_state {
     powersgd_shape shape;
     std::optional<powersgd_layer<G>> compressed;
+    std::size_t first_offset = 0; // its share of the first allreduce: P, or its gradient
+    std::size_t first_elements = 0;
+    std::size_t second_offset = 0; // its Q in the second (compressed layers only)
   };
 
-  static std::ptrdiff_t offset(std::size_t at) { return static_cast<std::ptrdiff_t>(at); }
-  std::span<float> first(std::size_t at, std::size_t n) {
-    return std::span<float>(first_).subspan(at, n);
+  std::span<float> first(const layer_state& layer) {
+    return std::span<float>(first_).subspan(layer.first_offset, layer.first_elements);
   }
-  std::span<float> second(std::size_t at, std::size_t n) {
-    return std::span<float>(second_).subspan(at, n);
+  std::span<float> second(const layer_state& layer) {
+    return std::span<float>(second_).subspan(layer.second_offset, layer.compressed->q_elements());
   }
+
   const communicator* comm_;
   ring_allreduce ring_;
   wait_policy wait_;

@@ -107,10 +107,8 @@ public:
     if (ranks <= 1) {
       return 0;
     }
-    const auto p = static_cast<std::size_t>(ranks);
     const auto size = [&](int b) {
-      const auto ub = static_cast<std::size_t>(b % ranks);
-      return n * (ub + 1) / p - n * ub / p;
+      return block_begin(n, b % ranks + 1, ranks) - block_begin(n, b % ranks, ranks);
     };
     return sizeof(float) * ((n - size(rank + 1)) + (n - size(rank + 2)));
   }
@@ -161,9 +159,12 @@ public:
 private:
   enum class phase { idle, checking, ring, done };
 
+  // first element of block b of n elements split over `ranks` (block b ends where b + 1 begins)
+  [[nodiscard]] static std::size_t block_begin(std::size_t n, int b, int ranks) noexcept {
+    return n * static_cast<std::size_t>(b) / static_cast<std::size_t>(ranks);
+  }
   [[nodiscard]] std::size_t block_begin(int b) const noexcept {
-    const auto p = static_cast<std::size_t>(comm_->size());
-    return data_.size() * static_cast<std::size_t>(b) / p;
+    return block_begin(data_.size(), b, comm_->size());
   }
 
   [[nodiscard]] int wrap(int b) const noexcept {
