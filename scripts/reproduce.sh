@@ -31,12 +31,14 @@
 #   all    every experiment above
 #
 #   scripts/reproduce.sh [peers|s1|s2|s3|dense|all] [--quick] [--local] [--out DIR]
-#                        [--models "cnn vgg"]
+#                        [--models "cnn vgg"] [--only "RUN NAMES"]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
 # about 5, s3 about 8). Without it: all 60,000 samples, 2 epochs (s1: 73 minutes, peers about
 # 20, s3 53: about 2.5 hours for all).
 # --models: the models of the s2 and dense experiments (default "cnn vgg").
+# --only: just the runs of these names (the reports' file names without .json, e.g. "dense
+# dense-hybrid-auto" for s2); the tables then compare those.
 # Writes DIR/<experiment>/ (default results/reproduce): every run's JSON and Markdown report and
 # the experiment's table and plot.
 set -euo pipefail
@@ -55,6 +57,7 @@ while [[ $# -gt 0 ]]; do
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
     --models) models=${2:?}; shift 2 ;;
+    --only) runs_only=${2:?}; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "reproduce: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac

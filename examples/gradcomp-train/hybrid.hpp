@@ -22,6 +22,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "training_support.hpp"
@@ -193,70 +194,95 @@ private:
   torch::Tensor bias_;
 };
 
-//! @brief The hybrid set-up of one model: which FC layers run model parallel (--mp-layers: auto
-//! by the planner's cost choice, gradcomp::hybrid::choose, or a list of names) and their
-//! model_parallel_fc objects, installed as the model's fc_overrides.
+//! The model's fully connected layers, forward order, with their names ("fc1", ...).
+inline std::vector<std::pair<std::string, torch::nn::Linear>> fully_connected_layers(network& net) {
+  std::vector<std::pair<std::string, torch::nn::Linear>> fcs;
+  for (const auto& child : net.base->named_children()) {
+    if (auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(child.value())) {
+      fcs.emplace_back(child.key(), torch::nn::Linear(linear));
+    }
+  }
+  return fcs;
+}
+
+//! Which FC layers run model parallel and why: one report entry per FC layer.
+struct hybrid_decision {
+  std::vector<std::string> model_parallel;         //!< layer names, forward order
+  nlohmann::json layers = nlohmann::json::array(); //!< the report's "hybrid_layers"
+  nlohmann::json plan = nlohmann::json::object();  //!< the report's "hybrid_plan" (auto)
+};
+
+//! @brief Each FC layer's shape and gradcomp::hybrid::choose at the run's batch and rank count
+//! on `net_model` (with `cost_options`), and the layers that run model parallel: those of a
+//! --mp-layers list, or with auto, the ones choose() prices cheaper model parallel in isolation
+//! (the fallback when no profile is taken; plan_hybrid replaces it by the whole-iteration
+//! choice). Auto never splits a layer with fewer outputs than ranks.
+//! @throws std::invalid_argument for an unknown layer name or a listed layer with N < P (the
+//! same on every rank: every rank parses the same options).
+inline hybrid_decision decide_per_layer(network& net,
+                                        const train_options& o,
+                                        int ranks,
+                                        const gradcomp::cost::network& net_model,
+                                        const gradcomp::cost::fc_cost_options& cost_options = {}) {
+  hybrid_decision d;
+  if (o.parallel != "hybrid") {
+    return d;
+  }
+  const auto fcs = fully_connected_layers(net);
+  std::vector<std::string> wanted;
+  if (o.mp_layers != "auto") {
+    std::stringstream list(o.mp_layers);
+    for (std::string item; std::getline(list, item, ',');) {
+      const bool known =
+          std::any_of(fcs.begin(), fcs.end(), [&](const auto& f) { return f.first == item; });
+      if (!known) {
+        throw std::invalid_argument("--mp-layers: '" + item +
+                                    "' is not a fully connected layer of model " + o.model);
+      }
+      wanted.push_back(item);
+    }
+  }
+  for (const auto& [name, linear] : fcs) {
+    const gradcomp::hybrid::fc_layer shape{name, static_cast<std::size_t>(linear->weight.size(1)),
+                                           static_cast<std::size_t>(linear->weight.size(0))};
+    const gradcomp::hybrid::fc_choice c = gradcomp::hybrid::choose(
+        shape, static_cast<std::size_t>(o.batch_size), ranks, net_model, cost_options);
+    const bool listed = std::find(wanted.begin(), wanted.end(), name) != wanted.end();
+    const bool splittable = shape.outputs_n >= static_cast<std::size_t>(ranks);
+    const bool model = o.mp_layers == "auto"
+                           ? c.by_cost == gradcomp::hybrid::parallelism::model && splittable
+                           : listed;
+    if (model && !splittable) {
+      throw std::invalid_argument("--mp-layers: layer " + name + " has " +
+                                  std::to_string(shape.outputs_n) + " outputs, fewer than the " +
+                                  std::to_string(ranks) + " ranks it would be split over");
+    }
+    d.layers.push_back({{"layer", name},
+                        {"inputs_k", shape.inputs_k},
+                        {"outputs_n", shape.outputs_n},
+                        {"parallelism", model ? "model" : "data"},
+                        {"by_cost", gradcomp::hybrid::name(c.by_cost)},
+                        {"by_volume", gradcomp::hybrid::name(c.by_volume)},
+                        {"data_parallel_predicted_seconds", c.data_seconds},
+                        {"model_parallel_predicted_seconds", c.model_seconds}});
+    if (model) {
+      d.model_parallel.push_back(name);
+    }
+  }
+  return d;
+}
+
+//! @brief The hybrid set-up of one model: the model_parallel_fc objects of the layers a
+//! hybrid_decision names, installed as the model's fc_overrides.
 class hybrid_parallelism {
 public:
-  //! @param net_model the alpha-beta network the auto choice is priced on, with
-  //! `cost_options` (e.g. the calibrated model-parallel fixed cost).
-  //! @throws std::invalid_argument for an unknown or unsplittable layer name (the same on
-  //! every rank: every rank parses the same options).
-  hybrid_parallelism(const gradcomp::mpi::communicator& comm,
-                     network& net,
-                     const train_options& o,
-                     const gradcomp::cost::network& net_model,
-                     const gradcomp::cost::fc_cost_options& cost_options = {})
-      : net_(&net) {
-    if (o.parallel != "hybrid") {
-      return;
-    }
-    std::vector<std::pair<std::string, torch::nn::Linear>> fcs;
-    for (const auto& child : net.base->named_children()) {
-      if (auto linear = std::dynamic_pointer_cast<torch::nn::LinearImpl>(child.value())) {
-        fcs.emplace_back(child.key(), torch::nn::Linear(linear));
-      }
-    }
-    std::vector<std::string> wanted;
-    if (o.mp_layers != "auto") {
-      std::stringstream list(o.mp_layers);
-      for (std::string item; std::getline(list, item, ',');) {
-        const bool known =
-            std::any_of(fcs.begin(), fcs.end(), [&](const auto& f) { return f.first == item; });
-        if (!known) {
-          throw std::invalid_argument("--mp-layers: '" + item +
-                                      "' is not a fully connected "
-                                      "layer of model " +
-                                      o.model);
-        }
-        wanted.push_back(item);
-      }
-    }
-    for (auto& [name, linear] : fcs) {
-      const gradcomp::hybrid::fc_layer shape{name, static_cast<std::size_t>(linear->weight.size(1)),
-                                             static_cast<std::size_t>(linear->weight.size(0))};
-      const gradcomp::hybrid::fc_choice c = gradcomp::hybrid::choose(
-          shape, static_cast<std::size_t>(o.batch_size), comm.size(), net_model, cost_options);
-      const bool listed = std::find(wanted.begin(), wanted.end(), name) != wanted.end();
-      // auto never splits a layer with fewer outputs than ranks; a list asking for it fails
-      const bool splittable = shape.outputs_n >= static_cast<std::size_t>(comm.size());
-      const bool model = o.mp_layers == "auto"
-                             ? c.by_cost == gradcomp::hybrid::parallelism::model && splittable
-                             : listed;
-      if (model && !splittable) {
-        throw std::invalid_argument("--mp-layers: layer " + name + " has " +
-                                    std::to_string(shape.outputs_n) + " outputs, fewer than the " +
-                                    std::to_string(comm.size()) + " ranks it would be split over");
-      }
-      decisions_.push_back({{"layer", name},
-                            {"inputs_k", shape.inputs_k},
-                            {"outputs_n", shape.outputs_n},
-                            {"parallelism", model ? "model" : "data"},
-                            {"by_cost", gradcomp::hybrid::name(c.by_cost)},
-                            {"by_volume", gradcomp::hybrid::name(c.by_volume)},
-                            {"data_parallel_predicted_seconds", c.data_seconds},
-                            {"model_parallel_predicted_seconds", c.model_seconds}});
-      if (model) {
+  //! Splits each layer of `d.model_parallel` (an FC layer of `net` with N >= ranks: as
+  //! decide_per_layer or plan_hybrid returns it) over the ranks of `comm`. Collective.
+  hybrid_parallelism(const gradcomp::mpi::communicator& comm, network& net, hybrid_decision d)
+      : net_(&net), decisions_(std::move(d.layers)), plan_(std::move(d.plan)) {
+    for (auto& [name, linear] : fully_connected_layers(net)) {
+      if (std::find(d.model_parallel.begin(), d.model_parallel.end(), name) !=
+          d.model_parallel.end()) {
         layers_.push_back(std::make_unique<model_parallel_fc>(comm, name, linear));
       }
     }
@@ -327,11 +353,14 @@ public:
 
   //! The per-layer decisions for the report.
   [[nodiscard]] const nlohmann::json& decisions() const noexcept { return decisions_; }
+  //! --mp-layers auto: the whole-iteration plan (plan_hybrid); else an empty object.
+  [[nodiscard]] const nlohmann::json& plan() const noexcept { return plan_; }
 
 private:
   network* net_;
   std::vector<std::unique_ptr<model_parallel_fc>> layers_;
   nlohmann::json decisions_ = nlohmann::json::array();
+  nlohmann::json plan_ = nlohmann::json::object();
 };
 
 } // namespace gradcomp_train

@@ -75,6 +75,21 @@ transport_cost(const transport_settings& transport, int ranks, const gradcomp::c
   throw std::invalid_argument("unknown transport '" + transport.name + "'");
 }
 
+//! The merge planner's model of a group's message on `transport` over the calibrated `net`: its
+//! seconds (transport_cost) and size (fp32, pairs at --density for the sparse methods, or the
+//! quantizers' bits).
+inline gradcomp::schedule::cost_model planner_cost_model(const sync_setup& s,
+                                                         const gradcomp::cost::network& net) {
+  gradcomp::schedule::cost_model model;
+  model.communication_seconds = transport_cost(s.o.transport, s.ranks, net);
+  if (is_sparse_method(s.o.method.name)) {
+    model.message.density = s.o.method.density;
+  } else if (is_quantizer_method(s.o.method.name)) {
+    model.message.quantized_bits = quantizer_bits(s.o.method);
+  }
+  return model;
+}
+
 //! The medians of the profiled forward and backward passes (all 0 without profile iterations).
 struct backward_profile {
   std::vector<double> backward_seconds; //!< each layer's backward time, forward order
@@ -220,12 +235,7 @@ inline merge_plan plan_merge(sync_setup& s) {
     }
     gradcomp::pipeline_policy::planned_grouping planner;
     planner.strategy = merge.value_or(strategy::size_threshold);
-    planner.model.communication_seconds = transport_cost(o.transport, s.ranks, net_model);
-    if (is_sparse_method(o.method.name)) {
-      planner.model.message.density = o.method.density;
-    } else if (is_quantizer_method(o.method.name)) {
-      planner.model.message.quantized_bits = quantizer_bits(o.method);
-    }
+    planner.model = planner_cost_model(s, net_model);
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;
     if (s.coded) {

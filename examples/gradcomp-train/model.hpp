@@ -49,40 +49,11 @@ struct replica {
   replica& operator=(const replica&) = delete;
 };
 
-//! @brief Builds this rank's replica `r` of --model: seeded with --seed, rank 0's parameters
-//! broadcast to every rank, and with --parallel hybrid the chosen FC layers split over the ranks
-//! (their tensors leave the data-parallel parameters). Collective over `comm`.
-//! @return "" or why a layer cannot be split (N < P: the same on every rank).
-inline std::string
-build_replica(replica& r, const train_options& o, const gradcomp::mpi::communicator& comm) {
-  const int ranks = comm.size();
-  torch::set_num_threads(o.threads);
-  torch::manual_seed(o.seed);
-  r.net = make_network(o.model);
-  for (const auto& item : r.net.base->named_parameters()) {
-    r.params.push_back(item.value());
-    r.layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
-  }
-  broadcast_parameters(comm, r.params);
-  // --parallel hybrid (S2, hybrid.hpp): the chosen FC layers run model parallel from here on;
-  // their full tensors leave the data-parallel exchange and the optimizer
-  gradcomp::cost::network hybrid_net;
-  gradcomp::cost::fc_cost_options hybrid_cost;
-  if (o.parallel == "hybrid" && o.mp_layers == "auto" && ranks > 1) {
-    gradcomp::mpi::calibration_options co;
-    co.max_bytes = std::size_t{1} << 22;
-    co.repetitions = 3;
-    hybrid_net = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
-    // the model-parallel side's fixed cost, measured (MPI's small-message collectives)
-    hybrid_cost.model_parallel_fixed_seconds =
-        gradcomp::mpi::calibrate_model_parallel_fixed_seconds(comm);
-  }
-  r.hybrid_comm.emplace(comm.native());
-  try { // a layer that cannot be split (N < P) fails here, the same way on every rank
-    r.hybrid.emplace(*r.hybrid_comm, r.net, o, hybrid_net, hybrid_cost);
-  } catch (const std::invalid_argument& e) {
-    return e.what();
-  }
+//! @brief Runs the layers `d` names model parallel in replica `r` (built by build_replica with
+//! none split yet): their full tensors leave the data-parallel parameters (and so the exchange
+//! and the optimizer), their slices become r.mp_params. Collective over r.hybrid_comm.
+inline void split_layers(replica& r, hybrid_decision d) {
+  r.hybrid.emplace(*r.hybrid_comm, r.net, std::move(d));
   if (r.hybrid->active()) {
     std::vector<torch::Tensor> kept;
     std::vector<layer_info> kept_layers;
@@ -96,10 +67,42 @@ build_replica(replica& r, const train_options& o, const gradcomp::mpi::communica
     r.layers = std::move(kept_layers);
   }
   r.mp_params = r.hybrid->parameters();
+  r.numel.clear();
+  r.total_numel = 0;
   for (const layer_info& l : r.layers) {
     r.numel.push_back(l.numel);
     r.total_numel += l.numel;
   }
+}
+
+//! @brief Builds this rank's replica `r` of --model: seeded with --seed, rank 0's parameters
+//! broadcast to every rank, and with --parallel hybrid and a --mp-layers list those FC layers
+//! split over the ranks (split_layers; with auto, plan_hybrid splits them after the profile).
+//! Collective over `comm`.
+//! @return "" or why a layer cannot be split (N < P: the same on every rank).
+inline std::string
+build_replica(replica& r, const train_options& o, const gradcomp::mpi::communicator& comm) {
+  const int ranks = comm.size();
+  torch::set_num_threads(o.threads);
+  torch::manual_seed(o.seed);
+  r.net = make_network(o.model);
+  for (const auto& item : r.net.base->named_parameters()) {
+    r.params.push_back(item.value());
+    r.layers.push_back({item.key(), static_cast<std::size_t>(item.value().numel())});
+  }
+  broadcast_parameters(comm, r.params);
+  // --parallel hybrid (S2, hybrid.hpp): a --mp-layers list is split here; auto waits for the
+  // profile (plan_hybrid), which needs the whole model data parallel first
+  r.hybrid_comm.emplace(comm.native());
+  hybrid_decision d;
+  if (o.parallel == "hybrid" && o.mp_layers != "auto") {
+    try { // a layer that cannot be split (N < P) fails here, the same way on every rank
+      d = decide_per_layer(r.net, o, ranks, {});
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+  }
+  split_layers(r, std::move(d));
   return {};
 }
 

@@ -120,6 +120,7 @@ inline nlohmann::json report_json(const sync_setup& s,
   if (o.parallel == "hybrid") {
     config["mp_layers"] = o.mp_layers;
     config["hybrid_layers"] = s.model.hybrid->decisions();
+    config["hybrid_plan"] = s.model.hybrid->plan();
     config["model_parallel_check_max_difference"] = r.mp_difference;
     config["model_parallel_check_tolerance"] = sync_outcome::mp_tolerance;
     config["model_parallel_sent_bytes_per_iteration"] =

@@ -4,12 +4,14 @@
 //! own shard and the gradients are averaged through a gradcomp pipeline each iteration (or, with
 //! --transport coded, CSSGD's coded exchange over the parts of the global batch). Its steps, each
 //! in the header named after it: the set-up (setup.hpp: input checks, data.hpp, model.hpp,
-//! hooks.hpp), the merge plan (merge_plan.hpp), the epoch loop (training_loop.hpp,
-//! coded_training.hpp) and the replicas' check and report (sync_report.hpp).
+//! hooks.hpp), the hybrid plan (hybrid_plan.hpp, --mp-layers auto), the merge plan
+//! (merge_plan.hpp), the epoch loop (training_loop.hpp, coded_training.hpp) and the replicas' check
+//! and report (sync_report.hpp).
 #pragma once
 
 #include <gradcomp/mpi.hpp>
 
+#include "hybrid_plan.hpp"
 #include "merge_plan.hpp"
 #include "report.hpp"
 #include "setup.hpp"
@@ -27,12 +29,14 @@ inline int train_sync(const train_options& o, const gradcomp::mpi::communicator&
   if (const int status = set_up(s); status != 0) {
     return status;
   }
+  // training time from here: the hybrid plan (auto) and the merge plan profile and calibrate
+  const auto training_start = clock_type::now();
+  plan_hybrid(s);
   sync_update update(s);
   describe_run(s);
   // each parameter's gradient goes to s.hooks.on_gradient as backward produces it
   s.hooks.attach(s.model.params, !o.ring_trace.empty());
 
-  const auto training_start = clock_type::now();
   const merge_plan plan = plan_merge(s);
   sync_trainer trainer(s, update, plan);
   trainer.train();

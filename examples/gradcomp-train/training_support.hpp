@@ -13,13 +13,13 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <stdexcept>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <system_error>
 #include <utility>

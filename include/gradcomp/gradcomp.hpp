@@ -28,6 +28,7 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/column_split.hpp>
 #include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/hybrid/overlap_plan.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/optimizer/lars.hpp>
 #include <gradcomp/precision/loss_scale.hpp>

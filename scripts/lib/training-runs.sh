@@ -11,9 +11,14 @@
 # Both append the report to runs_reports; a run that exits with an error after writing its
 # report is kept (with a note), one without a report makes them return 1. Set runs_bin
 # (gradcomp-train) and runs_common (options for every run of either program, e.g. --epochs 2
-# --seed 1) before calling them.
+# --seed 1) before calling them; runs_only (space-separated run names, empty: every run) makes
+# them skip the runs it does not name.
 
 runs_subnet=10.78.0
+runs_only=${runs_only:-}
+
+# runs_wanted NAME: whether runs_only (empty: every run) names the run
+runs_wanted() { [[ -z $runs_only || " $runs_only " == *" $1 "* ]]; }
 
 # emulated_cluster_usable PREFIX SUBNET: whether an emulated cluster can be made here (root and
 # network namespaces): creates a one-host cluster and removes it again
@@ -83,6 +88,7 @@ runs_checked() {
 run_gradcomp() {
   local name=$1 label=$2
   shift 2
+  runs_wanted "$name" || return 0
   echo "runs: $label" >&2
   runs_checked "$name" "$label" "$runs_bin" "${runs_common[@]}" --label "$label" \
     --report "$runs_out/$name.json" "$@"
@@ -91,6 +97,7 @@ run_gradcomp() {
 run_ddp() {
   local name=$1 label=$2
   shift 2
+  runs_wanted "$name" || return 0
   echo "runs: $label" >&2
   local where=(--master-addr 127.0.0.1 --iface lo)
   if [[ $runs_local == 0 ]]; then

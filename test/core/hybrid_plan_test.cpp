@@ -48,6 +48,13 @@ TEST_CASE("FC layer costs are the sums of their collectives", "[hybrid]") {
                      2 * 3 * (1e-4 + 1e-8 * m * 8 * 4) +
                      3 * (1e-4 + (1e-8 + 1e-10) * p * m * k * 4 / p);
   CHECK(cost::fc_model_parallel_seconds(m, k, n, p, net) == Approx(a2a));
+  // by pass: the forward gathers the inputs and exchanges the outputs, the backward exchanges
+  // the output gradients and reduce-scatters the input gradients; one agreement each
+  const cost::fc_model_parallel_times passes = cost::fc_model_parallel_passes(m, k, n, p, net);
+  CHECK(passes.forward_seconds ==
+        Approx(2 * 1e-4 + 3 * (1e-4 + 1e-8 * m * k * 4) + 3 * (1e-4 + 1e-8 * m * 8 * 4)));
+  CHECK(passes.backward_seconds == Approx(2 * 1e-4 + 3 * (1e-4 + 1e-8 * m * 8 * 4) +
+                                          3 * (1e-4 + (1e-8 + 1e-10) * p * m * k * 4 / p)));
   // S2's allgathers instead: one more input gather, the P M n_max slices, the M N gradients
   const double s2 = a2a - 2 * 3 * (1e-4 + 1e-8 * m * 8 * 4) + 3 * (1e-4 + 1e-8 * m * k * 4) +
                     3 * (1e-4 + 1e-8 * p * m * 8 * 4) + 3 * (1e-4 + 1e-8 * m * n * 4);
@@ -60,6 +67,10 @@ TEST_CASE("FC layer costs are the sums of their collectives", "[hybrid]") {
   const double bandwidth_only = a2a - 2 * 2 * 1e-4 - 3 * 1e-4 - 2 * 3 * 1e-4 - 3 * 1e-4;
   CHECK(cost::fc_model_parallel_seconds(m, k, n, p, net, {.model_parallel_fixed_seconds = 2e-3}) ==
         Approx(2e-3 + bandwidth_only));
+  const cost::fc_model_parallel_times fixed =
+      cost::fc_model_parallel_passes(m, k, n, p, net, {.model_parallel_fixed_seconds = 2e-3});
+  CHECK(fixed.forward_seconds ==
+        Approx(1e-3 + 3 * 1e-8 * m * k * 4 + 3 * 1e-8 * m * 8 * 4)); // half the fixed cost each
   CHECK(cost::fc_data_parallel_seconds(k, n, p, net, {.model_parallel_fixed_seconds = 2e-3}) ==
         cost::fc_data_parallel_seconds(k, n, p, net));
   CHECK_THROWS_WITH(cost::fc_model_parallel_seconds(m, 0, n, p, net), Catch::Contains("K 0"));

@@ -48,6 +48,31 @@ def test_uneven_split_with_a_compressed_data_parallel_part(tmp_path):
     assert r["final_test_accuracy"] > 0.3  # learns (10 % is chance)
 
 
+def test_auto_prices_the_whole_iteration_and_splits_what_it_reports(tmp_path):
+    p, report = run(tmp_path, "auto", 2, "--method", "dense", "--transport", "ring", "--merge",
+                    "optimal", "--parallel", "hybrid", "--mp-layers", "auto")
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    plan = r["config"]["hybrid_plan"]
+    # the chosen set is the fastest of all sets, every layer data parallel among them
+    assert 0 < plan["predicted_iteration_seconds"] <= plan["data_parallel_predicted_iteration_seconds"]
+    assert plan["model_parallel_fixed_seconds"] >= 0 and plan["seconds"] > 0
+    layers = r["config"]["hybrid_layers"]
+    assert [d["layer"] for d in layers] == ["fc1", "fc2"]
+    for d in layers:  # fc2's 10 outputs split over 2 ranks too: both are candidates
+        assert d["parallelism"] == d["by_iteration"]
+    model_parallel = [d["layer"] for d in layers if d["parallelism"] == "model"]
+    # what the report says is split is what left the data-parallel exchange
+    exchanged = sum(group["elements"] for group in r["plan"]["groups"])
+    full = 1_663_370  # the CNN's parameters
+    split = {"fc1": 3136 * 512 + 512, "fc2": 512 * 10 + 10}
+    assert exchanged == full - sum(split[name] for name in model_parallel)
+    assert r["replicas_identical"]
+    if model_parallel:
+        assert r["config"]["model_parallel_check_max_difference"] < 1e-4
+    assert "hybrid plan (" in p.stderr
+
+
 def test_bad_hybrid_options_exit_2(tmp_path):
     p, _ = run(tmp_path, "name", 2, "--parallel", "hybrid", "--mp-layers", "fc9")
     assert p.returncode == 2 and "'fc9' is not a fully connected layer" in p.stderr

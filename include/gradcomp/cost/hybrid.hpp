@@ -59,27 +59,38 @@ check_fc(double batch_m, double inputs_k, double outputs_n, int ranks, const fc_
   return o.fused ? full - 2.0 * (ranks - 1) * net.alpha_seconds : full;
 }
 
-//! @brief Seconds per iteration (forward + backward) of one FC layer model parallel over P
-//! ranks with local batch M, as gradcomp::mpi::column_parallel_linear communicates, on the
-//! busiest rank (n_max = ceil(N / P) outputs), every collective ring or pairwise:
-//!  - all_to_all:   allgather(M K) + 2 all_to_all(M n_max) + reduce_scatter(P M K)
-//!  - s2_allgather: 2 allgather(M K) + allgather(P M n_max) + allgather(M N)
-//!                  + reduce_scatter(P M K)
-//! (sizes in values, times bytes_per_value), plus 2 ceil(log2 P) alpha for the two argument
-//! agreements; with o.model_parallel_fixed_seconds >= 0, that measured fixed cost replaces all
-//! of these alpha terms (the beta and gamma terms stay). The GEMMs are not included: both
-//! schemes compute M K N multiply-adds per rank. Not modelled: the packing copies. O(1). Zero for
-//! P = 1 (no collective runs).
+//! @brief Seconds of one FC layer's model-parallel collectives in each pass (see
+//! fc_model_parallel_passes).
+struct fc_model_parallel_times {
+  double forward_seconds = 0.0;  //!< the forward pass's agreement and collectives.
+  double backward_seconds = 0.0; //!< the backward pass's agreement and collectives.
+  //! forward_seconds + backward_seconds.
+  [[nodiscard]] double total_seconds() const noexcept { return forward_seconds + backward_seconds; }
+};
+
+//! @brief Seconds per iteration of one FC layer's communication model parallel over P ranks with
+//! local batch M, as gradcomp::mpi::column_parallel_linear communicates, on the busiest rank
+//! (n_max = ceil(N / P) outputs), every collective ring or pairwise, split by pass:
+//!  - all_to_all:   forward  allgather(M K) + all_to_all(M n_max),
+//!                  backward all_to_all(M n_max) + reduce_scatter(P M K);
+//!  - s2_allgather: forward  allgather(M K) + allgather(P M n_max),
+//!                  backward allgather(M N) + allgather(M K) + reduce_scatter(P M K)
+//! (sizes in values, times bytes_per_value), plus ceil(log2 P) alpha per pass for its argument
+//! agreement; with o.model_parallel_fixed_seconds >= 0, that measured fixed cost (of a forward and
+//! a backward pass together) replaces all of these alpha terms, half in each pass (the beta and
+//! gamma terms stay). The GEMMs are not included: both schemes compute M K N multiply-adds per
+//! rank. Not modelled: the packing copies. O(1). Zero for P = 1 (no collective runs).
 //! @throws std::invalid_argument if ranks < 1, M < 0, K < 1, N < 1 or bytes_per_value <= 0.
-[[nodiscard]] inline double fc_model_parallel_seconds(double batch_m,
-                                                      double inputs_k,
-                                                      double outputs_n,
-                                                      int ranks,
-                                                      const network& net,
-                                                      const fc_cost_options& o = {}) {
+[[nodiscard]] inline fc_model_parallel_times
+fc_model_parallel_passes(double batch_m,
+                         double inputs_k,
+                         double outputs_n,
+                         int ranks,
+                         const network& net,
+                         const fc_cost_options& o = {}) {
   detail::check_fc(batch_m, inputs_k, outputs_n, ranks, o);
   if (ranks == 1) {
-    return 0.0;
+    return {};
   }
   if (o.model_parallel_fixed_seconds >= 0.0) {
     network no_latency = net;
@@ -87,22 +98,38 @@ check_fc(double batch_m, double inputs_k, double outputs_n, int ranks, const fc_
     fc_cost_options rest = o;
     rest.model_parallel_fixed_seconds = -1.0;
     rest.argument_agreement = false;
-    return o.model_parallel_fixed_seconds +
-           fc_model_parallel_seconds(batch_m, inputs_k, outputs_n, ranks, no_latency, rest);
+    fc_model_parallel_times t =
+        fc_model_parallel_passes(batch_m, inputs_k, outputs_n, ranks, no_latency, rest);
+    t.forward_seconds += 0.5 * o.model_parallel_fixed_seconds;
+    t.backward_seconds += 0.5 * o.model_parallel_fixed_seconds;
+    return t;
   }
   const double p = ranks;
   const double b = o.bytes_per_value;
   const double n_max = std::ceil(outputs_n / p);
-  const double agreement = // two 96-byte allreduces, recursive doubling
-      o.argument_agreement ? 2.0 * std::ceil(std::log2(p)) * net.alpha_seconds : 0.0;
-  const double common = allgather_seconds(batch_m * inputs_k * b, ranks, net) +
-                        reduce_scatter_seconds(p * batch_m * inputs_k * b, ranks, net);
+  const double agreement = // one 96-byte allreduce per pass, recursive doubling
+      o.argument_agreement ? std::ceil(std::log2(p)) * net.alpha_seconds : 0.0;
+  const double gather_inputs = allgather_seconds(batch_m * inputs_k * b, ranks, net);
+  const double reduce_inputs = reduce_scatter_seconds(p * batch_m * inputs_k * b, ranks, net);
   if (o.exchange == fc_exchange::all_to_all) {
-    return agreement + common + 2.0 * all_to_all_seconds(batch_m * n_max * b, ranks, net);
+    const double exchange = all_to_all_seconds(batch_m * n_max * b, ranks, net);
+    return {agreement + gather_inputs + exchange, agreement + exchange + reduce_inputs};
   }
-  return agreement + common + allgather_seconds(batch_m * inputs_k * b, ranks, net) +
-         allgather_seconds(p * batch_m * n_max * b, ranks, net) +
-         allgather_seconds(batch_m * outputs_n * b, ranks, net);
+  return {agreement + gather_inputs + allgather_seconds(p * batch_m * n_max * b, ranks, net),
+          agreement + allgather_seconds(batch_m * outputs_n * b, ranks, net) + gather_inputs +
+              reduce_inputs};
+}
+
+//! @brief Seconds per iteration (forward + backward) of one FC layer model parallel:
+//! fc_model_parallel_passes(...).total_seconds(). O(1). Zero for P = 1.
+//! @throws std::invalid_argument as fc_model_parallel_passes.
+[[nodiscard]] inline double fc_model_parallel_seconds(double batch_m,
+                                                      double inputs_k,
+                                                      double outputs_n,
+                                                      int ranks,
+                                                      const network& net,
+                                                      const fc_cost_options& o = {}) {
+  return fc_model_parallel_passes(batch_m, inputs_k, outputs_n, ranks, net, o).total_seconds();
 }
 
 } // namespace gradcomp::cost
