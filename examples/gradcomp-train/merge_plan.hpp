@@ -227,9 +227,9 @@ inline merge_plan plan_merge(sync_setup& s) {
     const bool calibrated = s.ranks > 1 && o.transport.name != "none" && merge &&
                             *merge != strategy::per_layer && *merge != strategy::single &&
                             *merge != strategy::size_threshold;
-    // calibrate under the load training puts on the cores (not with --parallel hybrid, whose
-    // forward runs collectives of its own)
-    const bool under_load = calibrated && o.calibrate_under_load && o.parallel != "hybrid";
+    // calibrate under the load training puts on the cores (not with model-parallel layers,
+    // whose forward runs collectives of its own)
+    const bool under_load = calibrated && o.calibrate_under_load && !s.model.hybrid->active();
     if (calibrated) {
       net_model = calibrate_network(s, under_load);
     }

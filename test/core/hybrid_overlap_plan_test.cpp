@@ -169,3 +169,36 @@ TEST_CASE("plan_with_overlap rejects bad candidates naming the value", "[hybrid]
       Catch::Contains("2 candidates, more than max_candidates = 1"));
   CHECK_THROWS_WITH(plan({candidate("fc", 10, 100, {1, 2})}, 0), Catch::Contains("ranks 0"));
 }
+
+TEST_CASE("plan_with_overlap as docs/hybrid.md shows it", "[hybrid]") {
+  // every gradient tensor, forward order, all data parallel (a profile, or gradcomp-plan's CSV)
+  const gradcomp::schedule::layer_profile profile{{{"conv.weight", 4608, 0.004},
+                                                   {"conv.bias", 16, 0.0},
+                                                   {"fc1.weight", 294912, 0.0},
+                                                   {"fc1.bias", 256, 0.003}},
+                                                  0.010};
+  // the FC layers that could run model parallel: shape and their tensors' forward indices
+  gradcomp::hybrid::fc_candidate fc1;
+  fc1.layer = {"fc1", 1152, 256};
+  fc1.tensors = {2, 3};
+  const std::vector<gradcomp::hybrid::fc_candidate> fcs{fc1};
+  const auto net = gradcomp::cost::network::from_link(1e9, 50e-6); // 1 Gbit/s, 50 us
+  const auto merge_model =
+      gradcomp::schedule::cost_model::affine(net.alpha_seconds, net.beta_seconds_per_byte);
+  gradcomp::hybrid::overlap_plan_options o; // merge strategy: optimal (as the pipeline)
+  const auto plan = gradcomp::hybrid::plan_with_overlap(profile, fcs, /*batch M=*/32,
+                                                        /*ranks=*/4, net, merge_model, o);
+  // plan.best.layers[j]: data or model; plan.best.predicted_iteration_seconds;
+  // plan.best.groups: the data-parallel tensors' merge plan; plan.all: every set, 2^c of them
+  REQUIRE(plan.all.size() == 2);
+  CHECK(plan.best.predicted_iteration_seconds ==
+        std::min(plan.all[0].predicted_iteration_seconds, plan.all[1].predicted_iteration_seconds));
+  // data parallel: fc1's 1.18 MB gradient (9.5 ms) starts at 13 ms, 4 ms before the conv's
+  // gradient, and ends near 22.6 ms; model parallel: its collectives (gathering 32 x 1152
+  // inputs, reduce-scattering their gradients, ~8 ms in all) sit on the critical path, about
+  // 25 ms: data parallel, although the layer alone is cheaper model parallel (8 < 9.5 ms)
+  CHECK(plan.best.layers[0] == gradcomp::hybrid::parallelism::data);
+  CHECK(plan.all[1].predicted_iteration_seconds > plan.all[0].predicted_iteration_seconds + 1e-3);
+  CHECK(gradcomp::hybrid::choose(fc1.layer, 32, 4, net).by_cost ==
+        gradcomp::hybrid::parallelism::model);
+}
