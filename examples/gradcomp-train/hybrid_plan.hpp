@@ -44,7 +44,7 @@ inline double plan_hybrid(sync_setup& s) {
   gradcomp::cost::network net;
   gradcomp::cost::fc_cost_options fc_cost;
   if (s.ranks > 1) {
-    net = calibrate_network(s, /*under_load=*/false).net; // the same on every rank
+    net = calibrate_network(s, /*under_load=*/false); // the same on every rank
     fc_cost.model_parallel_fixed_seconds =
         gradcomp::mpi::calibrate_model_parallel_fixed_seconds(s.comm);
   }

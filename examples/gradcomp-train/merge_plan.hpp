@@ -162,23 +162,13 @@ inline backward_profile profile_backward(sync_setup& s) {
   return profile;
 }
 
-//! What calibrate_network measured.
-struct network_calibration {
-  gradcomp::cost::network net; //!< alpha and beta (>= 0), the same on every rank
-  //! Under load: the median of this rank's forward + backward passes that ran while the sweep
-  //! communicated (the compute as the overlapped exchange slows it); 0 without load or when no
-  //! pass finished.
-  double loaded_compute_seconds = 0;
-};
-
 //! @brief The network's alpha and beta from a short ring allreduce sweep (the ring as training
 //! runs it with transport ring: wait policy, segments), both at least 0. `under_load`: this
 //! rank's forward and backward passes run in a second thread meanwhile (the exchange overlaps
-//! backward in training, and on shared cores both slow down), and their median time is
-//! returned too. Collective.
-inline network_calibration calibrate_network(sync_setup& s, bool under_load) {
+//! backward in training, and on shared cores both slow down). Collective.
+inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load) {
   const train_options& o = s.o;
-  network_calibration result;
+  gradcomp::cost::network net_model;
   gradcomp::mpi::calibration_options co;
   co.max_bytes = std::size_t{1} << 22;
   co.repetitions = 3;
@@ -190,8 +180,7 @@ inline network_calibration calibrate_network(sync_setup& s, bool under_load) {
   // under load: this rank's forward and backward passes run in a second thread while the
   // ring sweep measures (--calibrate-under-load; the exchange overlaps backward in training,
   // and on shared cores both slow down). The jthread stops and joins when the block ends,
-  // an exception included; the passes that finish while the sweep runs are timed
-  std::vector<double> loaded;
+  // an exception included
   {
     std::jthread load;
     if (under_load) {
@@ -199,41 +188,17 @@ inline network_calibration calibrate_network(sync_setup& s, bool under_load) {
       const auto [x, y] = s.data.batch(s.data.shard(s.ranks, s.rank, o.seed, 0), 0);
       load = std::jthread([&, x = x, y = y](const std::stop_token& stop) {
         while (!stop.stop_requested()) {
-          const auto t0 = clock_type::now();
           clear_gradients(s.model.params);
           torch::nn::functional::cross_entropy(s.model.net.module.forward(x), y).backward();
-          if (!stop.stop_requested()) {
-            loaded.push_back(seconds_since(t0));
-          }
         }
       });
     }
-    result.net = gradcomp::mpi::calibrate_ring_allreduce(s.comm, co).net;
+    net_model = gradcomp::mpi::calibrate_ring_allreduce(s.comm, co).net;
   }
   clear_gradients(s.model.params);
-  result.net.alpha_seconds = std::max(0.0, result.net.alpha_seconds);
-  result.net.beta_seconds_per_byte = std::max(0.0, result.net.beta_seconds_per_byte);
-  if (!loaded.empty()) {
-    std::nth_element(loaded.begin(),
-                     loaded.begin() + static_cast<std::ptrdiff_t>(loaded.size() / 2), loaded.end());
-    result.loaded_compute_seconds = loaded[loaded.size() / 2];
-  }
-  return result;
-}
-
-//! @brief How much slower backward runs while the exchange overlaps it: 1 + (loaded - idle) /
-//! backward, where `loaded` is a forward + backward pass timed under communication
-//! (calibrate_network under load), `idle` the profile's forward + backward and `backward` the
-//! profile's backward (the whole difference is put on backward, which the exchange overlaps in
-//! training, while forward runs alone). Clamped to [1, 3]; 1 without a loaded time. O(1).
-inline double
-backward_slowdown(double loaded_seconds, double forward_seconds, double backward_seconds) {
-  if (loaded_seconds <= 0 || backward_seconds <= 0) {
-    return 1.0;
-  }
-  const double factor =
-      1.0 + (loaded_seconds - forward_seconds - backward_seconds) / backward_seconds;
-  return std::clamp(factor, 1.0, 3.0);
+  net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
+  net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
+  return net_model;
 }
 
 //! The agreed merge plan and what the report says of it.
@@ -259,7 +224,6 @@ inline merge_plan plan_merge(sync_setup& s) {
     const double forward_median = profile.forward_seconds;
     // calibrate alpha and beta on this network (a short ring allreduce sweep)
     gradcomp::cost::network net_model;
-    network_calibration calibration;
     const bool calibrated = s.ranks > 1 && o.transport.name != "none" && merge &&
                             *merge != strategy::per_layer && *merge != strategy::single &&
                             *merge != strategy::size_threshold;
@@ -267,24 +231,12 @@ inline merge_plan plan_merge(sync_setup& s) {
     // whose forward runs collectives of its own)
     const bool under_load = calibrated && o.calibrate_under_load && !s.model.hybrid->active();
     if (calibrated) {
-      calibration = calibrate_network(s, under_load);
-      net_model = calibration.net;
+      net_model = calibrate_network(s, under_load);
     }
-    // the profile ran without the exchange; in training it overlaps backward and, on shared
-    // cores, slows it: scale backward by the slowdown measured under the calibration's load
-    const double backward_total =
-        std::accumulate(backward_median.begin(), backward_median.end(), 0.0);
-    // (not with transport coded, whose profile is one part's smaller batch)
-    const double slowdown = s.coded ? 1.0
-                                    : backward_slowdown(calibration.loaded_compute_seconds,
-                                                        forward_median, backward_total);
     gradcomp::pipeline_policy::planned_grouping planner;
     planner.strategy = merge.value_or(strategy::size_threshold);
     planner.model = planner_cost_model(s, net_model);
     planner.backward_seconds = backward_median;
-    for (double& b : planner.backward_seconds) {
-      b *= slowdown;
-    }
     planner.forward_seconds = forward_median;
     if (s.coded) {
       // every part but the last runs its forward and backward before the last part's backward,
@@ -304,9 +256,7 @@ inline merge_plan plan_merge(sync_setup& s) {
                  {"forward_seconds", forward_median},
                  {"backward_seconds_rank0", backward_median},
                  {"profile_iterations", o.profile_iterations},
-                 {"calibrated_under_load", under_load},
-                 {"loaded_compute_seconds", calibration.loaded_compute_seconds},
-                 {"backward_slowdown", slowdown}};
+                 {"calibrated_under_load", under_load}};
     if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
       plan.info["predicted_iteration_seconds"] =
           planner.predicted_iteration_seconds(s.model.numel, plan.groups);
