@@ -1,14 +1,19 @@
 // SPDX-License-Identifier: Apache-2.0
 // gradcomp-compress: runs one gradcomp compressor over successive iterations of one layer's
-// gradient, stored as 1-D float32 .npy files, and writes the selected (index, value) pairs as
-// .npy files plus one JSON line of statistics per iteration. Usage: docs/gradcomp-compress.md.
+// gradient, stored as 1-D float32 .npy files, and writes the selected (index, value) pairs (for
+// PowerSGD: its low-rank approximation) as .npy files plus one JSON line of statistics per
+// iteration. Usage: docs/gradcomp-compress.md.
 #include <gradcomp/gradcomp.hpp>
+#if GRADCOMP_COMPRESS_WITH_BLAS
+#include <gradcomp/blas/cblas_gemm.hpp>
+#endif
 
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xnpy.hpp>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstddef>
@@ -50,6 +55,7 @@ enum class method {
   signsgd,
   terngrad,
   qsgd,
+  powersgd,
   fp16,
   bf16,
   none
@@ -61,7 +67,7 @@ struct method_name {
   bool needs_density; //!< false for the dense and quantizing methods, which send every value.
 };
 
-constexpr std::array<method_name, 12> method_names{{
+constexpr std::array<method_name, 13> method_names{{
     {"exact_topk", method::exact_topk, true},
     {"sampled_topk", method::sampled_topk, true},
     {"gaussian_threshold", method::gaussian_threshold, true},
@@ -71,6 +77,7 @@ constexpr std::array<method_name, 12> method_names{{
     {"signsgd", method::signsgd, false},
     {"terngrad", method::terngrad, false},
     {"qsgd", method::qsgd, false},
+    {"powersgd", method::powersgd, false},
     {"fp16", method::fp16, false},
     {"bf16", method::bf16, false},
     {"none", method::none, false},
@@ -147,6 +154,9 @@ struct settings {
   std::uint32_t levels = 15;
   bool error_feedback = false;
   std::string prefix;
+  std::size_t rank = 2; //!< powersgd: the approximation rank (--rank).
+  std::size_t rows = 0; //!< powersgd: the matrix view's rows (--shape); 0: not given.
+  std::size_t cols = 0; //!< powersgd: the matrix view's columns.
 };
 
 //! What one iteration produced: the selected pairs (all pairs for a dense message) and stats.
@@ -201,6 +211,52 @@ run_compressor(C compressor, bool error_feedback, const std::vector<gradient_fil
   });
 }
 
+//! @brief PowerSGD (gradcomp::powersgd_layer, Vogels et al. 2019) on one process: each input,
+//! viewed as the rows x cols matrix of --shape, is approximated at rank r with the layer's own
+//! error feedback (its residual) and warm start; the two allreduces of a multi-worker run
+//! average over one worker here, so P and Q pass as computed. Writes the approximation P Q^T
+//! (every value: what every worker applies) and, as wire_bytes, the 4 (rows + cols) r bytes of
+//! the two factors. @throws usage_error when the build has no BLAS or the layer does not
+//! compress at this rank (min_compression_rate 2).
+std::vector<iteration_result> run_powersgd(const settings& s,
+                                           const std::vector<gradient_file>& inputs) {
+#if GRADCOMP_COMPRESS_WITH_BLAS
+  const gradcomp::powersgd_options o{.rank = s.rank, .seed = s.seed};
+  if (!gradcomp::powersgd_compresses(s.rows, s.cols, o)) {
+    throw usage_error(cat("--method powersgd: a ", s.rows, " x ", s.cols, " layer at rank ",
+                          std::min({s.rank, s.rows, s.cols}),
+                          " does not compress (its factors need at least half its values)"));
+  }
+  gradcomp::powersgd_layer<gradcomp::blas::cblas_gemm> layer(s.rows, s.cols, o, 0);
+  std::vector<float> p(layer.p_elements()), q(layer.q_elements());
+  std::vector<iteration_result> results;
+  results.reserve(inputs.size());
+  for (const gradient_file& input : inputs) {
+    iteration_result r;
+    r.values.resize(input.values.size());
+    const auto start = std::chrono::steady_clock::now();
+    layer.compute_p(input.values, p); // one worker: P is its own mean
+    layer.compute_q(p, q);
+    layer.finish(p, q, r.values);
+    const auto stop = std::chrono::steady_clock::now();
+    r.seconds = std::chrono::duration<double>(stop - start).count();
+    r.indices.resize(r.values.size());
+    std::iota(r.indices.begin(), r.indices.end(), std::uint32_t{0});
+    r.stats.numel = r.values.size();
+    r.stats.k_target = r.values.size();
+    r.stats.k_selected = r.values.size();
+    r.wire_bytes = 4 * (p.size() + q.size());
+    results.push_back(std::move(r));
+  }
+  return results;
+#else
+  (void)inputs;
+  throw usage_error(cat("--method powersgd needs a BLAS with cblas.h (gradcomp::blas), which this "
+                        "build of ",
+                        program_name, " lacks"));
+#endif
+}
+
 //! Builds the compressor the settings ask for and runs it over the inputs.
 std::vector<iteration_result> compress_all(const settings& s,
                                            const std::vector<gradient_file>& inputs) {
@@ -226,6 +282,8 @@ std::vector<iteration_result> compress_all(const settings& s,
     return run_compressor(gradcomp::terngrad({.seed = s.seed}), ef, inputs);
   case method::qsgd:
     return run_compressor(gradcomp::qsgd({.levels = s.levels, .seed = s.seed}), ef, inputs);
+  case method::powersgd:
+    return run_powersgd(s, inputs);
   case method::fp16:
     return run_compressor(gradcomp::dense(gradcomp::value_type::fp16), ef, inputs);
   case method::bf16:
@@ -320,6 +378,8 @@ struct raw_options {
   std::string interval;
   std::string seed;
   std::string levels;
+  std::string rank;
+  std::string shape;
   bool error_feedback = false;
   std::vector<std::string> inputs;
   std::string prefix;
@@ -347,6 +407,14 @@ void declare_options(CLI::App& app, raw_options& raw) {
                  "qsgd: quantization levels per sign, S in [1, 32768] (default 15: 5 bits per "
                  "value)")
       ->type_name("S");
+  app.add_option("--rank", raw.rank,
+                 "powersgd: the approximation rank r >= 1 (default 2; capped at min(rows, "
+                 "cols))")
+      ->type_name("R");
+  app.add_option("--shape", raw.shape,
+                 "powersgd: the matrix view ROWSxCOLS of each input (rows x cols = its length), "
+                 "required for powersgd")
+      ->type_name("ROWSxCOLS");
   app.add_option("--out", raw.prefix,
                  "Output prefix: writes PREFIX.<i>.indices.npy and PREFIX.<i>.values.npy")
       ->required()
@@ -362,7 +430,32 @@ void declare_options(CLI::App& app, raw_options& raw) {
 
 //! Validates the raw options. @throws usage_error naming the first bad one.
 settings make_settings(const raw_options& raw, const CLI::App& app) {
-  settings s{find_method(raw.method), std::nullopt, 10, 0, 15, raw.error_feedback, raw.prefix};
+  settings s{find_method(raw.method), std::nullopt, 10, 0, 15,
+             raw.error_feedback,      raw.prefix,   2,  0, 0};
+  if (app.count("--rank") > 0) {
+    const auto rank = parse_number<std::int64_t>("--rank", raw.rank, "an integer >= 1");
+    if (rank < 1) {
+      throw usage_error(cat("--rank: ", rank, " is below the minimum 1"));
+    }
+    s.rank = static_cast<std::size_t>(rank);
+  }
+  if (app.count("--shape") > 0) {
+    const std::size_t x = raw.shape.find('x');
+    if (x == std::string::npos) {
+      throw usage_error(cat("--shape: '", raw.shape, "' is not ROWSxCOLS (e.g. 512x3136)"));
+    }
+    const auto rows = parse_number<std::int64_t>("--shape", raw.shape.substr(0, x),
+                                                 "ROWSxCOLS with integers >= 1");
+    const auto cols = parse_number<std::int64_t>("--shape", raw.shape.substr(x + 1),
+                                                 "ROWSxCOLS with integers >= 1");
+    if (rows < 1 || cols < 1) {
+      throw usage_error(cat("--shape: ", raw.shape, " has a dimension below 1"));
+    }
+    s.rows = static_cast<std::size_t>(rows);
+    s.cols = static_cast<std::size_t>(cols);
+  } else if (s.method.id == method::powersgd) {
+    throw usage_error("--shape ROWSxCOLS is required for --method powersgd");
+  }
   if (app.count("--density") > 0) {
     const double d = parse_number<double>("--density", raw.density, "a number in (0, 1]");
     if (!(d > 0.0 && d <= 1.0)) {
@@ -406,6 +499,12 @@ int run(const settings& s, const std::vector<std::string>& paths) {
                             first.path, "' has ", first.values.size(),
                             "; all inputs must be iterations of one layer"));
     }
+  }
+  if (s.method.id == method::powersgd && !inputs.empty() &&
+      inputs.front().values.size() != s.rows * s.cols) {
+    throw usage_error(cat("--shape ", s.rows, "x", s.cols, " has ", s.rows * s.cols,
+                          " elements but input '", inputs.front().path, "' has ",
+                          inputs.front().values.size()));
   }
   check_output_prefix(s.prefix, inputs.size());
 

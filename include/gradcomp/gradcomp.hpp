@@ -17,6 +17,7 @@
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 #include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
+#include <gradcomp/compressor/powersgd.hpp>
 #include <gradcomp/compressor/qsgd.hpp>
 #include <gradcomp/compressor/random_k.hpp>
 #include <gradcomp/compressor/residual_monitor.hpp>

@@ -541,6 +541,72 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
   }
 }
 
+#if GRADCOMP_COMPRESS_WITH_BLAS
+TEST_CASE("powersgd writes its rank-r approximation and sends the rest later") {
+  const scratch s;
+  const std::size_t rows = 40, cols = 30, n = rows * cols;
+  const std::vector<float> a = normal_values(rows, 70), b = normal_values(cols, 71);
+  const std::vector<float> c = normal_values(rows, 72), d = normal_values(cols, 73);
+  std::vector<float> rank1(n), rank2(n);
+  for (std::size_t i = 0; i < rows; ++i) {
+    for (std::size_t j = 0; j < cols; ++j) {
+      rank1[i * cols + j] = a[i] * b[j];
+      rank2[i * cols + j] = a[i] * b[j] + 0.5f * c[i] * d[j];
+    }
+  }
+  const std::string p1 = write_input(s, "rank1.npy", rank1);
+  const std::string p2 = write_input(s, "rank2.npy", rank2);
+  const std::string zero = write_input(s, "zero.npy", std::vector<float>(n, 0.0f));
+  const auto close = [](float got, float want) {
+    return std::abs(got - want) <= 1e-4f * (1.0f + std::abs(want));
+  };
+  // a rank-1 matrix at rank 1: the approximation is the matrix; the wire carries P and Q
+  auto o = read_outputs(s,
+                        s.run({"--method", "powersgd", "--rank", "1", "--shape", "40x30", p1,
+                               "--out", s.prefix("r1")}),
+                        1, "powersgd", n, "r1");
+  for (std::size_t j = 0; j < n; ++j) {
+    REQUIRE(close(o[0].values[j], rank1[j]));
+  }
+  CHECK(o[0].stats["wire_bytes"] == 4 * (rows + cols) * 1);
+  CHECK(o[0].stats["k_selected"] == n);
+  // a rank-2 matrix at rank 1: the first iteration sends one direction, the residual (rank 1)
+  // goes out in the next; after zeros the outputs add up to the matrix (error feedback)
+  o = read_outputs(s,
+                   s.run({"--method", "powersgd", "--rank", "1", "--shape", "40x30", p2, zero, zero,
+                          "--out", s.prefix("r2")}),
+                   3, "powersgd", n, "r2");
+  double first_error = 0.0;
+  for (std::size_t j = 0; j < n; ++j) {
+    first_error = std::max(first_error, static_cast<double>(std::abs(o[0].values[j] - rank2[j])));
+    REQUIRE(close(o[0].values[j] + o[1].values[j] + o[2].values[j], rank2[j]));
+  }
+  CHECK(first_error > 0.01); // rank 1 cannot send a rank-2 matrix at once
+  // the same seed gives the same output
+  const auto again = read_outputs(s,
+                                  s.run({"--method", "powersgd", "--rank", "1", "--shape", "40x30",
+                                         p2, zero, zero, "--out", s.prefix("r3")}),
+                                  3, "powersgd", n, "r3");
+  CHECK(again[0].values == o[0].values);
+  // bad shapes and ranks name the value
+  const std::vector<std::pair<std::vector<std::string>, std::string>> bad{
+      {{"--method", "powersgd", p1}, "--shape ROWSxCOLS is required"},
+      {{"--method", "powersgd", "--shape", "40x31", p1}, "--shape 40x31 has 1240 elements"},
+      {{"--method", "powersgd", "--shape", "40-30", p1}, "'40-30' is not ROWSxCOLS"},
+      {{"--method", "powersgd", "--shape", "0x30", p1}, "has a dimension below 1"},
+      {{"--method", "powersgd", "--shape", "40x30", "--rank", "0", p1}, "--rank: 0 is below"},
+      {{"--method", "powersgd", "--shape", "40x30", "--rank", "20", p1},
+       "a 40 x 30 layer at rank 20 does not compress"}};
+  for (const auto& [args, message] : bad) {
+    std::vector<std::string> full = args;
+    full.insert(full.end(), {"--out", s.prefix("bad")});
+    const run_result r = s.run(full);
+    CHECK(r.status == 2);
+    CHECK(r.err.find(message) != std::string::npos);
+  }
+}
+#endif
+
 TEST_CASE("dense fp16 with error feedback keeps the rounding error") {
   const scratch s;
   constexpr std::size_t n = 200;
