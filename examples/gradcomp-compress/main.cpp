@@ -428,31 +428,29 @@ void declare_options(CLI::App& app, raw_options& raw) {
              "written.");
 }
 
+//! The integer >= 1 that `option` was given as `text`. @throws usage_error naming it otherwise.
+std::size_t parse_positive(const char* option, const std::string& text) {
+  const auto value = parse_number<std::int64_t>(option, text, "an integer >= 1");
+  if (value < 1) {
+    throw usage_error(cat(option, ": ", value, " is below the minimum 1"));
+  }
+  return static_cast<std::size_t>(value);
+}
+
 //! Validates the raw options. @throws usage_error naming the first bad one.
 settings make_settings(const raw_options& raw, const CLI::App& app) {
   settings s{find_method(raw.method), std::nullopt, 10, 0, 15,
              raw.error_feedback,      raw.prefix,   2,  0, 0};
   if (app.count("--rank") > 0) {
-    const auto rank = parse_number<std::int64_t>("--rank", raw.rank, "an integer >= 1");
-    if (rank < 1) {
-      throw usage_error(cat("--rank: ", rank, " is below the minimum 1"));
-    }
-    s.rank = static_cast<std::size_t>(rank);
+    s.rank = parse_positive("--rank", raw.rank);
   }
   if (app.count("--shape") > 0) {
     const std::size_t x = raw.shape.find('x');
     if (x == std::string::npos) {
       throw usage_error(cat("--shape: '", raw.shape, "' is not ROWSxCOLS (e.g. 512x3136)"));
     }
-    const auto rows = parse_number<std::int64_t>("--shape", raw.shape.substr(0, x),
-                                                 "ROWSxCOLS with integers >= 1");
-    const auto cols = parse_number<std::int64_t>("--shape", raw.shape.substr(x + 1),
-                                                 "ROWSxCOLS with integers >= 1");
-    if (rows < 1 || cols < 1) {
-      throw usage_error(cat("--shape: ", raw.shape, " has a dimension below 1"));
-    }
-    s.rows = static_cast<std::size_t>(rows);
-    s.cols = static_cast<std::size_t>(cols);
+    s.rows = parse_positive("--shape", raw.shape.substr(0, x));
+    s.cols = parse_positive("--shape", raw.shape.substr(x + 1));
   } else if (s.method.id == method::powersgd) {
     throw usage_error("--shape ROWSxCOLS is required for --method powersgd");
   }
@@ -466,11 +464,7 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
     throw usage_error(cat("--density is required for --method ", s.method.name));
   }
   if (app.count("--interval") > 0) {
-    const auto interval = parse_number<std::int64_t>("--interval", raw.interval, "an integer >= 1");
-    if (interval < 1) {
-      throw usage_error(cat("--interval: ", interval, " is below the minimum 1"));
-    }
-    s.interval = static_cast<std::uint64_t>(interval);
+    s.interval = parse_positive("--interval", raw.interval);
   }
   if (app.count("--seed") > 0) {
     s.seed = parse_number<std::uint64_t>("--seed", raw.seed, "an unsigned 64-bit integer");

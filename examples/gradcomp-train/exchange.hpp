@@ -7,6 +7,7 @@
 
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
+#include <gradcomp/mpi/agreed_grouping.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/pipeline.hpp>
 
@@ -201,6 +202,41 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
   throw std::invalid_argument("unknown transport '" + s.name + "'");
 }
 
+//! @brief The pipeline's grouping policy in gradcomp-train: it starts from the merge plan every
+//! rank agreed on (plan_merge) and, with --replan-after W > 0, plans once more after W
+//! iterations from the backward times the pipeline measured meanwhile (with the exchange
+//! running beside backward, unlike the profile), on rank 0 and agreed by every rank
+//! (mpi::agreed_grouping: a collective at the end of the W-th finish()). A
+//! pipeline_policy::replanning_policy.
+struct training_grouping {
+  using grouping_concept = gradcomp::grouping_policy_tag; //!< opts in (grouping_policy).
+  gradcomp::schedule::grouping initial;                   //!< plan_merge's agreed groups.
+  //! The merge planner (its replan_after is W) and the communicator the re-plan agrees on.
+  gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> planner;
+
+  //! `initial` (already agreed: not collective). O(groups).
+  [[nodiscard]] gradcomp::schedule::grouping groups(std::span<const std::size_t>) const {
+    return initial;
+  }
+  //! Rank 0's plan from its measured backward times, on every rank. Collective.
+  [[nodiscard]] gradcomp::schedule::grouping replan(std::span<const std::size_t> numel,
+                                                    std::span<const double> measured) const {
+    return planner.replan(numel, measured);
+  }
+  //! W (--replan-after; 0: never). O(1).
+  [[nodiscard]] std::size_t warmup_iterations() const noexcept {
+    return planner.policy.replan_after;
+  }
+};
+
+//! With --replan-after: whether the pipeline re-planned, its grouping now and the backward
+//! times (seconds per layer, forward order) it measured over the warm-up on this rank.
+struct replan_state {
+  bool replanned = false;
+  gradcomp::schedule::grouping groups;
+  std::vector<double> measured_backward_seconds;
+};
+
 //! What the training loop needs of a pipeline, whatever its compressor and transport.
 class gradient_exchange {
 public:
@@ -227,6 +263,8 @@ public:
   virtual void load_state(gradcomp::state_reader& r) = 0;
   //! The pipeline's residual of `layer` (one part per rank; between iterations).
   [[nodiscard]] virtual std::span<const float> residual(std::size_t layer) const = 0;
+  //! The re-planning's outcome (--replan-after); nothing for an exchange without a merge plan.
+  [[nodiscard]] virtual replan_state replan() const { return {}; }
 };
 
 //! The pipeline of compressor C over transport T (any_transport, or a coded exchange built in
@@ -236,18 +274,13 @@ class pipeline_exchange final : public gradient_exchange {
 public:
   template <class... TransportArgs>
   pipeline_exchange(std::vector<std::size_t> numel,
-                    const gradcomp::schedule::grouping& groups,
+                    training_grouping grouping,
                     C prototype,
                     gradcomp::momentum_correction mc,
                     gradcomp::compression_scope scope,
                     TransportArgs&&... transport_args)
       : transport_(std::forward<TransportArgs>(transport_args)...),
-        pipe_(std::move(numel),
-              gradcomp::pipeline_policy::fixed_grouping{groups},
-              std::move(prototype),
-              transport_,
-              mc,
-              scope) {}
+        pipe_(std::move(numel), std::move(grouping), std::move(prototype), transport_, mc, scope) {}
   [[nodiscard]] std::size_t parts() const override { return pipe_.parts(); }
   void begin_backward() override { pipe_.begin_backward(); }
   void gradient_ready(std::size_t part, std::size_t layer, std::span<const float> grad) override {
@@ -283,10 +316,14 @@ public:
   [[nodiscard]] std::span<const float> residual(std::size_t layer) const override {
     return pipe_.residual(layer);
   }
+  [[nodiscard]] replan_state replan() const override {
+    const auto measured = pipe_.measured_backward_seconds();
+    return {pipe_.replanned(), pipe_.groups(), {measured.begin(), measured.end()}};
+  }
 
 private:
   T transport_; // before pipe_: the pipeline holds a reference to it
-  gradcomp::pipeline<C, T> pipe_;
+  gradcomp::pipeline<C, T, training_grouping> pipe_;
 };
 
 //! Compressor settings from the command line.
@@ -367,7 +404,8 @@ inline unsigned quantizer_bits(const method_settings& s) {
   return gradcomp::quantized_code_bits(s.name == "qsgd" ? s.levels : 1, true);
 }
 
-//! The pipeline for the method and transport, with momentum correction `mc` in every layer's
+//! The pipeline for the method and transport, grouped by `groups` (plan_merge's plan, re-planned
+//! with --replan-after), with momentum correction `mc` in every layer's
 //! (or group's, method.scope "group") error feedback (momentum 0: off). Transport coded: a
 //! multi-part pipeline (one error feedback per part and layer) over mpi::coded_sparse_exchange
 //! for the sparse methods (top-k parts on the agreed index union) or mpi::coded_dense_exchange
@@ -376,7 +414,7 @@ inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::com
                                                         const method_settings& method,
                                                         const transport_settings& transport,
                                                         std::vector<std::size_t> numel,
-                                                        const gradcomp::schedule::grouping& groups,
+                                                        const training_grouping& groups,
                                                         gradcomp::momentum_correction mc) {
   namespace gm = gradcomp::mpi;
   return with_method(method, [&](auto prototype) -> std::unique_ptr<gradient_exchange> {

@@ -27,6 +27,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -207,7 +208,32 @@ struct merge_plan {
   nlohmann::json info;                 //!< the report's "plan"
   std::string text;                    //!< the groups' layer names ("a+b | c")
   double seconds = 0;                  //!< time to profile, calibrate and plan (training time)
+  //! The planner the groups came from (rank 0's profile and calibration on rank 0; replan_after
+  //! = --replan-after): the pipeline re-plans with it, the report predicts with it.
+  gradcomp::pipeline_policy::planned_grouping planner;
 };
+
+//! The report's description of `groups` of `layers`: per group its layers' names and elements
+//! (JSON), and the text "a+b | c" (backward order).
+inline std::pair<nlohmann::json, std::string>
+describe_groups(const std::vector<layer_info>& layers, const gradcomp::schedule::grouping& groups) {
+  nlohmann::json groups_json = nlohmann::json::array();
+  std::string all;
+  for (const auto& g : groups) {
+    nlohmann::json names = nlohmann::json::array();
+    std::size_t elements = 0;
+    std::string text;
+    for (std::size_t p = g.begin; p < g.end; ++p) {
+      const std::size_t i = gradcomp::schedule::forward_index(p, layers.size());
+      names.push_back(layers[i].name);
+      elements += layers[i].numel;
+      text += (text.empty() ? "" : "+") + layers[i].name;
+    }
+    groups_json.push_back({{"layers", names}, {"elements", elements}});
+    all += (all.empty() ? "" : " | ") + text;
+  }
+  return {groups_json, all};
+}
 
 //! @brief Plans the merge of --merge from the profile and (for the strategies that price
 //! messages) the calibrated network model, agreed by every rank; reports it on stderr.
@@ -247,6 +273,8 @@ inline merge_plan plan_merge(sync_setup& s) {
           (forward_median + std::accumulate(backward_median.begin(), backward_median.end(), 0.0));
     }
     planner.options.bucket_bytes = static_cast<std::uint64_t>(o.bucket_mib * 1024 * 1024);
+    planner.replan_after = static_cast<std::size_t>(o.replan_after);
+    plan.planner = planner;
     gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> agreed{&s.comm,
                                                                                        planner};
     plan.groups = agreed.groups(s.model.numel);
@@ -262,22 +290,7 @@ inline merge_plan plan_merge(sync_setup& s) {
           planner.predicted_iteration_seconds(s.model.numel, plan.groups);
     }
   }
-  const std::vector<layer_info>& layers = s.model.layers;
-  nlohmann::json groups_json = nlohmann::json::array();
-  for (const auto& g : plan.groups) {
-    nlohmann::json names = nlohmann::json::array();
-    std::size_t elements = 0;
-    std::string text;
-    for (std::size_t p = g.begin; p < g.end; ++p) {
-      const std::size_t i = gradcomp::schedule::forward_index(p, layers.size());
-      names.push_back(layers[i].name);
-      elements += layers[i].numel;
-      text += (text.empty() ? "" : "+") + layers[i].name;
-    }
-    groups_json.push_back({{"layers", names}, {"elements", elements}});
-    plan.text += (plan.text.empty() ? "" : " | ") + text;
-  }
-  plan.info["groups"] = groups_json;
+  std::tie(plan.info["groups"], plan.text) = describe_groups(s.model.layers, plan.groups);
   plan.seconds = seconds_since(t_plan);
   s.say(gradcomp_tools::format(
       "merge plan (%s, %zu groups, backward order, %.2f s to profile and plan): %s",

@@ -142,6 +142,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "forward/backward passes timed before planning the merge")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--replan-after", o.replan_after,
+                 "re-plan the merge once after W iterations from the backward times the "
+                 "pipeline measured meanwhile, with the exchange running (0: never; not with "
+                 "--method powersgd or --transport coded)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--servers", o.transport.servers,
                  "ps: co-located server ranks (0 = every rank); --sync async: dedicated server "
                  "ranks (0 = 1)")
@@ -319,6 +325,12 @@ inline void check_options(const train_options& o) {
                                            "--transport ring, --sync sync, --parallel data, "
                                            "--precision fp32, no --loss-scale, --nonfinite "
                                            "propagate and no checkpoints");
+  }
+  if (o.replan_after > 0 &&
+      (o.method.name == "powersgd" || o.transport.name == "coded" || o.sync != "sync")) {
+    throw CLI::ValidationError("--replan-after",
+                               "re-plans the pipeline's merge: not with --method powersgd "
+                               "(one bucket after backward), --transport coded or --sync async");
   }
   if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
     throw CLI::ValidationError("--mp-layers", why);

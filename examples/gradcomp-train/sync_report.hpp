@@ -103,6 +103,31 @@ inline std::string run_label(const sync_setup& s) {
 //! @brief The report's JSON: the label, the configuration (with the synchronous training's
 //! fields, hybrid's and coded's), the plan, the curve, the final accuracy, times, the statistics
 //! and the replicas' check, loss scaling's and the remedies' records.
+//! --replan-after: whether the pipeline re-planned, its groups, the backward times rank 0's
+//! pipeline measured over the warm-up and the iteration the merge model predicts with them (for
+//! the new groups and for the initial ones); null without --replan-after.
+inline nlohmann::json
+replan_json(const sync_setup& s, const merge_plan& plan, const sync_trainer& t) {
+  if (s.o.replan_after <= 0 || !t.exchange) {
+    return nullptr;
+  }
+  const replan_state r = t.exchange->replan();
+  nlohmann::json j = {{"after_iterations", s.o.replan_after}, {"replanned", r.replanned}};
+  if (!r.replanned) {
+    return j;
+  }
+  gradcomp::pipeline_policy::planned_grouping measured = plan.planner;
+  measured.backward_seconds = r.measured_backward_seconds;
+  std::string text;
+  std::tie(j["groups"], text) = describe_groups(s.model.layers, r.groups);
+  j["text"] = text;
+  j["measured_backward_seconds_rank0"] = r.measured_backward_seconds;
+  j["predicted_iteration_seconds"] = measured.predicted_iteration_seconds(s.model.numel, r.groups);
+  j["initial_groups_predicted_iteration_seconds"] =
+      measured.predicted_iteration_seconds(s.model.numel, plan.groups);
+  return j;
+}
+
 inline nlohmann::json report_json(const sync_setup& s,
                                   const merge_plan& plan,
                                   const sync_update& u,
@@ -148,6 +173,7 @@ inline nlohmann::json report_json(const sync_setup& s,
   nlohmann::json report = {{"label", run_label(s)},
                            {"config", config},
                            {"plan", plan.info},
+                           {"replan", replan_json(s, plan, t)},
                            {"curve", curve_json(t.points)},
                            {"final_test_accuracy", r.final_eval.accuracy},
                            {"final_test_loss", r.final_eval.loss},
@@ -219,6 +245,14 @@ inline std::string report_table(const sync_setup& s,
   if (plan.info.contains("predicted_iteration_seconds")) {
     table += format("| iteration predicted by the merge model (rank 0's profile) | %.1f ms |\n",
                     1000 * plan.info["predicted_iteration_seconds"].get<double>());
+  }
+  if (const nlohmann::json replan = replan_json(s, plan, t);
+      replan.is_object() && replan["replanned"].get<bool>()) {
+    table += format("| re-planned after %d iterations (measured backward times) | %s |\n",
+                    o.replan_after, replan["text"].get<std::string>().c_str());
+    table += format("| iteration predicted after re-planning (rank 0's measured backward) | %.1f "
+                    "ms |\n",
+                    1000 * replan["predicted_iteration_seconds"].get<double>());
   }
   table +=
       format("| training time / wall time | %.1f s / %.1f s |\n", t.train_seconds, wall_seconds);

@@ -96,7 +96,8 @@ public:
     transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
     exchange = o.method.name == "powersgd"
                    ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
-                   : make_exchange(s.comm, o.method, transport, s.model.numel, plan.groups, s.mc);
+                   : make_exchange(s.comm, o.method, transport, s.model.numel,
+                                   training_grouping{plan.groups, {&s.comm, plan.planner}}, s.mc);
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
                         u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {

@@ -74,6 +74,9 @@ struct train_options {
   int threads = 1;
   int evals_per_epoch = 4;
   int profile_iterations = 5;
+  //! Re-plan the merge once after this many iterations from the backward times the pipeline
+  //! measured (0: never).
+  int replan_after = 0;
   //! Calibrate the planner's network model while forward and backward passes load the cores.
   bool calibrate_under_load = true;
   double bucket_mib = 25.0;
