@@ -593,7 +593,7 @@ TEST_CASE("powersgd writes its rank-r approximation and sends the rest later") {
       {{"--method", "powersgd", p1}, "--shape ROWSxCOLS is required"},
       {{"--method", "powersgd", "--shape", "40x31", p1}, "--shape 40x31 has 1240 elements"},
       {{"--method", "powersgd", "--shape", "40-30", p1}, "'40-30' is not ROWSxCOLS"},
-      {{"--method", "powersgd", "--shape", "0x30", p1}, "has a dimension below 1"},
+      {{"--method", "powersgd", "--shape", "0x30", p1}, "--shape: 0 is below the minimum 1"},
       {{"--method", "powersgd", "--shape", "40x30", "--rank", "0", p1}, "--rank: 0 is below"},
       {{"--method", "powersgd", "--shape", "40x30", "--rank", "20", p1},
        "a 40 x 30 layer at rank 20 does not compress"}};

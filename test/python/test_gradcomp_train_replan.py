@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp-train --replan-after W (docs/train.md): the pipeline re-plans the merge once, after W
+iterations, from the backward times it measured with the exchange running, on rank 0, agreed by
+every rank. A re-plan changes which layers travel together, not what is summed: over the sparse
+allgather (sums in rank order per element, error feedback per layer) the run must end with the
+same parameters as without it. The report names the new groups and the iteration the merge
+model predicts from the measured times. Bad combinations exit with status 2.
+"""
+from train_runner import load, needs_train
+from train_runner import run as run_train
+
+pytestmark = needs_train
+
+COMMON = ["--method", "exact_topk", "--density", "0.05", "--transport", "allgather", "--merge",
+          "optimal"]
+CNN_TENSORS = 8
+CNN_PARAMETERS = 1_663_370
+
+
+def run(tmp_path, name, ranks, *args):
+    return run_train(tmp_path, name, ranks, *args, evals_per_epoch=1)
+
+
+def test_replan_reports_its_groups_and_changes_no_value(tmp_path):
+    p, plain = run(tmp_path, "plain", 2, *COMMON)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, replanned = run(tmp_path, "replan", 2, *COMMON, "--replan-after", "3")
+    assert p.returncode == 0, p.stdout + p.stderr
+    a, b = load(plain), load(replanned)
+    assert a["replan"] is None
+    r = b["replan"]
+    assert r["after_iterations"] == 3 and r["replanned"]
+    assert len(r["measured_backward_seconds_rank0"]) == CNN_TENSORS
+    assert all(t >= 0 for t in r["measured_backward_seconds_rank0"])
+    assert sum(g["elements"] for g in r["groups"]) == CNN_PARAMETERS
+    assert r["predicted_iteration_seconds"] > 0
+    assert r["initial_groups_predicted_iteration_seconds"] >= r["predicted_iteration_seconds"] * 0.999
+    assert b["replicas_identical"]
+    assert b["replica_hashes"] == a["replica_hashes"]  # the same values, whatever the groups
+    assert "re-planned after 3 iterations" in p.stdout
+
+
+def test_replan_refuses_what_has_no_merge_plan(tmp_path):
+    p, _ = run(tmp_path, "powersgd", 2, "--method", "powersgd", "--transport", "ring",
+               "--replan-after", "2")
+    assert p.returncode == 2 and "--replan-after" in p.stderr
+    p, _ = run(tmp_path, "coded", 3, "--transport", "coded", "--redundancy", "2",
+               "--replan-after", "2")
+    assert p.returncode == 2 and "--replan-after" in p.stderr
+    p, _ = run(tmp_path, "negative", 2, "--replan-after", "-1")
+    assert p.returncode == 2 and "--replan-after" in p.stderr
