@@ -31,13 +31,14 @@ inline int train_sync(const train_options& o, const gradcomp::mpi::communicator&
   }
   // training time from here: the hybrid plan (auto) and the merge plan profile and calibrate
   const auto training_start = clock_type::now();
-  plan_hybrid(s);
+  const double hybrid_plan_seconds = plan_hybrid(s);
   sync_update update(s);
   describe_run(s);
   // each parameter's gradient goes to s.hooks.on_gradient as backward produces it
   s.hooks.attach(s.model.params, !o.ring_trace.empty());
 
-  const merge_plan plan = plan_merge(s);
+  merge_plan plan = plan_merge(s);
+  plan.seconds += hybrid_plan_seconds; // both plans' profiles and calibrations: training time
   sync_trainer trainer(s, update, plan);
   trainer.train();
   const double wall_seconds = seconds_since(training_start);
