@@ -74,7 +74,14 @@ struct overlap_plan {
 //!
 //! Complexity: 2^c plans and simulations of at most L tensors (c = candidates.size()).
 //! Deterministic: the same inputs give the same choice on every rank.
-//! @param profile every gradient tensor, forward order, all data parallel (as profiled).
+//! @param profile    every gradient tensor, forward order, all data parallel (as profiled).
+//! @param candidates the FC layers that may run model parallel, each with its tensors' indices.
+//! @param batch_m    local batch M (samples per rank).
+//! @param ranks      P >= 1.
+//! @param net        the alpha-beta network the model-parallel collectives are priced on.
+//! @param model      the merge planner's model of a data-parallel group's message (as the
+//!                   pipeline's planner uses it).
+//! @param o          the merge strategy, its options and the model-parallel cost options.
 //! @throws std::invalid_argument if the profile or the model is invalid, a candidate has no
 //! tensor, an index >= L or one shared with another candidate, N < ranks, K or N is 0, ranks < 1,
 //! or there are more than o.max_candidates candidates.
