@@ -28,9 +28,14 @@
 #          gradcomp's ring with the optimal merge (WFBP overlap), the same ring as one group
 #          after backward (no overlap, as DDP's 25 MiB bucket), MPICH's MPI_Iallreduce in 25 MiB
 #          buckets, and DDP dense over gloo; time per iteration and to DDP's final accuracy
+#   fusion S4's fusion before/after on a two-tier cluster (2 hosts x 2 ranks: shared memory
+#          inside a host, 1 Gbit/s between hosts), VGG-style model, dense: the ring with one
+#          message per tensor (per_layer), fusion by size (25 MiB), two-segment fusion and the
+#          optimal merge, and the hierarchical ring with the optimal merge; time per iteration
+#          measured and predicted by the merge model (scripts/compare-runs.py)
 #   all    every experiment above
 #
-#   scripts/reproduce.sh [peers|s1|s2|s3|dense|all] [--quick] [--local] [--out DIR]
+#   scripts/reproduce.sh [peers|s1|s2|s3|dense|fusion|all] [--quick] [--local] [--out DIR]
 #                        [--models "cnn vgg"] [--only "RUN NAMES"]
 #
 # --quick: 12,000 training samples and 1 epoch per run (s1: about 8 minutes on 2 cores, peers
@@ -52,7 +57,7 @@ out=results/reproduce
 models="cnn vgg"
 while [[ $# -gt 0 ]]; do
   case $1 in
-    peers | s1 | s2 | s3 | dense | all) what=$1; shift ;;
+    peers | s1 | s2 | s3 | dense | fusion | all) what=$1; shift ;;
     --quick) quick=1; shift ;;
     --local) local_only=1; shift ;;
     --out) out=${2:?}; shift 2 ;;
@@ -182,11 +187,43 @@ dense() {
   done
 }
 
+fusion() {
+  runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals"
+    --model vgg --method dense)
+  runs_ppn=2
+  training_runs_setup 4 "$local_only" "$out/fusion"
+  echo "reproduce fusion: $runs_mode; $epochs epoch(s), train limit $limit" >&2
+  local merge
+  for merge in per_layer size_threshold two_segment optimal; do
+    run_gradcomp "ring-$merge" "ring, $merge (vgg)" --transport ring --merge "$merge"
+  done
+  for merge in two_segment optimal; do
+    run_gradcomp "hierarchical-$merge" "hierarchical (2 per host), $merge (vgg)" \
+      --transport hierarchical --group-size 2 --merge "$merge"
+  done
+  runs_ppn=1
+  "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
+    --title "### S4's fusion on a two-tier cluster: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epoch(s), train limit $limit" \
+    "${runs_reports[@]}" >/dev/null
+  cat "$runs_out/comparison.md"
+  "$runs_python" - "${runs_reports[@]}" <<'PY'
+import json, sys
+print("\n| run | groups | predicted ms | measured ms | measured / predicted |\n|---|---|---|---|---|")
+for path in sys.argv[1:]:
+    r = json.load(open(path))
+    p, m = r["plan"], r["per_iteration"]["iteration_ms"]["mean_over_ranks"]
+    pred = p.get("predicted_iteration_seconds")
+    print(f"| {r['label']} | {len(p['groups'])} | {pred * 1e3:.1f} | {m:.1f} | {m / (pred * 1e3):.2f} |"
+          if pred else f"| {r['label']} | {len(p['groups'])} | - | {m:.1f} | - |")
+PY
+}
+
 case $what in
   peers) peers ;;
+  fusion) fusion ;;
   dense) dense ;;
   s1) s1 ;;
   s2) s2 ;;
   s3) s3 ;;
-  all) s1; s2; s3; dense; peers ;;
+  all) s1; s2; s3; dense; fusion; peers ;;
 esac

@@ -12,10 +12,12 @@
 # report is kept (with a note), one without a report makes them return 1. Set runs_bin
 # (gradcomp-train) and runs_common (options for every run of either program, e.g. --epochs 2
 # --seed 1) before calling them; runs_only (space-separated run names, empty: every run) makes
-# them skip the runs it does not name.
+# them skip the runs it does not name; runs_ppn (default 1) puts that many ranks on each
+# emulated host (RANKS / runs_ppn hosts).
 
 runs_subnet=10.78.0
 runs_only=${runs_only:-}
+runs_ppn=${runs_ppn:-1} # ranks per emulated host (2: a two-tier cluster, fast links inside a host)
 
 # runs_wanted NAME: whether runs_only (empty: every run) names the run
 runs_wanted() { [[ -z $runs_only || " $runs_only " == *" $1 "* ]]; }
@@ -42,7 +44,7 @@ training_runs_setup() {
   runs_started=$(date +%s)
   runs_reports=()
   runs_local=$local_only
-  runs_mode="emulated cluster: $ranks hosts x 1 rank, 1 Gbit/s links (network namespaces + tc tbf)"
+  runs_mode="emulated cluster: $((ranks / runs_ppn)) hosts x $runs_ppn rank(s), 1 Gbit/s links between hosts (network namespaces + tc tbf)"
   if [[ $runs_local == 0 ]]; then
     if ! emulated_cluster_usable gcrunp "$runs_subnet"; then
       runs_local=1
@@ -63,8 +65,9 @@ runs_launch() {
   if [[ $runs_local == 1 ]]; then
     OMP_NUM_THREADS=1 mpiexec -n "$runs_ranks" "$@" >"$output"
   else
-    OMP_NUM_THREADS=1 scripts/emulated-cluster.sh run --hosts "$runs_ranks" --rate 1gbit \
-      --prefix gcrun --subnet "$runs_subnet" --timeout 3600 -- "$@" >"$output"
+    OMP_NUM_THREADS=1 scripts/emulated-cluster.sh run --hosts $((runs_ranks / runs_ppn)) \
+      --ppn "$runs_ppn" --rate 1gbit --prefix gcrun --subnet "$runs_subnet" --timeout 3600 \
+      -- "$@" >"$output"
   fi
 }
 
