@@ -40,13 +40,17 @@
 namespace gradcomp_train {
 
 //! Seconds to exchange one group message of `bytes` on the transport, from the calibrated
-//! network: the library's model of that transport (gradcomp::cost::message_cost in
+//! network (transport hierarchical: `intra_group`, the network inside a group, when calibrated):
+//! the library's model of that transport (gradcomp::cost::message_cost in
 //! cost/transport.hpp) under gradcomp-train's transport names and options. Transport coded: the
 //! coded exchange of its variant (coded::coded_exchange_load, point to point, full-duplex links)
 //! of bytes / 4 elements per part, the dense message's size (a sparse part's union is not known
 //! before the exchange).
 inline std::function<double(std::uint64_t)>
-transport_cost(const transport_settings& transport, int ranks, const gradcomp::cost::network& net) {
+transport_cost(const transport_settings& transport,
+               int ranks,
+               const gradcomp::cost::network& net,
+               std::optional<gradcomp::cost::network> intra_group = std::nullopt) {
   if (transport.name == "coded") {
     const gradcomp::mpi::coded_allreduce_options o = coded_options(transport);
     return [o, ranks, net](std::uint64_t bytes) {
@@ -69,8 +73,10 @@ transport_cost(const transport_settings& transport, int ranks, const gradcomp::c
       {"oktopk", kind::oktopk}};
   for (const auto& [name, k] : kinds) {
     if (transport.name == name) {
-      return gradcomp::cost::message_cost(
-          k, ranks, net, {.servers = transport.servers, .group_size = transport.group_size});
+      return gradcomp::cost::message_cost(k, ranks, net,
+                                          {.servers = transport.servers,
+                                           .group_size = transport.group_size,
+                                           .intra_group = intra_group});
     }
   }
   throw std::invalid_argument("unknown transport '" + transport.name + "'");
@@ -79,10 +85,12 @@ transport_cost(const transport_settings& transport, int ranks, const gradcomp::c
 //! The merge planner's model of a group's message on `transport` over the calibrated `net`: its
 //! seconds (transport_cost) and size (fp32, pairs at --density for the sparse methods, or the
 //! quantizers' bits).
-inline gradcomp::schedule::cost_model planner_cost_model(const sync_setup& s,
-                                                         const gradcomp::cost::network& net) {
+inline gradcomp::schedule::cost_model
+planner_cost_model(const sync_setup& s,
+                   const gradcomp::cost::network& net,
+                   std::optional<gradcomp::cost::network> intra_group = std::nullopt) {
   gradcomp::schedule::cost_model model;
-  model.communication_seconds = transport_cost(s.o.transport, s.ranks, net);
+  model.communication_seconds = transport_cost(s.o.transport, s.ranks, net, intra_group);
   if (is_sparse_method(s.o.method.name)) {
     model.message.density = s.o.method.density;
   } else if (is_quantizer_method(s.o.method.name)) {
@@ -202,6 +210,36 @@ inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load)
   return net_model;
 }
 
+//! @brief Transport hierarchical with groups of 2 or more ranks: the network inside a group,
+//! from the same short ring sweep on a communicator of this rank's group (ranks r / g; every
+//! group at once), so that the planner does not price the fast links inside a host at the
+//! links between hosts; nothing otherwise. Each group gets its own (rank 0 plans with its
+//! group's). Collective over s.comm.
+inline std::optional<gradcomp::cost::network> calibrate_intra_group(sync_setup& s) {
+  const int g = s.o.transport.group_size;
+  if (s.o.transport.name != "hierarchical" || g < 2 || g > s.ranks) {
+    return std::nullopt;
+  }
+  MPI_Comm split = MPI_COMM_NULL;
+  gradcomp::mpi::check(MPI_Comm_split(s.comm.native(), s.rank / g, s.rank, &split),
+                       "MPI_Comm_split");
+  std::optional<gradcomp::mpi::communicator> group;
+  try {
+    group.emplace(split);
+  } catch (...) {
+    MPI_Comm_free(&split);
+    throw;
+  }
+  MPI_Comm_free(&split);
+  gradcomp::mpi::calibration_options co;
+  co.max_bytes = std::size_t{1} << 22;
+  co.repetitions = 3;
+  gradcomp::cost::network net = gradcomp::mpi::calibrate_ring_allreduce(*group, co).net;
+  net.alpha_seconds = std::max(0.0, net.alpha_seconds);
+  net.beta_seconds_per_byte = std::max(0.0, net.beta_seconds_per_byte);
+  return net;
+}
+
 //! The agreed merge plan and what the report says of it.
 struct merge_plan {
   gradcomp::schedule::grouping groups; //!< the layers of each message, backward order
@@ -256,12 +294,14 @@ inline merge_plan plan_merge(sync_setup& s) {
     // calibrate under the load training puts on the cores (not with model-parallel layers,
     // whose forward runs collectives of its own)
     const bool under_load = calibrated && o.calibrate_under_load && !s.model.hybrid->active();
+    std::optional<gradcomp::cost::network> intra_group;
     if (calibrated) {
       net_model = calibrate_network(s, under_load);
+      intra_group = calibrate_intra_group(s);
     }
     gradcomp::pipeline_policy::planned_grouping planner;
     planner.strategy = merge.value_or(strategy::size_threshold);
-    planner.model = planner_cost_model(s, net_model);
+    planner.model = planner_cost_model(s, net_model, intra_group);
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;
     if (s.coded) {
@@ -285,6 +325,10 @@ inline merge_plan plan_merge(sync_setup& s) {
                  {"backward_seconds_rank0", backward_median},
                  {"profile_iterations", o.profile_iterations},
                  {"calibrated_under_load", under_load}};
+    if (intra_group) {
+      plan.info["intra_group_alpha_seconds"] = intra_group->alpha_seconds;
+      plan.info["intra_group_beta_seconds_per_byte"] = intra_group->beta_seconds_per_byte;
+    }
     if (calibrated) { // the plan's predicted iteration (S1 eqs. 2-7, rank 0's profile)
       plan.info["predicted_iteration_seconds"] =
           planner.predicted_iteration_seconds(s.model.numel, plan.groups);
