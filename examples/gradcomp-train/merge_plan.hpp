@@ -13,6 +13,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/mpi/agreed_grouping.hpp>
+#include <gradcomp/mpi/detail/split.hpp>
 #include <gradcomp/pipeline.hpp>
 #include <gradcomp/schedule.hpp>
 
@@ -171,16 +172,27 @@ inline backward_profile profile_backward(sync_setup& s) {
   return profile;
 }
 
-//! @brief The network's alpha and beta from a short ring allreduce sweep (the ring as training
-//! runs it with transport ring: wait policy, segments), both at least 0. `under_load`: this
-//! rank's forward and backward passes run in a second thread meanwhile (the exchange overlaps
-//! backward in training, and on shared cores both slow down). Collective.
+//! The short ring allreduce sweep of gradcomp-train's calibrations (4 KiB to 4 MiB, 3
+//! repetitions) with ring options `co.transport`, over `comm`: alpha and beta, both at least 0.
+//! Collective over `comm`.
+inline gradcomp::cost::network ring_sweep(const gradcomp::mpi::communicator& comm,
+                                          gradcomp::mpi::calibration_options co = {}) {
+  co.max_bytes = std::size_t{1} << 22;
+  co.repetitions = 3;
+  gradcomp::cost::network net = gradcomp::mpi::calibrate_ring_allreduce(comm, co).net;
+  net.alpha_seconds = std::max(0.0, net.alpha_seconds);
+  net.beta_seconds_per_byte = std::max(0.0, net.beta_seconds_per_byte);
+  return net;
+}
+
+//! @brief The network's alpha and beta from a short ring allreduce sweep (ring_sweep; the ring
+//! as training runs it with transport ring or hierarchical: wait policy, segments).
+//! `under_load`: this rank's forward and backward passes run in a second thread meanwhile (the
+//! exchange overlaps backward in training, and on shared cores both slow down). Collective.
 inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load) {
   const train_options& o = s.o;
   gradcomp::cost::network net_model;
   gradcomp::mpi::calibration_options co;
-  co.max_bytes = std::size_t{1} << 22;
-  co.repetitions = 3;
   // the ring as training runs it (wait policy, segments); transport hierarchical's ring between
   // groups too (the library's default wait policy, under load, measured beta 4.5x the link's)
   if (o.transport.name == "ring" || o.transport.name == "hierarchical") {
@@ -204,17 +216,15 @@ inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load)
         }
       });
     }
-    net_model = gradcomp::mpi::calibrate_ring_allreduce(s.comm, co).net;
+    net_model = ring_sweep(s.comm, co);
   }
   clear_gradients(s.model.params);
-  net_model.alpha_seconds = std::max(0.0, net_model.alpha_seconds);
-  net_model.beta_seconds_per_byte = std::max(0.0, net_model.beta_seconds_per_byte);
   return net_model;
 }
 
 //! @brief Transport hierarchical with groups of 2 or more ranks: the network inside a group,
-//! from the same short ring sweep on a communicator of this rank's group (ranks r / g; every
-//! group at once), so that the planner does not price the fast links inside a host at the
+//! from ring_sweep (the library's default ring) on a communicator of this rank's group (ranks r /
+//! g; every group at once), so that the planner does not price the fast links inside a host at the
 //! links between hosts; nothing otherwise. Each group gets its own (rank 0 plans with its
 //! group's). Collective over s.comm.
 inline std::optional<gradcomp::cost::network> calibrate_intra_group(sync_setup& s) {
@@ -222,24 +232,10 @@ inline std::optional<gradcomp::cost::network> calibrate_intra_group(sync_setup& 
   if (s.o.transport.name != "hierarchical" || g < 2 || g > s.ranks) {
     return std::nullopt;
   }
-  MPI_Comm split = MPI_COMM_NULL;
-  gradcomp::mpi::check(MPI_Comm_split(s.comm.native(), s.rank / g, s.rank, &split),
-                       "MPI_Comm_split");
-  std::optional<gradcomp::mpi::communicator> group;
-  try {
-    group.emplace(split);
-  } catch (...) {
-    MPI_Comm_free(&split);
-    throw;
-  }
-  MPI_Comm_free(&split);
-  gradcomp::mpi::calibration_options co;
-  co.max_bytes = std::size_t{1} << 22;
-  co.repetitions = 3;
-  gradcomp::cost::network net = gradcomp::mpi::calibrate_ring_allreduce(*group, co).net;
-  net.alpha_seconds = std::max(0.0, net.alpha_seconds);
-  net.beta_seconds_per_byte = std::max(0.0, net.beta_seconds_per_byte);
-  return net;
+  // the same groups as the transport's (gradcomp::mpi::hierarchical_allreduce splits by r / g)
+  const std::optional<gradcomp::mpi::communicator> group =
+      gradcomp::mpi::detail::split(s.comm, s.rank / g, s.rank);
+  return ring_sweep(*group);
 }
 
 //! The agreed merge plan and what the report says of it.
