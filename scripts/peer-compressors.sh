@@ -11,7 +11,9 @@
 #   topk          exact top-k at --density over the sparse allgather, optimal merge
 #   oktopk, gtopk exact top-k at --density over Ok-Topk / gTop-k, optimal merge
 #   random-k      random-k at --density over the allgather
-#   signsgd, terngrad, qsgd   the quantizers over the allgather (QSGD at 255 levels)
+#   signsgd, terngrad, qsgd   the quantizers over the allgather, per-layer scales (QSGD at 15
+#                 levels, buckets of 512 values)
+#   qsgd-one-scale  QSGD at 15 levels with one scale per layer (--quantization-bucket 0)
 #
 #   scripts/peer-compressors.sh [--rank R (2)] [--density D (0.01)] [--epochs E (1)]
 #                               [--train-limit N (20000; 0: every sample)] [--ranks P (4)]
@@ -57,7 +59,7 @@ echo "peer-compressors: $runs_mode; results in $runs_out" >&2
 
 # wanted NAME: whether --only (empty: everything) names the run
 wanted() { [[ -z $only || " $only " == *" $1 "* ]]; }
-names="powersgd ddp-powersgd dense-ring topk oktopk gtopk random-k signsgd terngrad qsgd"
+names="powersgd ddp-powersgd dense-ring topk oktopk gtopk random-k signsgd terngrad qsgd qsgd-one-scale"
 for name in $only; do
   if [[ " $names " != *" $name "* ]]; then
     echo "peer-compressors: unknown run '$name' in --only (runs: $names)" >&2
@@ -83,8 +85,10 @@ wanted signsgd && run_gradcomp signsgd "gradcomp signSGD (scaled sign), allgathe
   --method signsgd --transport allgather --merge optimal
 wanted terngrad && run_gradcomp terngrad "gradcomp TernGrad, allgather" \
   --method terngrad --transport allgather --merge optimal
-wanted qsgd && run_gradcomp qsgd "gradcomp QSGD 255 levels, allgather" \
-  --method qsgd --levels 255 --transport allgather --merge optimal
+wanted qsgd && run_gradcomp qsgd "gradcomp QSGD 15 levels, buckets of 512, allgather" \
+  --method qsgd --levels 15 --quantization-bucket 512 --transport allgather --merge optimal
+wanted qsgd-one-scale && run_gradcomp qsgd-one-scale \
+  "gradcomp QSGD 15 levels, a scale per layer, allgather" --method qsgd --levels 15 --quantization-bucket 0 --transport allgather --merge optimal
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
   --title "### The peers' compressors side by side: $runs_mode; model $model; commit $commit; $epochs epochs" \

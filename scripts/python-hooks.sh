@@ -16,11 +16,17 @@
 # epoch and training seconds to DDP dense's final accuracy, every ratio between runs of this
 # invocation; plots of accuracy against seconds and epochs, ms per iteration and bytes.
 #
-#   scripts/python-hooks.sh [--quick] [--local] [--no-build] [--out DIR]
+#   scripts/python-hooks.sh [--quick] [--local] [--no-build] [--seed S] [--hook-epochs E]
+#                           [--out DIR]
 #
 # --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 3 minutes on 2 cores).
 # Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 20 minutes).
 # --no-build: use build/python as it is (otherwise the gradcomp_python target is built first).
+# --seed S: every run's seed (initial weights, data order, sampling; default 1).
+# --hook-epochs E: the sparse gradcomp hook's run trains E epochs (default: as the others), so
+# that its time to DDP dense's final accuracy can be found past the others' last epoch (the
+# learning rate is constant: its first epochs are the same run).
+# runs_only="NAME ..." in the environment runs only the named runs (e.g. "ddp-dense gradcomp").
 # Writes DIR (default results/python-hooks): every run's JSON and Markdown report,
 # comparison.md, accuracy-vs-time.svg, accuracy-vs-epochs.svg, per-iteration.svg.
 set -euo pipefail
@@ -32,12 +38,16 @@ limit=0
 evals=4
 local_only=0
 build=1
+seed=1
+hook_epochs=
 out=results/python-hooks
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) epochs=1; limit=12000; evals=2; shift ;;
     --local) local_only=1; shift ;;
     --no-build) build=0; shift ;;
+    --seed) seed=${2:?}; shift 2 ;;
+    --hook-epochs) hook_epochs=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "python-hooks: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -51,7 +61,7 @@ fi
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 export PYTHONPATH=$repo/build/python${PYTHONPATH:+:$PYTHONPATH}
 source scripts/lib/training-runs.sh
-runs_common=(--epochs "$epochs" --seed 1 --train-limit "$limit" --evals-per-epoch "$evals")
+runs_common=(--epochs "$epochs" --seed "$seed" --train-limit "$limit" --evals-per-epoch "$evals")
 training_runs_setup 4 "$local_only" "$out"
 echo "python-hooks: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
 
@@ -59,12 +69,12 @@ run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
 run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
 run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
 run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcomp \
-  --method reused_threshold --density 0.01
+  --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}"
 run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
 run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
 
 title="### gradcomp.torch hooks against PyTorch DDP: $runs_mode; commit $commit; started \
-$(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run"
+$(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run; seed $seed"
 compare=("$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started")
 "${compare[@]}" --x epochs "${runs_reports[@]}" >/dev/null
 "${compare[@]}" --bars --title "$title" "${runs_reports[@]}"

@@ -157,6 +157,8 @@ struct settings {
   std::size_t rank = 2; //!< powersgd: the approximation rank (--rank).
   std::size_t rows = 0; //!< powersgd: the matrix view's rows (--shape); 0: not given.
   std::size_t cols = 0; //!< powersgd: the matrix view's columns.
+  //! signsgd, terngrad, qsgd: values per scale (--quantization-bucket); empty: the default.
+  std::optional<std::uint32_t> bucket;
 };
 
 //! What one iteration produced: the selected pairs (all pairs for a dense message) and stats.
@@ -277,11 +279,11 @@ std::vector<iteration_result> compress_all(const settings& s,
   case method::random_k:
     return run_compressor(gradcomp::random_k({.density = d, .seed = s.seed}), ef, inputs);
   case method::signsgd:
-    return run_compressor(gradcomp::scaled_sign(), ef, inputs);
   case method::terngrad:
-    return run_compressor(gradcomp::terngrad({.seed = s.seed}), ef, inputs);
   case method::qsgd:
-    return run_compressor(gradcomp::qsgd({.levels = s.levels, .seed = s.seed}), ef, inputs);
+    return gradcomp::with_quantizer(
+        s.method.name, {.seed = s.seed, .levels = s.levels, .bucket_elements = s.bucket},
+        [&](auto q) { return run_compressor(std::move(q), ef, inputs); });
   case method::powersgd:
     return run_powersgd(s, inputs);
   case method::fp16:
@@ -378,6 +380,7 @@ struct raw_options {
   std::string interval;
   std::string seed;
   std::string levels;
+  std::string bucket;
   std::string rank;
   std::string shape;
   bool error_feedback = false;
@@ -407,6 +410,10 @@ void declare_options(CLI::App& app, raw_options& raw) {
                  "qsgd: quantization levels per sign, S in [1, 32768] (default 15: 5 bits per "
                  "value)")
       ->type_name("S");
+  app.add_option("--quantization-bucket", raw.bucket,
+                 "signsgd, terngrad, qsgd: values per scale, B in [0, 2^32) (0: one scale per "
+                 "input; default: qsgd 512, signsgd and terngrad 0)")
+      ->type_name("B");
   app.add_option("--rank", raw.rank,
                  "powersgd: the approximation rank r >= 1 (default 2; capped at min(rows, "
                  "cols))")
@@ -439,8 +446,17 @@ std::size_t parse_positive(const char* option, const std::string& text) {
 
 //! Validates the raw options. @throws usage_error naming the first bad one.
 settings make_settings(const raw_options& raw, const CLI::App& app) {
-  settings s{find_method(raw.method), std::nullopt, 10, 0, 15,
-             raw.error_feedback,      raw.prefix,   2,  0, 0};
+  settings s{find_method(raw.method),
+             std::nullopt,
+             10,
+             0,
+             15,
+             raw.error_feedback,
+             raw.prefix,
+             2,
+             0,
+             0,
+             std::nullopt};
   if (app.count("--rank") > 0) {
     s.rank = parse_positive("--rank", raw.rank);
   }
@@ -476,6 +492,14 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
           cat("--levels: ", levels, " is outside [1, ", gradcomp::max_quantization_levels, "]"));
     }
     s.levels = static_cast<std::uint32_t>(levels);
+  }
+  if (app.count("--quantization-bucket") > 0) {
+    const auto bucket =
+        parse_number<std::int64_t>("--quantization-bucket", raw.bucket, "an integer >= 0");
+    if (bucket < 0 || bucket > std::int64_t{UINT32_MAX}) {
+      throw usage_error(cat("--quantization-bucket: ", bucket, " is outside [0, 4294967295]"));
+    }
+    s.bucket = static_cast<std::uint32_t>(bucket);
   }
   return s;
 }

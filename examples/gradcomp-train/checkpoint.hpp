@@ -70,6 +70,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--density", num(o.method.density)},
           {"--interval", std::to_string(o.method.interval)},
           {"--levels", std::to_string(o.method.levels)},
+          {"--quantization-bucket", std::to_string(o.method.quantization_bucket)},
           {"--dense-below", std::to_string(o.method.dense_below)},
           {"--compression-scope", o.method.scope},
           {"--transport", o.transport.name},

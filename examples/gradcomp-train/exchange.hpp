@@ -13,7 +13,9 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -332,7 +334,9 @@ struct method_settings {
   double density = 0.01;
   std::uint64_t interval = 10;
   std::uint64_t seed = 1;
-  std::uint32_t levels = 255;  //!< qsgd: levels per sign (--levels).
+  std::uint32_t levels = 15; //!< qsgd: levels per sign (--levels).
+  //! Quantizers: values per scale (--quantization-bucket); -1: the quantizer's default.
+  std::int64_t quantization_bucket = -1;
   std::size_t rank = 2;        //!< powersgd: the approximation rank (--rank).
   unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
@@ -360,6 +364,13 @@ decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
                                           std::forward<Fn>(fn));
 }
 
+//! The quantizers' values per scale from --quantization-bucket (empty: the quantizer's own).
+inline std::optional<std::uint32_t> quantization_bucket(const method_settings& s) {
+  return s.quantization_bucket < 0
+             ? std::nullopt
+             : std::optional(static_cast<std::uint32_t>(s.quantization_bucket));
+}
+
 //! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
 //! once per compressor type); sparse methods are wrapped in a size_switch that sends layers of
 //! fewer than s.dense_below elements dense. @throws std::invalid_argument on an unknown name.
@@ -377,7 +388,11 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
   if (gradcomp::is_quantizer_name(s.name)) {
     return gradcomp::with_quantizer(
         s.name,
-        {.seed = s.seed, .levels = s.levels, .threads = s.threads, .nonfinite = s.nonfinite},
+        {.seed = s.seed,
+         .levels = s.levels,
+         .bucket_elements = quantization_bucket(s),
+         .threads = s.threads,
+         .nonfinite = s.nonfinite},
         [&](auto q) { return fn(gradcomp::size_switch(s.dense_below, plain, std::move(q))); });
   }
   return with_sparse_method(s, [&](auto sparse) {
@@ -402,6 +417,15 @@ inline unsigned quantizer_bits(const method_settings& s) {
     return 1;
   }
   return gradcomp::quantized_code_bits(s.name == "qsgd" ? s.levels : 1, true);
+}
+
+//! Values per scale of a quantizing method's compressor as built (--quantization-bucket or the
+//! quantizer's default; 0: one scale per message), for the planner's message size.
+//! @pre is_quantizer_method(s.name).
+inline std::uint32_t quantizer_bucket_elements(const method_settings& s) {
+  return gradcomp::with_quantizer(s.name,
+                                  {.levels = s.levels, .bucket_elements = quantization_bucket(s)},
+                                  [](const auto& q) { return q.bucket_elements(); });
 }
 
 //! The pipeline for the method and transport, grouped by `groups` (plan_merge's plan, re-planned

@@ -81,11 +81,6 @@ int main(int argc, char** argv) {
   const bool root = rank_from_environment() == 0;
   try {
     app.parse(argc, argv);
-    // a quantizer's scale is per message: per-group compression keeps one scale per message
-    // (per-layer messages of different scales would be concatenated as 4-byte floats)
-    if (gt::is_quantizer_method(o.method.name) && app.count("--compression-scope") == 0) {
-      o.method.scope = "group";
-    }
     gt::check_options(o);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) { // --help

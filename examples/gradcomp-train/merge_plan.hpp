@@ -96,6 +96,7 @@ planner_cost_model(const sync_setup& s,
     model.message.density = s.o.method.density;
   } else if (is_quantizer_method(s.o.method.name)) {
     model.message.quantized_bits = quantizer_bits(s.o.method);
+    model.message.quantized_bucket_elements = quantizer_bucket_elements(s.o.method);
   }
   return model;
 }

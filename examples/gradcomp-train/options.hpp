@@ -41,10 +41,15 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
   app.add_option("--levels", o.method.levels,
-                 "qsgd: quantization levels per sign, S in [1, 32768] (255: 9 bits per value; "
-                 "one scale per merge group, so large groups need many levels)")
+                 "qsgd: quantization levels per sign, S in [1, 32768] (15: 5 bits per value, "
+                 "255: 9)")
       ->capture_default_str()
       ->check(CLI::Range(1, 32768));
+  app.add_option("--quantization-bucket", o.method.quantization_bucket,
+                 "signsgd, terngrad, qsgd: values per scale, E in [0, 2^32) (0: one scale per "
+                 "layer, or per merge group with --compression-scope group; default: qsgd 512, "
+                 "signsgd and terngrad 0)")
+      ->check(CLI::Range(std::int64_t{0}, std::int64_t{4294967295}));
   app.add_option("--transport", o.transport.name,
                  "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
                  "hierarchical, none (each rank trains alone on its own gradients, no pipeline: "

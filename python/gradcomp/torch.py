@@ -62,6 +62,9 @@ __all__ = ["HookState", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_ho
            "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
+_SIZE_BYTES = 8  # a message's size, int64, at the head of its row in the one-round allgather
+
+
 class _Slot:
     """One parameter's error-feedback state: views into its bucket's contiguous storage."""
 
@@ -84,6 +87,9 @@ class _Layout:
         self.residual = residual
         self.velocity = velocity
         self.compressor = compressor
+        # the sparse allgather's payload bytes per rank in one round (0: sizes first); the same
+        # on every rank, set from the gathered sizes
+        self.capacity = 0
 
 
 def _positive_int(name, value):
@@ -99,8 +105,8 @@ class HookState:
         method: compressor name: exact_topk, sampled_topk, gaussian_threshold,
             lognormal_threshold, reused_threshold, random_k (sparse: ``sparse_allgather_hook``),
             signsgd, terngrad, qsgd (quantizers, every value in 1, 2 or 1 + bit_width(levels)
-            bits with one scale per bucket: ``sparse_allgather_hook``), or fp32, fp16, bf16
-            (dense: any hook).
+            bits with a scale per ``quantization_bucket`` values: ``sparse_allgather_hook``),
+            or fp32, fp16, bf16 (dense: any hook).
         density: fraction of each bucket's elements sent, in (0, 1] (sparse methods).
         interval: reused_threshold's calls between exact selections (>= 1).
         process_group: the group the hooks' collectives run on; None (default) creates a new
@@ -111,8 +117,10 @@ class HookState:
             without momentum (the hook's velocity is the momentum).
         seed: the seed of sampled_topk's sample, random_k's choice and the stochastic rounding
             of terngrad and qsgd.
-        levels: qsgd's levels per sign, [1, 32768] (255: 9 bits per value; one scale per
-            bucket, so a bucket of millions of values needs many levels).
+        levels: qsgd's levels per sign, [1, 32768] (15: 5 bits per value, 255: 9).
+        quantization_bucket: the quantizers' values per scale, an integer in [0, 2**32) (0:
+            one scale per DDP bucket), or None (default) for each quantizer's own: qsgd 512
+            (QSGD's bucketing), signsgd and terngrad 0.
         threads: threads per compression call, [1, 1024].
         nonfinite: a NaN or an infinity in a gradient (gradcomp's nonfinite_policy):
             "propagate" (default) sends it; "raise" makes the hook fail with
@@ -129,7 +137,7 @@ class HookState:
 
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
-                 history_limit=10000, levels=255):
+                 history_limit=10000, levels=15, quantization_bucket=None):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -153,6 +161,11 @@ class HookState:
         _positive_int("levels", levels)
         if levels > 32768:
             raise ValueError(f"levels {levels} is above the limit 32768")
+        if quantization_bucket is not None and (
+                isinstance(quantization_bucket, bool) or not isinstance(quantization_bucket, int)
+                or not 0 <= quantization_bucket < 2**32):
+            raise ValueError(f"quantization_bucket {quantization_bucket!r} is not None nor an "
+                             f"integer in [0, 2**32)")
         if momentum and method not in SPARSE_METHODS:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
@@ -168,6 +181,7 @@ class HookState:
         self.nonfinite = nonfinite
         self.history_limit = history_limit
         self.levels = levels
+        self.quantization_bucket = quantization_bucket
         self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
         self.world_size = dist.get_world_size(self.process_group)
@@ -189,8 +203,9 @@ class HookState:
     def statistics(self):
         """The last completed iteration's statistics: buckets, numel, k_selected (values sent),
         density (k_selected / numel), wire_bytes (this rank's encoded messages), sent_bytes
-        (what this rank's collectives sent), compression_seconds, exchange_seconds (the
-        collectives and the averaging); None before the first iteration ends."""
+        (what this rank's collectives sent), collectives (the sparse allgather's all_gathers),
+        compression_seconds, exchange_seconds (the collectives and the averaging); None before
+        the first iteration ends."""
         self.synchronize()
         return dict(self.history[-1]) if self.history else None
 
@@ -246,6 +261,8 @@ class HookState:
                    "momentum": self.momentum, "world_size": self.world_size}
         if self.method == "qsgd":
             options["levels"] = self.levels
+        if self.method in QUANTIZER_METHODS:
+            options["quantization_bucket"] = self.quantization_bucket
         return options
 
     def _restore(self, slot):
@@ -336,7 +353,8 @@ class HookState:
         compressor = None
         if method != "fp32" or self.nonfinite != "propagate":
             compressor = _core.Compressor(method, self.density, self.interval, self.seed,
-                                          self.threads, self.nonfinite, self.levels)
+                                          self.threads, self.nonfinite, self.levels,
+                                          self.quantization_bucket)
         layout = _Layout(key, numel, residual, velocity, compressor)
         self._layouts[index] = layout
         return layout
@@ -351,19 +369,49 @@ class HookState:
         wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy(), velocity,
                                               self.momentum)
         t0 = time.perf_counter()
-        size = torch.tensor([wire.size], dtype=torch.int64)
-        sizes = torch.empty(p, dtype=torch.int64)
-        dist.all_gather(list(sizes.view(p, 1)), size, group=self.process_group)
+        gathered, sizes, offset, rounds, sent = self._gather_messages(wire, layout)
+        _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(), float(p), offset)
+        # headroom for the next call's sizes; every rank computes it from the same sizes
+        layout.capacity = int(sizes.max()) * 5 // 4 + 64
+        self._count(buckets=1, numel=st["numel"], k_selected=st["k_selected"],
+                    wire_bytes=st["wire_bytes"], sent_bytes=sent, collectives=rounds,
+                    compression_seconds=st["compression_seconds"],
+                    exchange_seconds=time.perf_counter() - t0)
+
+    def _gather_messages(self, wire, layout):
+        """Gathers every rank's encoded message. In one all_gather when the messages fit the
+        bucket's capacity (each row: the 8-byte size, then the message, zero padded); else (the
+        first call, or a message larger than the capacity: every rank sees the sizes, so all
+        decide alike) the sizes, then the messages padded to the largest. Returns the gathered
+        rows, the sizes, the messages' offset in a row, the collectives run and the bytes this
+        rank sent."""
+        p = self.world_size
+        cap = layout.capacity
+        rounds, sent = 0, 0
+        if cap:
+            row = _SIZE_BYTES + cap
+            send = torch.zeros(row, dtype=torch.uint8)
+            send[:_SIZE_BYTES] = torch.tensor([wire.size], dtype=torch.int64).view(torch.uint8)
+            if wire.size <= cap:
+                send[_SIZE_BYTES:_SIZE_BYTES + wire.size] = torch.from_numpy(wire)
+            gathered = torch.empty(p * row, dtype=torch.uint8)
+            dist.all_gather(list(gathered.view(p, row)), send, group=self.process_group)
+            sizes = gathered.view(p, row)[:, :_SIZE_BYTES].contiguous().view(torch.int64)
+            sizes = sizes.view(p)
+            rounds, sent = 1, (p - 1) * row
+            if int(sizes.max()) <= cap:
+                return gathered, sizes, _SIZE_BYTES, rounds, sent
+        else:
+            size = torch.tensor([wire.size], dtype=torch.int64)
+            sizes = torch.empty(p, dtype=torch.int64)
+            dist.all_gather(list(sizes.view(p, 1)), size, group=self.process_group)
+            rounds, sent = 1, (p - 1) * _SIZE_BYTES
         capacity = int(sizes.max())
         send = torch.zeros(capacity, dtype=torch.uint8)
         send[:wire.size] = torch.from_numpy(wire)
         gathered = torch.empty(p * capacity, dtype=torch.uint8)
         dist.all_gather(list(gathered.view(p, capacity)), send, group=self.process_group)
-        _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(), float(p))
-        self._count(buckets=1, numel=st["numel"], k_selected=st["k_selected"],
-                    wire_bytes=st["wire_bytes"], sent_bytes=(p - 1) * (capacity + 8),
-                    compression_seconds=st["compression_seconds"],
-                    exchange_seconds=time.perf_counter() - t0)
+        return gathered, sizes, 0, rounds + 1, sent + (p - 1) * capacity
 
     def _ring(self, buffer, params, index, method):
         if method not in DENSE_METHODS:

@@ -91,7 +91,8 @@ public:
              std::uint64_t seed,
              unsigned threads,
              const std::string& nonfinite,
-             std::uint32_t levels)
+             std::uint32_t levels,
+             std::optional<std::uint32_t> bucket_elements)
       : method_(method) {
     const gradcomp::nonfinite_policy policy = gradcomp::nonfinite_policy_from_string(nonfinite);
     // the dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback)
@@ -105,8 +106,13 @@ public:
       return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
     };
     if (gradcomp::is_quantizer_name(method)) { // signsgd, terngrad, qsgd: one scale per bucket
-      impl_ = gradcomp::with_quantizer(
-          method, {.seed = seed, .levels = levels, .threads = threads, .nonfinite = policy}, erase);
+      impl_ = gradcomp::with_quantizer(method,
+                                       {.seed = seed,
+                                        .levels = levels,
+                                        .bucket_elements = bucket_elements,
+                                        .threads = threads,
+                                        .nonfinite = policy},
+                                       erase);
       return;
     }
     impl_ = gradcomp::with_sparse_compressor(method,
@@ -210,14 +216,16 @@ private:
 };
 
 //! The receiver's side of the sparse allgather: every rank's message sits in row r of
-//! `gathered` (ranks x capacity bytes), `sizes[r]` bytes long; each is decoded (validated: a
+//! `gathered` (ranks rows of equal length), `offset` bytes into the row and `sizes[r]` bytes
+//! long; each is decoded (validated: a
 //! malformed message raises ValueError naming the rank) and added into `out` (zeroed first) in
 //! rank order, then `out` is divided by `divisor` (the number of ranks: the average). The same
 //! bytes give the same bits on every rank. Returns the number of values received.
 std::uint64_t decode_average(const byte_array& gathered,
                              const int64_array& sizes,
                              float_array& out,
-                             float divisor) {
+                             float divisor,
+                             std::int64_t offset) {
   const std::span<float> o = writable(out, "out");
   const auto ranks = static_cast<std::size_t>(sizes.size());
   if (ranks == 0 || gathered.size() % static_cast<py::ssize_t>(ranks) != 0) {
@@ -227,8 +235,13 @@ std::uint64_t decode_average(const byte_array& gathered,
   if (!(divisor > 0.0f)) {
     throw std::invalid_argument("divisor " + std::to_string(divisor) + " is not positive");
   }
-  const std::size_t capacity = static_cast<std::size_t>(gathered.size()) / ranks;
-  const auto* base = reinterpret_cast<const std::byte*>(gathered.data());
+  const std::size_t row = static_cast<std::size_t>(gathered.size()) / ranks;
+  if (offset < 0 || static_cast<std::uint64_t>(offset) > row) {
+    throw std::invalid_argument("offset " + std::to_string(offset) + " is outside [0, " +
+                                std::to_string(row) + "] (the bytes per rank)");
+  }
+  const std::size_t capacity = row - static_cast<std::size_t>(offset);
+  const auto* base = reinterpret_cast<const std::byte*>(gathered.data()) + offset;
   const std::int64_t* size = sizes.data();
   for (std::size_t r = 0; r < ranks; ++r) {
     if (size[r] < 0 || static_cast<std::uint64_t>(size[r]) > capacity) {
@@ -245,7 +258,7 @@ std::uint64_t decode_average(const byte_array& gathered,
     gradcomp::sparse_message m;
     for (std::size_t r = 0; r < ranks && failure.empty(); ++r) {
       try {
-        gradcomp::decode({base + r * capacity, static_cast<std::size_t>(size[r])}, m);
+        gradcomp::decode({base + r * row, static_cast<std::size_t>(size[r])}, m);
         gradcomp::accumulate(m, o);
         received += m.nnz();
       } catch (const std::exception& e) {
@@ -285,9 +298,10 @@ PYBIND11_MODULE(_core, m) {
 
   py::class_<compressor>(m, "Compressor")
       .def(py::init<const std::string&, double, std::uint64_t, std::uint64_t, unsigned,
-                    const std::string&, std::uint32_t>(),
+                    const std::string&, std::uint32_t, std::optional<std::uint32_t>>(),
            py::arg("method"), py::arg("density"), py::arg("interval") = 10, py::arg("seed") = 1,
-           py::arg("threads") = 1, py::arg("nonfinite") = "propagate", py::arg("levels") = 15)
+           py::arg("threads") = 1, py::arg("nonfinite") = "propagate", py::arg("levels") = 15,
+           py::arg("bucket_elements") = py::none())
       .def("compress", &compressor::compress, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
            py::arg("momentum") = 0.0f)
@@ -298,5 +312,6 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("method", &compressor::method);
 
   m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
-        py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"));
+        py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"),
+        py::arg("offset") = 0);
 }

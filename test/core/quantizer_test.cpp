@@ -5,8 +5,8 @@
 // errors of the variance the stochastic rounding has); the wire bytes are 32 + 9 +
 // ceil(n x bits / 8) and decoding gives back the same bits; the decoder rejects every malformed
 // quantized section; error feedback keeps acc - sent (within its float rounding); a resumed
-// checkpoint draws what an uninterrupted run does; concatenation keeps a shared scale and falls
-// back to fp32 otherwise.
+// checkpoint draws what an uninterrupted run does; concatenation keeps a shared scale, a segment
+// per scale, and falls back to fp32 for other levels.
 #include <gradcomp/gradcomp.hpp>
 
 #include <catch2/catch.hpp>
@@ -28,17 +28,27 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// |j| / levels of every value, checked to be an integer level with the message's scale.
+// |j| / levels of every value, checked to be an integer level with its scale (the message's,
+// or its quantization segment's: counted here by hand).
 void require_levels(const sparse_message& m) {
   REQUIRE(m.values_type == value_type::quantized);
   REQUIRE(m.dense);
-  REQUIRE(m.quantization_scale > 0.0f);
-  for (const float v : m.values) {
-    const double r = static_cast<double>(v) / m.quantization_scale * m.quantization_levels;
+  std::vector<float> scales;
+  for (const quantization_segment& seg : m.quantization_segments) {
+    scales.insert(scales.end(), seg.values, seg.scale);
+  }
+  if (m.quantization_segments.empty()) {
+    scales.assign(m.values.size(), m.quantization_scale);
+  }
+  REQUIRE(scales.size() == m.values.size());
+  for (std::size_t i = 0; i < m.values.size(); ++i) {
+    const float v = m.values[i];
+    REQUIRE(scales[i] > 0.0f);
+    const double r = static_cast<double>(v) / scales[i] * m.quantization_levels;
     const double j = std::nearbyint(r);
     REQUIRE(std::abs(j) <= m.quantization_levels);
-    REQUIRE(std::bit_cast<std::uint32_t>(quantized_value(
-                m.quantization_scale, static_cast<std::int32_t>(j), m.quantization_levels)) ==
+    REQUIRE(std::bit_cast<std::uint32_t>(
+                quantized_value(scales[i], static_cast<std::int32_t>(j), m.quantization_levels)) ==
             std::bit_cast<std::uint32_t>(v));
   }
 }
@@ -180,10 +190,11 @@ TEST_CASE("qsgd: s levels of the L2 norm, unbiased, 1 + bit_width(s) bits", "[qu
     require_round_trip(m, quantized_code_bits(levels, zero));
     require_unbiased(qsgd(levels, 2), x, 3000);
   }
-  // 15 levels: 5 bits per element
+  // 15 levels, one scale: 5 bits per element (buckets: quantization_segments_test.cpp)
   const std::vector<float> big = test::make_values(test::distribution::normal, 10000, 1);
   sparse_message m;
-  qsgd(15).compress(big, m);
+  qsgd({.levels = 15, .bucket_elements = 0}).compress(big, m);
+  CHECK(m.quantization_segments.empty());
   CHECK(encoded_size_bytes(m) == 32 + 9 + (10000 * 5 + 7) / 8);
   CHECK_THROWS_WITH(qsgd(0), Contains("qsgd: levels 0 outside [1, 32768]"));
   CHECK_THROWS_WITH(qsgd(40000), Contains("levels 40000 outside [1, 32768]"));
@@ -259,8 +270,11 @@ TEST_CASE("quantized wire values: malformed sections are rejected with the reaso
   const auto rejects = [](const std::vector<std::byte>& w, const std::string& why) {
     CHECK_THROWS_WITH(decode(w), Contains(why));
   };
+  // scale +0 marks a segment table, which the 2 code bytes cannot hold
   rejects(corrupt([&](auto& w) { std::memset(w.data() + values_at, 0, 4); }),
-          "quantized scale 0 is not finite and >= 2^-111");
+          "quantized segment table: 2 bytes left, its segment count needs 4");
+  rejects(corrupt([&](auto& w) { w[values_at + 3] = std::byte{0x80}; }), // -0
+          "quantized scale -0 is not finite and >= 2^-111 (nor +0, the mark of a segment table)");
   rejects(corrupt([&](auto& w) {
             const std::uint32_t nan = 0x7fc00000u;
             std::memcpy(w.data() + values_at, &nan, 4);
@@ -317,7 +331,8 @@ TEST_CASE("quantizers: non-finite values", "[quantizer][nonfinite]") {
   CHECK_THROWS_AS(terngrad({.nonfinite = nonfinite_policy::raise}).compress(x, m), nonfinite_error);
 }
 
-TEST_CASE("quantized parts concatenate with a shared scale, else as fp32", "[quantizer]") {
+TEST_CASE("quantized parts concatenate with a shared scale, a segment per scale, or as fp32",
+          "[quantizer]") {
   const std::vector<float> x = test::make_values(test::distribution::normal, 40, 9);
   sparse_message a, b, group;
   scaled_sign c;
@@ -331,11 +346,29 @@ TEST_CASE("quantized parts concatenate with a shared scale, else as fp32", "[qua
   require_round_trip(group, 1);
   begin_concatenation(group, 40);
   append_concatenated(group, a, 0, true);
-  append_concatenated(group, b, 20, false); // another scale: exact floats
+  append_concatenated(group, b, 20, false); // another scale: a segment each
   REQUIRE(a.quantization_scale != b.quantization_scale);
+  CHECK(group.values_type == value_type::quantized);
+  CHECK(group.quantization_segments ==
+        std::vector<quantization_segment>{{20, a.quantization_scale}, {20, b.quantization_scale}});
+  CHECK(test::same_bits(std::span<const float>(group.values).first(20), a.values));
+  CHECK(test::same_bits(std::span<const float>(group.values).last(20), b.values));
+  group.validate();
+  // 1 bit each and the table: 4 + 2 x (1 + 4) bytes
+  const std::vector<std::byte> wire = encode(group);
+  CHECK(wire.size() == 32 + 9 + 14 + 5);
+  CHECK(test::same_bits(decode(wire).values, group.values));
+  // other levels: exact floats
+  sparse_message t;
+  terngrad().compress(std::span<const float>(x).last(20), t);
+  qsgd(7).compress(std::span<const float>(x).last(20), b);
+  begin_concatenation(group, 40);
+  append_concatenated(group, t, 0, true);
+  append_concatenated(group, b, 20, false);
   CHECK(group.values_type == value_type::fp32);
   CHECK(group.quantization_levels == 0);
-  CHECK(test::same_bits(std::span<const float>(group.values).first(20), a.values));
+  CHECK(group.quantization_segments.empty());
+  CHECK(test::same_bits(std::span<const float>(group.values).first(20), t.values));
   CHECK(test::same_bits(std::span<const float>(group.values).last(20), b.values));
 }
 

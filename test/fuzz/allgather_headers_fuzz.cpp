@@ -52,7 +52,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (length(j) != length(0) || length(j) < 0 || nnz(j) < 0 || nnz(j) > length(j) ||
         bytes(j) < 32 + std::min<wide>(2 * static_cast<wide>(nnz(j)),
                                        9 + (static_cast<wide>(nnz(j)) + 7) / 8) ||
-        bytes(j) > 32 + 9 * static_cast<wide>(nnz(j)) + 10) {
+        bytes(j) > 32 + 13 * static_cast<wide>(nnz(j)) + 14) {
       std::abort(); // accepted a header outside the wire format's bounds
     }
     total += bytes(j);

@@ -4,6 +4,7 @@
 // hand; the output is committed under test/fuzz/corpus/wire_decode.
 #include <gradcomp/sparse/wire.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <random>
@@ -22,7 +23,8 @@ int main(int argc, char** argv) {
     const auto bytes = encode(m, enc);
     std::ofstream out(std::string(argv[1]) + "/seed-" + std::to_string(written++),
                       std::ios::binary);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
   };
   for (value_type vt : {value_type::fp32, value_type::fp16, value_type::bf16}) {
     for (std::size_t n : {0u, 1u, 7u, 300u}) {
@@ -86,6 +88,18 @@ int main(int argc, char** argv) {
           sq.values.push_back(q.values[i]);
         }
         write(sq, index_encoding::delta_varint);
+        if (n != 0) { // the same values in segments of 4 values, scales 0.75 and 1.5
+          sparse_message seg = q;
+          for (std::size_t first = 0; first < n; first += 4) {
+            const float scale = first % 8 == 0 ? 0.75f : 1.5f;
+            seg.quantization_segments.push_back({std::min<std::size_t>(4, n - first), scale});
+            for (std::size_t i = first; i < std::min<std::size_t>(first + 4, n); ++i) {
+              seg.values[i] = scale == 0.75f ? q.values[i] : 2.0f * q.values[i];
+            }
+          }
+          seg.quantization_scale = 0.0f;
+          write(seg, index_encoding::none);
+        }
       }
     }
   }

@@ -503,15 +503,16 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
   }
   CHECK(o[0].stats["wire_bytes"] == 32 + 9 + (n + 7) / 8);
   CHECK(o[0].stats["k_selected"] == n);
-  // qsgd --levels 7: multiples of ||x|| / 7, 4 bits per value; the seed decides the rounding
+  // qsgd --levels 7, one scale: multiples of ||x|| / 7, 4 bits per value; the seed decides the
+  // rounding
   const auto norm = static_cast<float>(std::sqrt(sum_squares));
   std::vector<std::vector<float>> runs;
   for (const char* seed : {"1", "1", "2"}) {
     const std::string name = std::string("q") + std::to_string(runs.size());
-    o = read_outputs(
-        s,
-        s.run({"--method", "qsgd", "--levels", "7", "--seed", seed, p0, "--out", s.prefix(name)}),
-        1, "qsgd", n, name);
+    o = read_outputs(s,
+                     s.run({"--method", "qsgd", "--levels", "7", "--quantization-bucket", "0",
+                            "--seed", seed, p0, "--out", s.prefix(name)}),
+                     1, "qsgd", n, name);
     for (const float v : o[0].values) {
       const double j = std::nearbyint(static_cast<double>(v) / norm * 7.0);
       REQUIRE(std::abs(j) <= 7.0);
@@ -522,6 +523,23 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
   }
   CHECK(runs[0] == runs[1]);
   CHECK(runs[0] != runs[2]);
+  // the default buckets of 512: values 0..511 multiples of their own norm / 7, 512..999 of
+  // theirs; the segment table (4 + 2 x 6 bytes) on the wire
+  o = read_outputs(s, s.run({"--method", "qsgd", "--levels", "7", p0, "--out", s.prefix("qb")}), 1,
+                   "qsgd", n, "qb");
+  for (const auto& [first, last] : {std::pair<std::size_t, std::size_t>{0, 512}, {512, n}}) {
+    double bucket_squares = 0.0;
+    for (std::size_t j = first; j < last; ++j) {
+      bucket_squares += static_cast<double>(x[j]) * x[j];
+    }
+    const auto bucket_norm = static_cast<float>(std::sqrt(bucket_squares));
+    for (std::size_t j = first; j < last; ++j) {
+      const float v = o[0].values[j];
+      const double code = std::nearbyint(static_cast<double>(v) / bucket_norm * 7.0);
+      REQUIRE(v == gradcomp::quantized_value(bucket_norm, static_cast<std::int32_t>(code), 7));
+    }
+  }
+  CHECK(o[0].stats["wire_bytes"] == 32 + 9 + 4 + 2 * 6 + (4 * n + 7) / 8);
   // terngrad: {-max, 0, max}, 2 bits per value
   o = read_outputs(s, s.run({"--method", "terngrad", p0, "--out", s.prefix("tern")}), 1, "terngrad",
                    n, "tern");
@@ -538,6 +556,13 @@ TEST_CASE("quantizing methods send every element on their grid, a few bits each"
     const run_result r = s.run({"--method", "qsgd", "--levels", bad, p0, "--out", s.prefix("b")});
     CHECK(r.status == 2);
     CHECK(r.err.find("--levels") != std::string::npos);
+  }
+  for (const char* bad : {"-1", "4294967296", "x"}) {
+    const run_result r =
+        s.run({"--method", "qsgd", "--quantization-bucket", bad, p0, "--out", s.prefix("b")});
+    CHECK(r.status == 2);
+    CHECK(r.err.find("--quantization-bucket: ") != std::string::npos);
+    CHECK(r.err.find(bad) != std::string::npos);
   }
 }
 

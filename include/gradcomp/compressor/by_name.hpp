@@ -20,6 +20,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -35,7 +36,10 @@ struct named_compressor_settings {
   std::uint64_t interval = 10; //!< reused_threshold: calls between exact selections, >= 1.
   std::uint64_t seed = 1;      //!< sampled_topk, random_k, terngrad, qsgd: seed of the draws.
   std::uint32_t levels = 15;   //!< qsgd: levels per sign, [1, 2^15].
-  unsigned threads = 1;        //!< threads per compression call, [1, 1024].
+  //! Quantizers: values per scale (their options' bucket_elements; 0: one scale per call);
+  //! empty: each quantizer's default (qsgd 512, signsgd and terngrad 0).
+  std::optional<std::uint32_t> bucket_elements = std::nullopt;
+  unsigned threads = 1;                 //!< threads per compression call, [1, 1024].
   value_type values = value_type::fp32; //!< type of the sent values (fp32: exact).
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
@@ -131,21 +135,33 @@ inline constexpr std::array<std::string_view, 3> quantizer_names = {"signsgd", "
 }
 
 //! @brief Calls `fn(compressor)` with the quantizing compressor called `name`, built from `s`
-//! (seed, levels, threads, nonfinite; not density or values), and returns what fn returns.
+//! (seed, levels, threads, bucket_elements, nonfinite; not density or values), and returns what
+//! fn returns.
 //! @throws std::invalid_argument naming `name` and the accepted names when it is none of
 //! quantizer_names, and naming the levels when qsgd's are outside [1, 2^15].
 template <class Fn>
 decltype(auto) with_quantizer(std::string_view name, const named_compressor_settings& s, Fn&& fn) {
+  // the bucket when set, else the quantizer's own default
+  const auto bucket = [&s](std::uint32_t fallback) { return s.bucket_elements.value_or(fallback); };
   if (name == "signsgd") {
-    return std::forward<Fn>(fn)(scaled_sign({.threads = s.threads, .nonfinite = s.nonfinite}));
+    return std::forward<Fn>(fn)(
+        scaled_sign({.threads = s.threads,
+                     .bucket_elements = bucket(scaled_sign_options{}.bucket_elements),
+                     .nonfinite = s.nonfinite}));
   }
   if (name == "terngrad") {
     return std::forward<Fn>(fn)(
-        terngrad({.seed = s.seed, .threads = s.threads, .nonfinite = s.nonfinite}));
+        terngrad({.seed = s.seed,
+                  .threads = s.threads,
+                  .bucket_elements = bucket(terngrad_options{}.bucket_elements),
+                  .nonfinite = s.nonfinite}));
   }
   if (name == "qsgd") {
-    return std::forward<Fn>(fn)(
-        qsgd({.levels = s.levels, .seed = s.seed, .threads = s.threads, .nonfinite = s.nonfinite}));
+    return std::forward<Fn>(fn)(qsgd({.levels = s.levels,
+                                      .seed = s.seed,
+                                      .threads = s.threads,
+                                      .bucket_elements = bucket(qsgd_options{}.bucket_elements),
+                                      .nonfinite = s.nonfinite}));
   }
   throw detail::unknown_name("quantizer", name, quantizer_names);
 }

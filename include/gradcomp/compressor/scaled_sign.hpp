@@ -29,6 +29,7 @@ enum class sign_scale : std::uint8_t {
 struct scaled_sign_options {
   sign_scale scale = sign_scale::mean_abs; //!< how the scale is computed.
   unsigned threads = 0;                    //!< threads for the base's O(n) residual pass; 0 = all.
+  std::uint32_t bucket_elements = 0;       //!< values per scale; 0: one scale per call.
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 

@@ -19,6 +19,8 @@ namespace gradcomp {
 struct terngrad_options {
   std::uint64_t seed = 0; //!< seeds the stochastic rounding (the same seed: the same codes).
   unsigned threads = 0;   //!< threads for the base's O(n) residual pass; 0 = all.
+  std::uint32_t bucket_elements =
+      0; //!< values per scale; 0: one scale per call (the paper's layer-wise scale).
   nonfinite_policy nonfinite = nonfinite_policy::propagate; //!< NaN / infinity handling.
 };
 

@@ -7,7 +7,9 @@
 
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/sparse/detail/varint.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
@@ -31,18 +33,31 @@ struct affine_cost {
 //! 8 bytes per selected element ((u32 index, fp32 value) pairs) for k = ceil(D x numel)
 //! elements, k computed as gradcomp::k_for_density does for the compressors, or, with
 //! quantized_bits b, 9 + ceil(numel x b / 8) bytes (every element quantized: the wire's
-//! value_type::quantized section).
+//! value_type::quantized section), plus the segment table when quantized_bucket_elements d is
+//! not 0 and below numel (4 bytes and, per bucket, a varint count and a 4-byte scale).
 struct message_format {
   std::optional<double> density = std::nullopt; //!< empty: dense fp32; else D in (0, 1].
   //! Bits per element of a quantizing compressor's dense message (gradcomp::scaled_sign 1,
   //! terngrad 2, qsgd 1 + bit_width(levels)); takes precedence over density.
   std::optional<unsigned> quantized_bits = std::nullopt;
+  //! With quantized_bits: values per scale (the quantizer's bucket_elements; 0: one scale).
+  std::uint64_t quantized_bucket_elements = 0;
 
   //! Bytes of the message of a group of `numel` elements. O(1).
   //! @throws std::invalid_argument if the density is outside (0, 1].
   [[nodiscard]] std::uint64_t bytes(std::uint64_t numel) const {
     if (quantized_bits) {
-      return 9 + (numel * *quantized_bits + 7) / 8;
+      const std::uint64_t d = quantized_bucket_elements;
+      std::uint64_t table = 0;
+      if (d != 0 && d < numel) { // full buckets of d, then the rest
+        const auto count_bytes = [](std::uint64_t c) {
+          return static_cast<std::uint64_t>(gradcomp::detail::varint_size(
+              static_cast<std::uint32_t>(std::min<std::uint64_t>(c, UINT32_MAX))));
+        };
+        table = 4 + numel / d * (count_bytes(d) + 4) +
+                (numel % d == 0 ? 0 : count_bytes(numel % d) + 4);
+      }
+      return 9 + table + (numel * *quantized_bits + 7) / 8;
     }
     if (!density) {
       return 4 * numel;

@@ -10,13 +10,65 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <cstdint>
+#include <vector>
 
 namespace gradcomp {
 
+namespace detail {
+
+//! Appends a run of `count` values of scale `scale` to `segments`, extending the last segment
+//! when its scale is the same, splitting at max_quantization_segment_values. O(1) amortized.
+inline void push_quantization_segment(std::vector<quantization_segment>& segments,
+                                      std::uint64_t count,
+                                      float scale) {
+  while (count > 0) {
+    if (segments.empty() || segments.back().scale != scale ||
+        segments.back().values == max_quantization_segment_values) {
+      segments.push_back(quantization_segment{0, scale});
+    }
+    const std::uint64_t room = max_quantization_segment_values - segments.back().values;
+    const std::uint64_t take = count < room ? count : room;
+    segments.back().values += take;
+    count -= take;
+  }
+}
+
+//! The scales of quantized `layer` (same levels as `group`), about to be appended after the
+//! group's values: nothing while both have the one same scale, else the group switches to
+//! segments (what it carries so far, one segment) and gets the layer's. O(segments of layer).
+inline void append_quantization_scales(sparse_message& group, const sparse_message& layer) {
+  if (group.values.empty()) { // nothing carried yet: the layer's form as it is
+    group.quantization_scale = layer.quantization_scale;
+    group.quantization_segments = layer.quantization_segments;
+    return;
+  }
+  if (group.quantization_segments.empty() && layer.quantization_segments.empty() &&
+      group.quantization_scale == layer.quantization_scale) {
+    return;
+  }
+  if (group.quantization_segments.empty()) {
+    push_quantization_segment(group.quantization_segments, group.values.size(),
+                              group.quantization_scale);
+    group.quantization_scale = 0.0f;
+  }
+  if (layer.quantization_segments.empty()) {
+    push_quantization_segment(group.quantization_segments, layer.values.size(),
+                              layer.quantization_scale);
+  } else {
+    for (const quantization_segment& seg : layer.quantization_segments) {
+      push_quantization_segment(group.quantization_segments, seg.values, seg.scale);
+    }
+  }
+}
+
+} // namespace detail
+
 //! @brief Starts an empty concatenation of `dense_length` elements in `group` (capacity kept).
 //! The result is dense only while every part appended to it is dense; it keeps the first
-//! part's value type (fp32 when the parts' types differ, or when quantized parts differ in scale
-//! or levels: each part's values stay exact, but are sent as 4-byte floats). O(1).
+//! part's value type (fp32 when the parts' types differ, or when quantized parts differ in
+//! levels: each part's values stay exact, but are sent as 4-byte floats). Quantized parts of the
+//! same levels but different scales stay quantized, with a quantization segment per scale
+//! (sparse_message::quantization_segments: per-layer scales). O(1).
 inline void begin_concatenation(sparse_message& group, std::uint64_t dense_length) {
   group.clear(dense_length);
   group.dense = true;
@@ -49,13 +101,16 @@ inline void append_concatenated(sparse_message& group,
     group.values_type = layer.values_type;
     group.quantization_scale = layer.quantization_scale;
     group.quantization_levels = layer.quantization_levels;
+    group.quantization_segments = layer.quantization_segments;
   } else if (group.values_type != layer.values_type ||
              (layer.values_type == value_type::quantized &&
-              (group.quantization_scale != layer.quantization_scale ||
-               group.quantization_levels != layer.quantization_levels))) {
+              group.quantization_levels != layer.quantization_levels)) {
     group.values_type = value_type::fp32; // every value is a float: exact in fp32
     group.quantization_scale = 0.0f;
     group.quantization_levels = 0;
+    group.quantization_segments.clear();
+  } else if (layer.values_type == value_type::quantized) {
+    gradcomp::detail::append_quantization_scales(group, layer);
   }
   const bool gap = group.dense && offset > group.values.size();
   if (!layer.dense || gap) {

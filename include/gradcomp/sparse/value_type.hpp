@@ -21,11 +21,13 @@ enum class value_type : std::uint8_t {
   fp32 = 1, //!< IEEE binary32, 4 bytes per value (exact).
   fp16 = 2, //!< IEEE binary16, 2 bytes per value (11-bit significand, max 65504).
   bf16 = 3, //!< bfloat16, 2 bytes per value (8-bit significand, fp32's exponent range).
-  //! Quantized: every value is quantized_value(scale, j, levels) for one scale and level count
-  //! per message (sparse_message::quantization_scale / quantization_levels) and an integer j in
-  //! [-levels, levels]; on the wire the scale, the level count and a packed code of 1 (sign
-  //! only) or 1 + bit_width(levels) bits per value (wire.hpp). Made by the quantizing
-  //! compressors (scaled_sign, terngrad, qsgd), never a compressor option `values`.
+  //! Quantized: every value is quantized_value(scale, j, levels) for one level count per
+  //! message (sparse_message::quantization_levels), one scale per message or per run of values
+  //! (quantization_scale, or quantization_segments: per-bucket or per-layer scales) and an
+  //! integer j in [-levels, levels]; on the wire the scale or the segments' scales, the level
+  //! count and a packed code of 1 (sign only) or 1 + bit_width(levels) bits per value
+  //! (wire.hpp). Made by the quantizing compressors (scaled_sign, terngrad, qsgd), never a
+  //! compressor option `values`.
   quantized = 4,
 };
 

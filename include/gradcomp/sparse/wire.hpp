@@ -22,7 +22,12 @@
 //! the first byte on, the last byte's unused bits 0 (ceil(nnz b / 8) bytes). A 1-bit code is the
 //! sign (0: +scale, 1: -scale); a wider one is sign | (|j| << 1) for the value scale x j / L
 //! (gradcomp::quantized_value), never a negative zero. So a scaled-sign message costs 1 bit per
-//! value, a ternary one 2 and a 15-level QSGD message 5, plus 9 bytes.
+//! value, a ternary one 2 and a 15-level QSGD message 5, plus 9 bytes. A message with several
+//! scales (sparse_message::quantization_segments: QSGD's buckets, per-layer scales) writes 0 as
+//! the scale and, between the code width and the codes, a segment table: the segment count S
+//! (u32, >= 1), then per segment its value count (unsigned LEB128, >= 1) and its scale (f32);
+//! the counts sum to nnz and each value is decoded with its segment's scale. A 512-value bucket
+//! thus costs 6 bytes (0.09 bits per value).
 //!
 //! Delta + varint stores the first index as is and every later one as the gap minus one
 //! (`idx[i] - idx[i-1] - 1`) in unsigned LEB128, so strictly ascending order is implied and at
@@ -112,13 +117,28 @@ inline unsigned quantized_bits_of(const sparse_message& m) noexcept {
   return quantized_code_bits(m.quantization_levels, quantized_has_zero(m));
 }
 
+//! Bytes of a quantized message's segment table: 0 without segments, else the count (4) and
+//! per segment a varint count and a 4-byte scale. O(segments). @pre counts below 2^32.
+inline std::size_t segment_table_bytes(const sparse_message& m) noexcept {
+  if (m.quantization_segments.empty()) {
+    return 0;
+  }
+  std::size_t bytes = 4;
+  for (const quantization_segment& s : m.quantization_segments) {
+    bytes += varint_size(static_cast<std::uint32_t>(s.values)) + 4;
+  }
+  return bytes;
+}
+
 //! Bytes of m's values section: nnz x value size, or for quantized values (code width `bits`,
-//! quantized_bits_of(m)) the prefix and the packed codes. O(1).
+//! quantized_bits_of(m)) the prefix, the segment table and the packed codes. O(1), O(segments)
+//! for segmented quantized values.
 inline std::size_t values_section_bytes(const sparse_message& m, unsigned bits) noexcept {
   if (m.values_type != value_type::quantized) {
     return m.nnz() * value_size_bytes(m.values_type);
   }
-  return quantized_prefix_bytes + static_cast<std::size_t>(packed_code_bytes(m.nnz(), bits));
+  return quantized_prefix_bytes + segment_table_bytes(m) +
+         static_cast<std::size_t>(packed_code_bytes(m.nnz(), bits));
 }
 
 inline std::size_t index_section_bytes(const sparse_message& m, index_encoding enc) noexcept {
@@ -242,23 +262,33 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
 
 // Writes m's quantized values section at p (values_section_bytes(m, bits) bytes; `bits` is
 // quantized_bits_of(m)).
-// @throws std::invalid_argument naming the first value that is not scale x j / levels.
+// @throws std::invalid_argument naming the first value that is not scale x j / levels, or the
+// first bad scale or segment.
 inline void encode_quantized(const sparse_message& m, unsigned bits, std::byte* p) {
-  require(valid_quantization_scale(m.quantization_scale) &&
-              valid_quantization_levels(m.quantization_levels),
-          "quantized message: scale ", m.quantization_scale,
-          " must be finite and >= 2^-111 and levels ", m.quantization_levels, " in [1, ",
-          max_quantization_levels, "]");
-  store_le<std::uint32_t>(p, std::bit_cast<std::uint32_t>(m.quantization_scale));
+  require(valid_quantization_levels(m.quantization_levels), "quantized message: levels ",
+          m.quantization_levels, " outside [1, ", max_quantization_levels, "]");
+  m.validate_segments();
+  const bool segmented = !m.quantization_segments.empty();
+  store_le<std::uint32_t>(p, segmented ? 0u : std::bit_cast<std::uint32_t>(m.quantization_scale));
   store_le<std::uint32_t>(p + 4, m.quantization_levels);
   p[8] = static_cast<std::byte>(bits);
   p += quantized_prefix_bytes;
+  if (segmented) {
+    store_le<std::uint32_t>(p, static_cast<std::uint32_t>(m.quantization_segments.size()));
+    p += 4;
+    for (const quantization_segment& s : m.quantization_segments) {
+      p = write_varint(static_cast<std::uint32_t>(s.values), p);
+      store_le<std::uint32_t>(p, std::bit_cast<std::uint32_t>(s.scale));
+      p += 4;
+    }
+  }
   std::uint64_t acc = 0; // bit accumulator, least significant bits first
   unsigned held = 0;
-  for (std::size_t i = 0; i < m.values.size(); ++i) {
-    const std::optional<std::int32_t> j = m.quantization_code(m.values[i]);
+  m.for_each_quantization_scale([&](std::size_t i, float scale) {
+    const std::optional<std::int32_t> j =
+        sparse_message::quantization_code(m.values[i], scale, m.quantization_levels);
     require(j.has_value(), "quantized message value ", m.values[i], " at position ", i,
-            " is not scale ", m.quantization_scale, " x j / ", m.quantization_levels,
+            " is not scale ", scale, " x j / ", m.quantization_levels,
             " for an integer |j| <= ", m.quantization_levels);
     const std::uint32_t code =
         bits == 1 ? (*j < 0 ? 1u : 0u)
@@ -270,10 +300,47 @@ inline void encode_quantized(const sparse_message& m, unsigned bits, std::byte* 
       acc >>= 8;
       held -= 8;
     }
-  }
+  });
   if (held > 0) {
     *p = static_cast<std::byte>(acc & 0xffu);
   }
+}
+
+// Reads the segment table of a quantized values section from [q, end) into out (segments of
+// at least one value, valid scales, counts summing to nnz); returns the position after it.
+// @throws wire_error naming the failed check.
+inline const std::byte* decode_segment_table(const std::byte* q,
+                                             const std::byte* end,
+                                             std::uint64_t nnz,
+                                             std::vector<quantization_segment>& out) {
+  require_wire(end - q >= 4, "quantized segment table: ", end - q,
+               " bytes left, its segment count needs 4");
+  const auto count = load_le<std::uint32_t>(q);
+  q += 4;
+  require_wire(count >= 1 && count <= nnz, "quantized segment table: ", count, " segments for ",
+               nnz, " values (expected 1 to ", nnz, ")");
+  require_wire(static_cast<std::uint64_t>(end - q) >= std::uint64_t{count} * 5,
+               "quantized segment table: ", count, " segments need at least ",
+               std::uint64_t{count} * 5, " bytes, ", end - q, " left");
+  out.resize(count);
+  std::uint64_t total = 0;
+  for (std::uint32_t s = 0; s < count; ++s) {
+    std::uint32_t values = 0;
+    require_wire(read_varint(q, end, values),
+                 "quantized segment table: malformed varint count of segment ", s);
+    require_wire(end - q >= 4, "quantized segment table: segment ", s, "'s scale is truncated");
+    const float scale = std::bit_cast<float>(load_le<std::uint32_t>(q));
+    q += 4;
+    require_wire(values >= 1 && values <= nnz - total, "quantized segment ", s, " has ", values,
+                 " values, ", nnz - total, " of the ", nnz, " remain (and at least 1 is needed)");
+    require_wire(valid_quantization_scale(scale), "quantized segment ", s, " scale ", scale,
+                 " is not finite and >= 2^-111");
+    out[s] = quantization_segment{values, scale};
+    total += values;
+  }
+  require_wire(total == nnz, "quantized segments hold ", total, " values, the message carries ",
+               nnz);
+  return q;
 }
 
 // Reads a quantized values section of `section` bytes at q holding nnz codes into out (values,
@@ -284,50 +351,69 @@ inline void decode_quantized(const std::byte* q,
                              sparse_message& out) {
   require_wire(section >= quantized_prefix_bytes, "quantized values section of ", section,
                " bytes is shorter than its ", quantized_prefix_bytes, "-byte prefix");
-  const float scale = std::bit_cast<float>(load_le<std::uint32_t>(q));
+  const std::byte* const end = q + section;
+  const auto scale_bits = load_le<std::uint32_t>(q);
+  const float scale = std::bit_cast<float>(scale_bits);
   const auto levels = load_le<std::uint32_t>(q + 4);
   const auto bits = static_cast<unsigned>(q[8]);
-  require_wire(valid_quantization_scale(scale), "quantized scale ", scale,
-               " is not finite and >= 2^-111");
+  const bool segmented = scale_bits == 0; // +0.0: a segment table follows
+  require_wire(segmented || valid_quantization_scale(scale), "quantized scale ", scale,
+               " is not finite and >= 2^-111 (nor +0, the mark of a segment table)");
   require_wire(valid_quantization_levels(levels), "quantized levels ", levels, " outside [1, ",
                max_quantization_levels, "]");
   const unsigned wide = quantized_code_bits(levels, true);
   require_wire(bits == wide || (bits == 1 && levels == 1), "quantized code width ", bits,
                " bits for ", levels, " levels (expected ", wide,
                levels == 1 ? ", or 1 without zeros)" : ")");
-  require_wire(section - quantized_prefix_bytes == packed_code_bytes(nnz, bits),
-               "quantized values section has ", section - quantized_prefix_bytes, " code bytes, ",
-               nnz, " codes of ", bits, " bits need ", packed_code_bytes(nnz, bits));
   q += quantized_prefix_bytes;
-  out.quantization_scale = scale;
+  if (segmented) {
+    q = decode_segment_table(q, end, nnz, out.quantization_segments);
+  } else {
+    out.quantization_segments.clear();
+  }
+  require_wire(static_cast<std::uint64_t>(end - q) == packed_code_bytes(nnz, bits),
+               "quantized values section has ", end - q, " code bytes, ", nnz, " codes of ", bits,
+               " bits need ", packed_code_bytes(nnz, bits));
+  out.quantization_scale = segmented ? 0.0f : scale;
   out.quantization_levels = levels;
   out.values.resize(nnz);
   const std::uint32_t mask = (1u << bits) - 1u;
   std::uint64_t acc = 0;
   unsigned held = 0;
   bool zero = false;
-  for (std::uint64_t i = 0; i < nnz; ++i) {
-    while (held < bits) {
-      acc |= std::uint64_t{static_cast<std::uint8_t>(*q++)} << held;
-      held += 8;
+  std::uint64_t i = 0;
+  // the codes of positions [i, i + count), all of scale `run_scale`
+  const auto decode_run = [&](std::uint64_t count, float run_scale) {
+    for (const std::uint64_t run_end = i + count; i < run_end; ++i) {
+      while (held < bits) {
+        acc |= std::uint64_t{static_cast<std::uint8_t>(*q++)} << held;
+        held += 8;
+      }
+      const auto code = static_cast<std::uint32_t>(acc & mask);
+      acc >>= bits;
+      held -= bits;
+      std::int32_t j = 0;
+      if (bits == 1) {
+        j = code != 0 ? -1 : 1;
+      } else {
+        const std::uint32_t magnitude = code >> 1;
+        require_wire(magnitude <= levels, "quantized code at position ", i, " has magnitude ",
+                     magnitude, " above the ", levels, " levels");
+        require_wire(magnitude != 0 || (code & 1u) == 0, "quantized code at position ", i,
+                     " is a negative zero");
+        j = (code & 1u) != 0 ? -static_cast<std::int32_t>(magnitude)
+                             : static_cast<std::int32_t>(magnitude);
+        zero |= magnitude == 0;
+      }
+      out.values[i] = quantized_value(run_scale, j, levels);
     }
-    const auto code = static_cast<std::uint32_t>(acc & mask);
-    acc >>= bits;
-    held -= bits;
-    std::int32_t j = 0;
-    if (bits == 1) {
-      j = code != 0 ? -1 : 1;
-    } else {
-      const std::uint32_t magnitude = code >> 1;
-      require_wire(magnitude <= levels, "quantized code at position ", i, " has magnitude ",
-                   magnitude, " above the ", levels, " levels");
-      require_wire(magnitude != 0 || (code & 1u) == 0, "quantized code at position ", i,
-                   " is a negative zero");
-      j = (code & 1u) != 0 ? -static_cast<std::int32_t>(magnitude)
-                           : static_cast<std::int32_t>(magnitude);
-      zero |= magnitude == 0;
+  };
+  if (segmented) {
+    for (const quantization_segment& seg : out.quantization_segments) {
+      decode_run(seg.values, seg.scale);
     }
-    out.values[i] = quantized_value(scale, j, levels);
+  } else {
+    decode_run(nnz, scale);
   }
   require_wire(acc == 0, "quantized codes: the last byte's unused bits are not 0");
   require_wire(bits == 1 || levels != 1 || zero,
@@ -339,18 +425,19 @@ inline void decode_quantized(const std::byte* q,
 
 //! @brief Bounds on the encoded size, bytes, of any message carrying `nnz` values, whatever its
 //! value type and index encoding: from 32 + min(2 nnz, 9 + ceil(nnz / 8)) (dense fp16: no
-//! indices, 2-byte values; or dense 1-bit quantized codes) to 32 + 9 nnz + 10 (a 5-byte varint
-//! index and a 4-byte value each, or a quantized section of at most 10 + 2.125 nnz bytes). For
-//! validating a size a peer states before receiving the message. O(1).
+//! indices, 2-byte values; or dense 1-bit quantized codes) to 32 + 13 nnz + 14 (a 5-byte
+//! varint index each and a quantized section of at most 14 + 7.125 nnz bytes: a segment of one
+//! value per value, 17-bit codes; an fp32 message takes at most 32 + 9 nnz). For validating a
+//! size a peer states before receiving the message. O(1).
 //! @pre nnz <= 2^56 (no overflow).
 [[nodiscard]] constexpr std::uint64_t min_encoded_bytes(std::uint64_t nnz) noexcept {
   const std::uint64_t packed = detail::quantized_prefix_bytes + detail::packed_code_bytes(nnz, 1);
   return wire_header_bytes + (2 * nnz < packed ? 2 * nnz : packed);
 }
-//! @brief The upper bound of min_encoded_bytes()'s pair: 32 + 9 nnz + 10 bytes, the most any
+//! @brief The upper bound of min_encoded_bytes()'s pair: 32 + 13 nnz + 14 bytes, the most any
 //! message carrying `nnz` values encodes to. O(1). @pre nnz <= 2^56 (no overflow).
 [[nodiscard]] constexpr std::uint64_t max_encoded_bytes(std::uint64_t nnz) noexcept {
-  return wire_header_bytes + 9 * nnz + 10;
+  return wire_header_bytes + 13 * nnz + 14;
 }
 
 //! @brief Exact number of bytes encode() produces for `m` with `enc`. O(nnz) for delta_varint

@@ -24,9 +24,9 @@ struct checked_option {
 
 //! Calls f(checked_option) for every option of `o` that decides a compressor's selections, in a
 //! fixed order: values, guard_factor, interval, sample_fraction, min_samples, max_adjust_rounds,
-//! seed, levels, scale (the ones Options has). Not `threads` (results do not depend on it) nor
-//! `density` (state: set_density() changes it; saved and restored, not checked). Compared bit
-//! for bit.
+//! seed, levels, scale, bucket_elements (the ones Options has). Not `threads` (results do not
+//! depend on it) nor `density` (state: set_density() changes it; saved and restored, not checked).
+//! Compared bit for bit.
 template <class Options, class F>
 void for_each_checked_option(const Options& o, F&& f) {
   const auto integer = [&](std::string_view name, std::uint64_t v) { f({name, v, true}); };
@@ -59,6 +59,9 @@ void for_each_checked_option(const Options& o, F&& f) {
   }
   if constexpr (requires { o.scale; }) {
     integer("scale", static_cast<std::uint64_t>(o.scale));
+  }
+  if constexpr (requires { o.bucket_elements; }) {
+    integer("bucket_elements", static_cast<std::uint64_t>(o.bucket_elements));
   }
 }
 

@@ -49,13 +49,17 @@ stochastic_level(float x, float scale, std::uint32_t levels, float u) noexcept {
 //! value_type::quantized (every element, as quantized_value(scale, j, levels)).
 //!
 //! Derived supplies `std::uint32_t levels() const`, `float scale_of(std::span<const float> x)`
-//! (the call's scale from the values to send, non-finite values left out; may return 0) and
+//! (the scale of a run of values to send, non-finite values left out; may return 0) and
 //! `std::int32_t code_of(float x, float scale)` (|j| <= levels; called once per finite element,
-//! in order, so a Derived with an RNG draws from it deterministically). A non-finite value is
-//! sent as itself (the message is then not encodable: gradcomp::encode names it; under
-//! nonfinite_policy::skip_step the base sends it as 0). A scale below min_quantization_scale
-//! (2^-111; 0 when every value is 0) or above FLT_MAX is sent as scale 1 with every code 0 (with
-//! error feedback the values stay in the residual).
+//! in order, so a Derived with an RNG draws from it deterministically). Options has
+//! `bucket_elements`: 0 (or >= n) quantizes the call's n values with one scale; B splits them
+//! into buckets of B consecutive values (the last one shorter), each with its own scale_of (a
+//! message with quantization segments; QSGD's bucketing, Alistarh et al. 2017 section 3.1) at
+//! 4 + 6 bytes per bucket on the wire for B < 16384. A non-finite value is sent as itself (the
+//! message is then not encodable: gradcomp::encode names it; under nonfinite_policy::skip_step
+//! the base sends it as 0). A scale below min_quantization_scale (2^-111; 0 when every value is
+//! 0) or above FLT_MAX is sent as scale 1 with every code 0 (with error feedback the values stay
+//! in the residual); per bucket with buckets.
 //!
 //! With error feedback the residual keeps acc - sent rounded to float (not exact as for the
 //! selecting compressors: |acc - (sent + residual)| <= ulp(residual) / 2). O(n), sequential
@@ -69,34 +73,59 @@ public:
   [[nodiscard]] std::size_t target_k(std::size_t n) const noexcept { return n; }
   //! The messages' value type: value_type::quantized.
   [[nodiscard]] value_type values_type() const noexcept { return value_type::quantized; }
+  //! Values per scale: Options::bucket_elements (0: one scale per call).
+  [[nodiscard]] std::uint32_t bucket_elements() const noexcept {
+    return this->options_.bucket_elements;
+  }
 
-  //! @brief compressor_base's selection hook: materializes every element, computes the scale
-  //! and quantizes every element (stats.threshold = the scale). O(n); throws only
-  //! std::bad_alloc.
+  //! @brief compressor_base's selection hook: materializes every element, computes the scale of
+  //! each bucket (or of the whole) and quantizes every element (stats.threshold = the largest
+  //! scale, 0 when every value is 0). O(n); throws only std::bad_alloc.
   template <class Source>
   void run(const Source& src, std::size_t n, selection_stats& stats, sparse_message& out) {
-    auto& self = static_cast<Derived&>(*this);
     src.materialize(0, n);
     const std::span<const float> x(src.materialized(), n);
-    const std::uint32_t levels = self.levels();
-    float scale = self.scale_of(x);
-    const bool zero_scale = !valid_quantization_scale(scale);
-    if (zero_scale) {
-      scale = 1.0f;
-    }
+    const std::size_t bucket = bucket_elements();
     out.dense = true;
     out.values.resize(n);
-    out.quantization_scale = scale;
-    out.quantization_levels = levels;
-    for (std::size_t i = 0; i < n; ++i) {
-      const float v = x[i];
-      if (!std::isfinite(v)) {
-        out.values[i] = v;
-        continue;
-      }
-      out.values[i] = quantized_value(scale, zero_scale ? 0 : self.code_of(v, scale), levels);
+    out.quantization_levels = static_cast<Derived&>(*this).levels();
+    out.quantization_segments.clear();
+    if (bucket == 0 || bucket >= n) {
+      const run_scale r = quantize_run(x, 0, out);
+      out.quantization_scale = r.scale;
+      stats.threshold = r.valid ? r.scale : 0.0f;
+      return;
     }
-    stats.threshold = zero_scale ? 0.0f : scale;
+    float largest = 0.0f;
+    for (std::size_t b = 0; b < n; b += bucket) {
+      const std::size_t e = std::min(n, b + bucket);
+      const run_scale r = quantize_run(x.subspan(b, e - b), b, out);
+      out.quantization_segments.push_back(quantization_segment{e - b, r.scale});
+      largest = r.valid ? std::max(largest, r.scale) : largest;
+    }
+    out.quantization_scale = 0.0f;
+    stats.threshold = largest;
+  }
+
+private:
+  struct run_scale {
+    float scale; // the scale the run's values were quantized with
+    bool valid;  // false: scale_of gave no valid scale (scale 1, every code 0)
+  };
+
+  // Quantizes the run x (written to out.values[first..]) with its own scale.
+  run_scale quantize_run(std::span<const float> x, std::size_t first, sparse_message& out) {
+    auto& self = static_cast<Derived&>(*this);
+    const std::uint32_t levels = out.quantization_levels;
+    const float computed = self.scale_of(x);
+    const bool valid = valid_quantization_scale(computed);
+    const float scale = valid ? computed : 1.0f;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const float v = x[i];
+      out.values[first + i] =
+          std::isfinite(v) ? quantized_value(scale, valid ? self.code_of(v, scale) : 0, levels) : v;
+    }
+    return {scale, valid};
   }
 };
 

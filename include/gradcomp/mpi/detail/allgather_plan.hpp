@@ -60,7 +60,7 @@ struct allgather_plan {
 //! announced invalid arguments), 0 <= length_j <= 2^56, length_j == length_0 (else
 //! length_mismatch_rank = j and return), 0 <= nnz_j <= length_j, and
 //! min_encoded_bytes(nnz_j) <= bytes_j <= max_encoded_bytes(nnz_j) (32 + min(2 nnz, 9 +
-//! ceil(nnz / 8)) .. 32 + 9 nnz + 10).
+//! ceil(nnz / 8)) .. 32 + 13 nnz + 14).
 //! O(P). Deterministic: the same headers give the same plan or the same exception everywhere.
 //! @throws gradcomp::wire_error naming the rank, the field and the limit on a malformed header;
 //! std::invalid_argument if `headers` is empty or not a multiple of allgather_header_fields.
