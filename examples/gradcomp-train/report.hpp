@@ -156,7 +156,10 @@ inline nlohmann::json common_config(const train_options& o,
           {"density", o.method.density},
           {"interval", o.method.interval},
           {"levels", o.method.levels},
-          {"quantization_bucket", o.method.quantization_bucket},
+          // the quantizers' values per scale as built (their default resolved); else -1
+          {"quantization_bucket", is_quantizer_method(o.method.name)
+                                      ? std::int64_t{quantizer_bucket_elements(o.method)}
+                                      : o.method.quantization_bucket},
           {"dense_below_elements", o.method.dense_below},
           {"model", o.model},
           {"epochs", o.epochs},

@@ -105,7 +105,8 @@ public:
     const auto erase = [](auto c) -> std::unique_ptr<erased> {
       return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
     };
-    if (gradcomp::is_quantizer_name(method)) { // signsgd, terngrad, qsgd: one scale per bucket
+    if (gradcomp::is_quantizer_name(
+            method)) { // signsgd, terngrad, qsgd: a scale per bucket_elements
       impl_ = gradcomp::with_quantizer(method,
                                        {.seed = seed,
                                         .levels = levels,

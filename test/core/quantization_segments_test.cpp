@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/quantized_round_trip.hpp"
 #include "../common/same_bits.hpp"
 
 using namespace gradcomp;
@@ -24,24 +25,8 @@ using Catch::Matchers::Contains;
 
 namespace {
 
-// Encodes (u32 indices), checks the size against encoded_size_bytes and the bounds, decodes and
-// compares everything bit for bit, re-encodes to the same bytes; returns the wire.
 std::vector<std::byte> require_round_trip(const sparse_message& m) {
-  m.validate();
-  const std::vector<std::byte> wire = encode(m, index_encoding::u32);
-  CHECK(encoded_size_bytes(m) == wire.size());
-  CHECK(wire.size() >= min_encoded_bytes(m.nnz()));
-  CHECK(wire.size() <= max_encoded_bytes(m.nnz()));
-  const sparse_message back = decode(wire);
-  CHECK(back.values_type == value_type::quantized);
-  CHECK(back.quantization_levels == m.quantization_levels);
-  CHECK(back.quantization_segments == m.quantization_segments);
-  CHECK(std::bit_cast<std::uint32_t>(back.quantization_scale) ==
-        std::bit_cast<std::uint32_t>(m.quantization_scale));
-  CHECK(back.indices == m.indices);
-  CHECK(test::same_bits(back.values, m.values));
-  CHECK(encode(back, index_encoding::u32) == wire);
-  return wire;
+  return test::require_quantized_round_trip(m);
 }
 
 double direct_norm(std::span<const float> x) {
@@ -172,14 +157,8 @@ TEST_CASE("quantized segment tables: malformed ones are rejected with the reason
   const std::vector<std::byte> good = require_round_trip(m);
   REQUIRE(good.size() == 32 + 9 + 4 + 2 * 5 + 2);
   const std::size_t table = 32 + 9; // dense: no index section; after the prefix
-  const auto corrupt = [&](auto&& edit) {
-    std::vector<std::byte> w = good;
-    edit(w);
-    return w;
-  };
-  const auto rejects = [](const std::vector<std::byte>& w, const std::string& why) {
-    CHECK_THROWS_WITH(decode(w), Contains(why));
-  };
+  const auto corrupt = [&](auto&& edit) { return test::corrupted(good, edit); };
+  const auto rejects = test::require_rejected;
   const auto put_u32 = [](std::vector<std::byte>& w, std::size_t at, std::uint32_t v) {
     for (int b = 0; b < 4; ++b) {
       w[at + b] = static_cast<std::byte>((v >> (8 * b)) & 0xffu);

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "../common/generators.hpp"
+#include "../common/quantized_round_trip.hpp"
 #include "../common/same_bits.hpp"
 
 using namespace gradcomp;
@@ -64,20 +65,10 @@ sparse_message quantized_message(std::size_t n, float scale, std::uint32_t level
   return m;
 }
 
-// Encodes, checks the size against 32 + 9 + ceil(n bits / 8), decodes and compares bit for bit.
+// The round trip (test::require_quantized_round_trip), its size 32 + 9 + ceil(n bits / 8).
 void require_round_trip(const sparse_message& m, unsigned bits) {
-  const std::vector<std::byte> wire = encode(m, index_encoding::u32);
+  const std::vector<std::byte> wire = test::require_quantized_round_trip(m);
   CHECK(wire.size() == 32 + 9 + (m.nnz() * bits + 7) / 8);
-  CHECK(encoded_size_bytes(m) == wire.size());
-  CHECK(wire.size() >= min_encoded_bytes(m.nnz()));
-  CHECK(wire.size() <= max_encoded_bytes(m.nnz()));
-  const sparse_message back = decode(wire);
-  CHECK(back.values_type == value_type::quantized);
-  CHECK(back.dense == m.dense);
-  CHECK(back.quantization_scale == m.quantization_scale);
-  CHECK(back.quantization_levels == m.quantization_levels);
-  CHECK(test::same_bits(back.values, m.values));
-  CHECK(encode(back, index_encoding::u32) == wire);
 }
 
 double direct_mean_abs(const std::vector<float>& x) {
@@ -262,14 +253,8 @@ TEST_CASE("quantized wire values: malformed sections are rejected with the reaso
   const std::vector<std::byte> good = encode(m);
   REQUIRE(good.size() == 32 + 9 + (5 * 3 + 7) / 8);
   const std::size_t values_at = 32; // dense: no index section
-  const auto corrupt = [&](auto&& edit) {
-    std::vector<std::byte> w = good;
-    edit(w);
-    return w;
-  };
-  const auto rejects = [](const std::vector<std::byte>& w, const std::string& why) {
-    CHECK_THROWS_WITH(decode(w), Contains(why));
-  };
+  const auto corrupt = [&](auto&& edit) { return test::corrupted(good, edit); };
+  const auto rejects = test::require_rejected;
   // scale +0 marks a segment table, which the 2 code bytes cannot hold
   rejects(corrupt([&](auto& w) { std::memset(w.data() + values_at, 0, 4); }),
           "quantized segment table: 2 bytes left, its segment count needs 4");

@@ -23,22 +23,6 @@ namespace gradcomp {
 inline constexpr std::uint64_t max_sparse_dense_length_elements =
     std::uint64_t{std::numeric_limits<std::uint32_t>::max()} + 1;
 
-//! @brief A compressed gradient: either sparse (ascending 32-bit indices + values) or dense
-//! (all `dense_length_elements` values, no indices).
-//!
-//! Invariants (checked by validate(), kept by every compressor and by wire decoding):
-//! * sparse layout: `indices.size() == values.size() <= dense_length_elements`, indices strictly
-//!   ascending and `< dense_length_elements`, `dense_length_elements <= 2^32`;
-//! * dense layout: `indices` empty and `values.size() == dense_length_elements`;
-//! * every value is exactly representable in `values_type` (compressors round to it, so that
-//!   error feedback keeps the rounding error; encoding then loses nothing); for
-//!   value_type::quantized: `quantization_levels` in [1, max_quantization_levels] and every
-//!   value quantized_value(scale, j, levels) for an integer |j| <= levels, where scale is
-//!   `quantization_scale` (finite and >= min_quantization_scale, 2^-111) when
-//!   `quantization_segments` is empty, else the scale of the value's segment (segments of at
-//!   least one value each, their counts summing to nnz, every scale valid);
-//! Memory: 8 bytes per nonzero (sparse) or 4 per element (dense) plus the vectors' capacity,
-//! which is kept when a message is reused, so steady-state compression allocates nothing.
 //! @brief A run of consecutive carried values of a quantized message that share one scale
 //! (sparse_message::quantization_segments): per-bucket scales (QSGD's buckets) or the per-layer
 //! scales of a message concatenated from layers.
@@ -56,6 +40,22 @@ struct quantization_segment {
 inline constexpr std::uint64_t max_quantization_segment_values =
     std::numeric_limits<std::uint32_t>::max();
 
+//! @brief A compressed gradient: either sparse (ascending 32-bit indices + values) or dense
+//! (all `dense_length_elements` values, no indices).
+//!
+//! Invariants (checked by validate(), kept by every compressor and by wire decoding):
+//! * sparse layout: `indices.size() == values.size() <= dense_length_elements`, indices strictly
+//!   ascending and `< dense_length_elements`, `dense_length_elements <= 2^32`;
+//! * dense layout: `indices` empty and `values.size() == dense_length_elements`;
+//! * every value is exactly representable in `values_type` (compressors round to it, so that
+//!   error feedback keeps the rounding error; encoding then loses nothing); for
+//!   value_type::quantized: `quantization_levels` in [1, max_quantization_levels] and every
+//!   value quantized_value(scale, j, levels) for an integer |j| <= levels, where scale is
+//!   `quantization_scale` (finite and >= min_quantization_scale, 2^-111) when
+//!   `quantization_segments` is empty, else the scale of the value's segment (segments of at
+//!   least one value each, their counts summing to nnz, every scale valid).
+//! Memory: 8 bytes per nonzero (sparse) or 4 per element (dense) plus the vectors' capacity,
+//! which is kept when a message is reused, so steady-state compression allocates nothing.
 struct sparse_message {
   //! Length of the gradient this message was taken from, in elements.
   std::uint64_t dense_length_elements = 0;
