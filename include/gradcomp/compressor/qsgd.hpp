@@ -39,9 +39,9 @@ struct qsgd_options {
 //! or, with d = 0, the whole call.
 //!
 //! A dense message of value_type::quantized at s levels; wire bytes 32 + 9 + ceil(n (1 +
-//! bit_width(s)) / 8), plus 4 + 6 ceil(n / d) for the buckets' scales when n > d (d < 16384): s =
-//! 15 (the default) 5 bits per element (5.09 with d = 512), s = 1 2 bits, s = 127 8 bits. The
-//! paper's Elias coding of the levels is not used (a fixed width keeps encoding O(n) and
+//! bit_width(s)) / 8), plus at most 4 + 6 ceil(n / d) for the buckets' scales when n > d (128 <= d
+//! < 16384): s = 15 (the default) 5 bits per element (5.09 with d = 512), s = 1 2 bits, s = 127 8
+//! bits. The paper's Elias coding of the levels is not used (a fixed width keeps encoding O(n) and
 //! branch-free; at s = sqrt(n) Elias coding would save more). Seeded std::mt19937_64 (one
 //! 24-bit uniform per finite element per call), kept in checkpoints. With error feedback (the
 //! paper has none; QSGD is unbiased without) the residual keeps what was not sent. O(n);

@@ -55,11 +55,11 @@ stochastic_level(float x, float scale, std::uint32_t levels, float u) noexcept {
 //! `bucket_elements`: 0 (or >= n) quantizes the call's n values with one scale; B splits them
 //! into buckets of B consecutive values (the last one shorter), each with its own scale_of (a
 //! message with quantization segments; QSGD's bucketing, Alistarh et al. 2017 section 3.1) at
-//! 4 + 6 bytes per bucket on the wire for B < 16384. A non-finite value is sent as itself (the
-//! message is then not encodable: gradcomp::encode names it; under nonfinite_policy::skip_step
-//! the base sends it as 0). A scale below min_quantization_scale (2^-111; 0 when every value is
-//! 0) or above FLT_MAX is sent as scale 1 with every code 0 (with error feedback the values stay
-//! in the residual); per bucket with buckets.
+//! 4 bytes plus 6 per bucket on the wire for 128 <= B < 16384 (5 below 128). A non-finite value is
+//! sent as itself (the message is then not encodable: gradcomp::encode names it; under
+//! nonfinite_policy::skip_step the base sends it as 0). A scale below min_quantization_scale
+//! (2^-111; 0 when every value is 0) or above FLT_MAX is sent as scale 1 with every code 0 (with
+//! error feedback the values stay in the residual); per bucket with buckets.
 //!
 //! With error feedback the residual keeps acc - sent rounded to float (not exact as for the
 //! selecting compressors: |acc - (sent + residual)| <= ulp(residual) / 2). O(n), sequential
