@@ -311,7 +311,9 @@ TEST_CASE("sparse allgather rejects a tag outside [0, MPI_TAG_UB]", "[mpi][spars
 TEST_CASE("quantized messages travel packed and sum as their values",
           "[mpi][sparse_allgather][quantizer]") {
   // every rank's QSGD message (its own seed), gathered: the sum equals the local sum of every
-  // rank's message in rank order, and each message costs 32 + 9 + ceil(n x 5 / 8) bytes
+  // rank's message in rank order, and each message costs 32 + 9 + ceil(n x 5 / 8) bytes plus the
+  // segment table of its buckets of 512 (a u32 count, then a 2-byte varint count and an f32 scale
+  // for each of the ceil(3001 / 512) = 6 buckets)
   mpi::communicator comm(MPI_COMM_WORLD);
   const std::size_t n = 3001;
   const auto message_of_rank = [&](int r) {
@@ -329,7 +331,8 @@ TEST_CASE("quantized messages travel packed and sum as their values",
   exchange(mine, sum);
   CHECK(sum == expected);
   CHECK(identical_on_all_ranks(sum));
-  const std::size_t bytes = 32 + 9 + (n * 5 + 7) / 8;
+  REQUIRE(mine.quantization_segments.size() == 6);
+  const std::size_t bytes = 32 + 9 + (n * 5 + 7) / 8 + 4 + 6 * (2 + 4);
   CHECK(encode(mine).size() == bytes);
   CHECK(exchange.bytes_sent() == bytes * static_cast<std::size_t>(comm.size() - 1));
 }
