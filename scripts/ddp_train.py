@@ -21,7 +21,8 @@ runs side by side. Gradient exchange (--exchange):
                  (default reused_threshold) at --density with error feedback; with
                  --momentum-correction true (the default, as gradcomp-train's) and a sparse
                  method DGC's momentum correction runs inside the hook and the optimizer steps
-                 without momentum, as gradcomp-train does
+                 without momentum, as gradcomp-train does; --density-warmup-epochs E:
+                 DGC's density warm-up in the hook (gradcomp.torch.DensityWarmup)
   gradcomp-ring  gradcomp's ring_allreduce_hook, fp32 values (a dense ring over gloo)
   gradcomp-fp16  gradcomp's fp16_hook (fp16 values with error feedback, fp32 partial sums)
 The gradcomp hooks run with DDP's default buckets (several: --bucket-mib, first 1 MiB); the
@@ -46,6 +47,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -238,6 +240,8 @@ def parse_args(argv):
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32, help="per rank")
     ap.add_argument("--train-limit", type=int, default=0, help="first N training samples (0: all)")
+    ap.add_argument("--test-limit", type=int, default=0,
+                    help="evaluate on the first N test samples (0: all 10,000)")
     ap.add_argument("--lr", type=float, default=0.04)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--seed", type=int, default=1)
@@ -250,6 +254,14 @@ def parse_args(argv):
     ap.add_argument("--density", type=float, default=0.01, help="--exchange gradcomp")
     ap.add_argument("--interval", type=int, default=10,
                     help="--exchange gradcomp: reused_threshold's calls between exact selections")
+    ap.add_argument("--density-warmup-epochs", type=float, default=0.0,
+                    help="--exchange gradcomp, sparse methods: DGC's density warm-up from "
+                         "--warmup-initial-density down to --density over E epochs (0: off)")
+    ap.add_argument("--warmup-initial-density", type=float, default=0.25,
+                    help="the density warm-up's first density")
+    ap.add_argument("--warmup-stepped", type=true_false, default=True,
+                    help="the density warm-up: one density per epoch (true, DGC's) or a new "
+                         "one every iteration (false)")
     ap.add_argument("--momentum-correction", type=true_false, default=True,
                     help="--exchange gradcomp, sparse methods: DGC's momentum correction in the "
                          "hook, optimizer without momentum (true/false)")
@@ -268,6 +280,13 @@ def parse_args(argv):
     for name in ("epochs", "batch_size", "evals_per_epoch", "threads", "powersgd_rank"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} {getattr(a, name)} is below 1")
+    if not (math.isfinite(a.density_warmup_epochs) and a.density_warmup_epochs >= 0):
+        ap.error(f"--density-warmup-epochs {a.density_warmup_epochs} is not finite and >= 0")
+    if a.density_warmup_epochs > 0 and a.exchange != "gradcomp":
+        ap.error("--density-warmup-epochs is for --exchange gradcomp")
+    for name in ("train_limit", "test_limit"):
+        if getattr(a, name) < 0:
+            ap.error(f"--{name.replace('_', '-')} {getattr(a, name)} is below 0")
     if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
         ap.error(f"--powersgd-start-iter {a.powersgd_start_iter} is below 2 (PyTorch's minimum "
                  "with error feedback and warm start)")
@@ -290,12 +309,17 @@ def import_gradcomp_torch():
     return gc
 
 
-def gradcomp_hook(gc, a, correction):
+def gradcomp_hook(gc, a, correction, iterations_per_epoch):
     """The HookState (a collective: every rank at the same point) and hook for the exchange."""
     if a.exchange == "gradcomp":
+        warmup = None
+        if a.density_warmup_epochs > 0:
+            warmup = gc.DensityWarmup(iterations_per_epoch, epochs=a.density_warmup_epochs,
+                                      initial_density=a.warmup_initial_density,
+                                      stepped=a.warmup_stepped)
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,
-                             threads=a.threads)
+                             threads=a.threads, density_warmup=warmup)
         return state, gc.sparse_allgather_hook
     if a.exchange == "gradcomp-ring":
         return gc.HookState(method="fp32", threads=a.threads), gc.ring_allreduce_hook
@@ -347,7 +371,7 @@ def main(argv=None):
             print(f"ddp_train: {text}", file=sys.stderr, flush=True)
 
     train_x, train_y = load_fashion_mnist(torch, a.data, True, a.train_limit)
-    test_x, test_y = load_fashion_mnist(torch, a.data, False)
+    test_x, test_y = load_fashion_mnist(torch, a.data, False, a.test_limit)
     torch.manual_seed(a.seed)
     net = make_network(torch, a.model)
     params = list(net.parameters())
@@ -376,18 +400,17 @@ def main(argv=None):
                 start_powerSGD_iter=a.powersgd_start_iter, use_error_feedback=True,
                 warm_start=True, random_seed=a.seed)
             model.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    n = train_x.shape[0]
+    per_rank = (n + ranks - 1) // ranks
+    iterations_per_epoch = (per_rank + a.batch_size - 1) // a.batch_size
     hook_state = None
     if gc is not None:
-        hook_state, hook = gradcomp_hook(gc, a, correction)
+        hook_state, hook = gradcomp_hook(gc, a, correction, iterations_per_epoch)
         model.register_comm_hook(hook_state, hook)
     KEEP_ALIVE.append(model)
     optimizer = torch.optim.SGD(net.parameters(), lr=a.lr,
                                 momentum=0.0 if correction else a.momentum)
     F = torch.nn.functional
-
-    n = train_x.shape[0]
-    per_rank = (n + ranks - 1) // ranks
-    iterations_per_epoch = (per_rank + a.batch_size - 1) // a.batch_size
     iface = a.iface if a.iface and a.iface != "lo" else ""
     measured_bytes = bool(iface) and interface_bytes(iface, "tx") is not None
     blas = blas_in_use()
@@ -535,6 +558,8 @@ def main(argv=None):
                    "hook_method": hook_state.method if hook_state else None,
                    "density": a.density if a.exchange == "gradcomp" else None,
                    "interval": a.interval if a.exchange == "gradcomp" else None,
+                   "density_warmup": repr(hook_state.density_warmup)
+                   if hook_state is not None and hook_state.density_warmup else None,
                    "momentum_correction": correction,
                    "optimizer_momentum": 0.0 if correction else a.momentum},
         "curve": curve,

@@ -17,7 +17,7 @@
 # invocation; plots of accuracy against seconds and epochs, ms per iteration and bytes.
 #
 #   scripts/python-hooks.sh [--quick] [--local] [--no-build] [--seed S] [--hook-epochs E]
-#                           [--out DIR]
+#                           [--hook-args "ARGS"] [--evals-per-epoch N] [--out DIR]
 #
 # --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 3 minutes on 2 cores).
 # Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 20 minutes).
@@ -26,6 +26,10 @@
 # --hook-epochs E: the sparse gradcomp hook's run trains E epochs (default: as the others), so
 # that its time to DDP dense's final accuracy can be found past the others' last epoch (the
 # learning rate is constant: its first epochs are the same run).
+# --hook-args "ARGS": more scripts/ddp_train.py options for the sparse gradcomp hook's run (e.g.
+# "--density-warmup-epochs 1 --warmup-stepped false": DGC's density warm-up in the hook).
+# --evals-per-epoch N: evaluation points per epoch of every run (default 4; finer points find
+# the time to an accuracy more precisely; evaluation is not counted as training time).
 # runs_only="NAME ..." in the environment runs only the named runs (e.g. "ddp-dense gradcomp").
 # Writes DIR (default results/python-hooks): every run's JSON and Markdown report,
 # comparison.md, accuracy-vs-time.svg, accuracy-vs-epochs.svg, per-iteration.svg.
@@ -40,6 +44,7 @@ local_only=0
 build=1
 seed=1
 hook_epochs=
+hook_args=
 out=results/python-hooks
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -48,6 +53,8 @@ while [[ $# -gt 0 ]]; do
     --no-build) build=0; shift ;;
     --seed) seed=${2:?}; shift 2 ;;
     --hook-epochs) hook_epochs=${2:?}; shift 2 ;;
+    --hook-args) hook_args=${2?}; shift 2 ;;
+    --evals-per-epoch) evals=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "python-hooks: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -65,11 +72,13 @@ runs_common=(--epochs "$epochs" --seed "$seed" --train-limit "$limit" --evals-pe
 training_runs_setup 4 "$local_only" "$out"
 echo "python-hooks: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
 
+read -ra hook_extra <<<"$hook_args"
 run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
 run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
 run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
 run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcomp \
-  --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}"
+  --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}" \
+  ${hook_extra[@]+"${hook_extra[@]}"}
 run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
 run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
 

@@ -83,6 +83,11 @@ inline void add_options(CLI::App& app, train_options& o) {
   app.add_option("--train-limit", o.train_limit, "use the first N training samples (0 = all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--test-limit", o.test_limit,
+                 "evaluate on the first N test samples (0 = all 10,000; fewer evaluate faster "
+                 "and measure accuracy coarser)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--lr", o.lr, "SGD learning rate")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);

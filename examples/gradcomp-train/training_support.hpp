@@ -64,6 +64,7 @@ struct train_options {
   int epochs = 2;
   int batch_size = 32;
   std::int64_t train_limit = 0;
+  std::int64_t test_limit = 0; //!< evaluate on the first N test samples (0: all 10,000)
   double lr = 0.04;
   double momentum = 0.9;
   std::uint64_t seed = 1;
@@ -255,9 +256,9 @@ evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::datase
 }
 
 //! @brief Loads the Fashion-MNIST training set (its first o.train_limit samples; 0: all) and the
-//! test set from o.data into `train_set` and `test_set`. Returns "" or the problem: files
-//! missing, unreadable data, or fewer training samples than `consumers` (the ranks or workers
-//! that each need one, called `consumer_name` in the message).
+//! test set (its first o.test_limit samples; 0: all) from o.data into `train_set` and `test_set`.
+//! Returns "" or the problem: files missing, unreadable data, or fewer training samples than
+//! `consumers` (the ranks or workers that each need one, called `consumer_name` in the message).
 inline std::string load_data(const train_options& o,
                              int consumers,
                              const char* consumer_name,
@@ -270,7 +271,7 @@ inline std::string load_data(const train_options& o,
   }
   try {
     train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
-    test_set = gx::load_fashion_mnist(o.data, false);
+    test_set = gx::load_fashion_mnist(o.data, false, o.test_limit);
   } catch (const std::exception& e) {
     return e.what();
   }

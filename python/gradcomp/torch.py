@@ -58,11 +58,58 @@ METHODS = SPARSE_METHODS + QUANTIZER_METHODS + DENSE_METHODS
 _WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _STATE_FORMAT = "gradcomp.torch.HookState/1"
 
-__all__ = ["HookState", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_hook", "METHODS",
+__all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_hook", "METHODS",
            "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
 _SIZE_BYTES = 8  # a message's size, int64, at the head of its row in the one-round allgather
+
+
+class DensityWarmup:
+    """DGC's density warm-up (Lin et al. 2018, sec. 3.4) for ``HookState(density_warmup=...)``:
+    the density starts at ``initial_density`` and decays exponentially to the HookState's
+    ``density`` over the first ``epochs`` epochs: d(t) = d0 (dT / d0)^(e / E) at epoch t < E
+    with e = floor(t) when ``stepped`` (one density per epoch, as DGC: 25 %, 6.25 %, ... over
+    4 epochs) or e = t (a new density every iteration), dT from E on. The same schedule as
+    gradcomp-train's ``--density-warmup-epochs`` (``gradcomp::density_warmup``, whose formula
+    computes it here).
+
+    Args:
+        iterations_per_epoch: the hook's iterations (DDP backward passes) in one epoch, >= 1.
+        epochs: E, epochs of warm-up, finite and >= 0 (0: always the target density).
+        initial_density: d0 in (0, 1]; a target density above it makes the warm-up a no-op.
+        stepped: one density per whole epoch (True, DGC) or a continuous decay (False). The
+            reused threshold selects exactly again after each change, so a continuous decay
+            selects exactly every iteration of the warm-up.
+
+    Raises:
+        ValueError: naming the argument and its limit.
+    """
+
+    def __init__(self, iterations_per_epoch, epochs=4.0, initial_density=0.25, stepped=True):
+        _positive_int("iterations_per_epoch", iterations_per_epoch)
+        if isinstance(epochs, bool) or not isinstance(epochs, (int, float)) or \
+                not math.isfinite(epochs) or epochs < 0:
+            raise ValueError(f"epochs {epochs!r} is not finite and >= 0")
+        if isinstance(initial_density, bool) or not isinstance(initial_density, (int, float)) \
+                or not 0.0 < initial_density <= 1.0:
+            raise ValueError(f"initial_density {initial_density!r} is outside (0, 1]")
+        self.iterations_per_epoch = iterations_per_epoch
+        self.epochs = float(epochs)
+        self.initial_density = float(initial_density)
+        self.stepped = bool(stepped)
+
+    def density(self, iteration, final_density):
+        """The density of iteration ``iteration`` (0-based, counted over the whole training)
+        for the target ``final_density``."""
+        return _core.density_warmup(max(self.initial_density, final_density), final_density,
+                                    self.epochs, self.stepped,
+                                    iteration / self.iterations_per_epoch)
+
+    def __repr__(self):
+        return (f"DensityWarmup(iterations_per_epoch={self.iterations_per_epoch}, "
+                f"epochs={self.epochs}, initial_density={self.initial_density}, "
+                f"stepped={self.stepped})")
 
 
 class _Slot:
@@ -87,6 +134,7 @@ class _Layout:
         self.residual = residual
         self.velocity = velocity
         self.compressor = compressor
+        self.density = None  # the density set on the compressor (None: the HookState's)
         # the sparse allgather's payload bytes per rank in one round (0: sizes first); the same
         # on every rank, set from the gathered sizes
         self.capacity = 0
@@ -129,6 +177,9 @@ class HookState:
             sent (every rank must raise at the same bucket, or the others wait in its
             collective). The check is fused into the compression pass.
         history_limit: the most recent iterations kept in ``history`` (>= 1).
+        density_warmup: a ``DensityWarmup`` (DGC's density warm-up from its initial density
+            down to ``density``), or None (default: ``density`` from the first iteration);
+            sparse methods only. The iteration it counts from is kept by ``state_dict()``.
 
     Raises:
         ValueError: naming the argument and its limit.
@@ -137,7 +188,8 @@ class HookState:
 
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
-                 history_limit=10000, levels=15, quantization_bucket=None):
+                 history_limit=10000, levels=15, quantization_bucket=None,
+                 density_warmup=None):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -166,6 +218,12 @@ class HookState:
                 or not 0 <= quantization_bucket < 2**32):
             raise ValueError(f"quantization_bucket {quantization_bucket!r} is not None nor an "
                              f"integer in [0, 2**32)")
+        if density_warmup is not None:
+            if not isinstance(density_warmup, DensityWarmup):
+                raise ValueError(f"density_warmup {density_warmup!r} is not None nor a "
+                                 f"gradcomp.torch.DensityWarmup")
+            if method not in SPARSE_METHODS:
+                raise ValueError(f"density_warmup is for the sparse methods, not {method!r}")
         if momentum and method not in SPARSE_METHODS:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
@@ -182,6 +240,7 @@ class HookState:
         self.history_limit = history_limit
         self.levels = levels
         self.quantization_bucket = quantization_bucket
+        self.density_warmup = density_warmup
         self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
         self.world_size = dist.get_world_size(self.process_group)
@@ -201,8 +260,9 @@ class HookState:
 
     # ---- statistics -------------------------------------------------------------------
     def statistics(self):
-        """The last completed iteration's statistics: buckets, numel, k_selected (values sent),
-        density (k_selected / numel), wire_bytes (this rank's encoded messages), sent_bytes
+        """The last completed iteration's statistics: iteration (0-based), buckets, numel,
+        k_selected (values sent), density (k_selected / numel), target_density (sparse methods:
+        the density asked for, the warm-up's when there is one), wire_bytes (this rank's encoded messages), sent_bytes
         (what this rank's collectives sent), collectives (the sparse allgather's all_gathers),
         compression_seconds, exchange_seconds (the collectives and the averaging); None before
         the first iteration ends."""
@@ -217,7 +277,8 @@ class HookState:
     def state_dict(self):
         """The error-feedback state: every parameter's residual (and velocity) in the order the
         hooks first saw the parameters (deterministic for the same model and DDP bucket sizes),
-        and the options that decide it. The compressors' own state (a reused threshold) is not
+        the iterations done (where a density warm-up goes on from) and the options that decide
+        it. The compressors' own state (a reused threshold) is not
         kept: after a restart it is re-estimated by the first call, which selects exactly."""
         self.synchronize()
         return {
@@ -226,6 +287,7 @@ class HookState:
             "shapes": [tuple(s.param.shape) for s in self._order],
             "residuals": [s.residual.clone() for s in self._order],
             "velocities": [s.velocity.clone() for s in self._order] if self.momentum else None,
+            "iterations": self._iterations,
         }
 
     def load_state_dict(self, state):
@@ -246,7 +308,11 @@ class HookState:
             if r.dtype != torch.float32 or r.numel() != math.prod(shape):
                 raise ValueError(f"state dict: residual {i} has {r.numel()} {r.dtype} values, "
                                  f"its parameter shape {shape} float32")
+        iterations = state.get("iterations", 0)
+        if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+            raise ValueError(f"state dict: iterations {iterations!r} is not an integer >= 0")
         self.synchronize()
+        self._iterations = iterations
         self._pending = list(zip(shapes, residuals, velocities))
         if self._order:
             if len(self._order) != len(self._pending):
@@ -366,6 +432,13 @@ class HookState:
         velocity = layout.velocity.numpy() if layout.velocity is not None else None
         if layout.compressor is None:  # fp32 through the allgather: send the values as they are
             layout.compressor = _core.Compressor("fp32", 1.0)
+        if self.method in SPARSE_METHODS:
+            target = self.density if self.density_warmup is None else \
+                self.density_warmup.density(self._iterations, self.density)
+            if target != (layout.density or self.density):
+                layout.compressor.set_density(target)
+            layout.density = target
+            self._iteration["target_density"] = target
         wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy(), velocity,
                                               self.momentum)
         t0 = time.perf_counter()

@@ -7,6 +7,7 @@
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/by_name.hpp>
+#include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -58,6 +59,8 @@ public:
                                              gradcomp::sparse_message& out) = 0;
   [[nodiscard]] virtual std::vector<std::byte> save() const = 0;
   virtual void load(std::span<const std::byte> bytes) = 0;
+  //! The sparse compressors' density (gradcomp::density_compressor); false for the others.
+  virtual bool set_density(double density) = 0;
 };
 
 template <class C>
@@ -76,6 +79,14 @@ public:
   }
   [[nodiscard]] std::vector<std::byte> save() const override { return gradcomp::save_state(c_); }
   void load(std::span<const std::byte> bytes) override { gradcomp::load_state(c_, bytes); }
+  bool set_density(double density) override {
+    if constexpr (gradcomp::density_compressor<C>) {
+      c_.set_density(density);
+      return true;
+    } else {
+      return false;
+    }
+  }
 
 private:
   C c_;
@@ -194,6 +205,15 @@ public:
 
   [[nodiscard]] const std::string& method() const noexcept { return method_; }
 
+  //! The fraction of values the next calls send (sparse methods: DGC's density warm-up lowers
+  //! it between iterations; error feedback keeps everything unsent). Raises ValueError naming
+  //! the value outside (0, 1], or the method when it has no density.
+  void set_density(double density) {
+    if (!impl_->set_density(density)) {
+      throw std::invalid_argument("set_density: method '" + method_ + "' has no density");
+    }
+  }
+
 private:
   static py::dict
   stats_dict(const gradcomp::selection_stats& st, std::size_t bytes, double seconds) {
@@ -310,8 +330,22 @@ PYBIND11_MODULE(_core, m) {
            py::arg("grad").noconvert(), py::arg("out").noconvert())
       .def("state", &compressor::state)
       .def("load_state", &compressor::load_state, py::arg("state"))
+      .def("set_density", &compressor::set_density, py::arg("density"))
       .def_property_readonly("method", &compressor::method);
 
+  m.def(
+      "density_warmup",
+      [](double initial_density, double final_density, double warmup_epochs, bool stepped,
+         double epoch) {
+        return gradcomp::density_warmup{.initial_density = initial_density,
+                                        .final_density = final_density,
+                                        .warmup_epochs = warmup_epochs,
+                                        .stepped = stepped}
+            .at_epoch(epoch);
+      },
+      py::arg("initial_density"), py::arg("final_density"), py::arg("warmup_epochs"),
+      py::arg("stepped"), py::arg("epoch"),
+      "gradcomp::density_warmup{...}.at_epoch(epoch): DGC's density at a fractional epoch");
   m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
         py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"),
         py::arg("offset") = 0);

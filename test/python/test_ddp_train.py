@@ -65,12 +65,16 @@ def test_bad_arguments_exit_2():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"), "--epochs",
                         "0"], capture_output=True, text=True)
     assert p.returncode == 2 and "--epochs 0 is below 1" in p.stderr
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
+                        "--test-limit", "-1"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--test-limit -1 is below 0" in p.stderr
 
 
 def run_ddp(tmp_path, name, *args, port):
     report = tmp_path / f"{name}.json"
     cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
-           "--train-limit", "512", "--epochs", "1", "--evals-per-epoch", "1", "--iface", "lo",
+           "--train-limit", "512", "--test-limit", "1000", "--epochs", "1", "--evals-per-epoch", "1",
+           "--iface", "lo",
            "--master-port", str(port), "--report", str(report), "--label", name, *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env)
@@ -125,13 +129,15 @@ def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     _, ours_py = run_ddp(tmp_path, "py", "--exchange", "none", "--model", model, port=port)
     report = tmp_path / "cpp.json"
     p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
-                        "single", "--train-limit", "512", "--epochs", "1", "--evals-per-epoch",
-                        "1", "--model", model, "--report", str(report)], capture_output=True,
+                        "single", "--train-limit", "512", "--test-limit", "1000", "--epochs", "1",
+                        "--evals-per-epoch", "1", "--model", model, "--report", str(report)],
+                       capture_output=True,
                        text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
     assert p.returncode == 0, p.stdout + p.stderr
     with open(report) as f:
         cpp = json.load(f)
     assert cpp["config"]["parameters"] == ours_py["config"]["parameters"]
+    assert cpp["config"]["test_samples"] == ours_py["config"]["test_samples"] == 1000
     assert cpp["curve"][0]["test_loss"] == pytest.approx(ours_py["curve"][0]["test_loss"], rel=1e-6)
     assert cpp["curve"][0]["test_accuracy"] == ours_py["curve"][0]["test_accuracy"]
     # the same batches, optimizer and kernels: measured bit-identical after training too

@@ -103,6 +103,26 @@ def main():
         whole = gc.HookState(**options)
         result["whole"] = run_buckets(whole, gc.sparse_allgather_hook, params, rank, 4, 0,
                                       rebuilds)[2:]
+    elif scenario == "warmup":
+        # DGC's density warm-up, 2 iterations per epoch over 2 epochs from 0.5 to 0.05; then a
+        # state saved after 3 iterations and resumed goes on at iteration 3's density
+        def options():
+            return {"method": "exact_topk", "density": 0.05,
+                    "density_warmup": gc.DensityWarmup(2, epochs=2, initial_density=0.5)}
+        state = gc.HookState(**options())
+        result["outputs"] = run_buckets(state, gc.sparse_allgather_hook, params, rank, 5)
+        result["history"] = state.history
+        result["residuals"] = [s.clone() for s in state.state_dict()["residuals"]]
+        first = gc.HookState(**options())
+        run_buckets(first, gc.sparse_allgather_hook, params, rank, 3, 0, False)
+        resumed = gc.HookState(**options())
+        resumed.load_state_dict(first.state_dict())
+        result["resumed"] = run_buckets(resumed, gc.sparse_allgather_hook, params, rank, 2, 3,
+                                        False)
+        result["resumed_history"] = resumed.history
+        whole = gc.HookState(**options())
+        result["whole"] = run_buckets(whole, gc.sparse_allgather_hook, params, rank, 5, 0,
+                                      False)[3:]
     elif scenario.startswith("nonfinite:"):
         # every rank: a NaN in parameter 2 (alone in the last bucket of the rebuilt layout)
         _, hook_name, method = scenario.split(":")

@@ -66,7 +66,9 @@ def k_for_density(n, density):
 def reference_topk(size, iterations, density, momentum):
     """Pure PyTorch: per rank and parameter a residual (and velocity); per bucket the top-k of
     residual + (momentum x velocity + grad) over the whole bucket; the bucket's average is the
-    rank-ordered sum of the ranks' selections divided by the number of ranks."""
+    rank-ordered sum of the ranks' selections divided by the number of ranks. `density` is a
+    number or a function of the iteration."""
+    density_of = density if callable(density) else (lambda _: density)
     residual = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
     velocity = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
     outputs = []
@@ -80,7 +82,7 @@ def reference_topk(size, iterations, density, momentum):
                 v = torch.cat([velocity[r][i] for i in members]) * momentum + \
                     torch.cat([grads[r][i] for i in members])
                 acc = torch.cat([residual[r][i] for i in members]) + v
-                idx = torch.topk(acc.abs(), k_for_density(n, density)).indices
+                idx = torch.topk(acc.abs(), k_for_density(n, density_of(it))).indices
                 out[idx] += acc[idx]
                 acc[idx] = 0.0
                 v[idx] = 0.0
@@ -109,6 +111,36 @@ def test_exact_topk_matches_pure_pytorch_bit_for_bit(tmp_path, momentum):
     hist = ranks[0]["history"]
     assert [h["buckets"] for h in hist] == [2, 3, 3]
     assert hist[0]["k_selected"] == k_for_density(2115, 0.05) + k_for_density(1520, 0.05)
+
+
+def dgc_warmup_density(iteration):
+    """DGC's stepped warm-up, written out: 2 iterations per epoch, d0 = 0.5 falling to 0.05 over
+    2 epochs, d(e) = d0 (dT / d0)^(e / 2) for whole epochs e < 2, then dT."""
+    epoch = iteration // 2
+    return 0.05 if epoch >= 2 else 0.5 * (0.05 / 0.5) ** (epoch / 2)
+
+
+def test_density_warmup_selects_the_schedules_top_k_and_resumes_where_it_was(tmp_path):
+    ranks = run("warmup", 2, tmp_path)
+    expected, residual = reference_topk(2, 5, dgc_warmup_density, 0.0)
+    for r, got in enumerate(ranks):
+        for it, (want_it, got_it) in enumerate(zip(expected, got["outputs"])):
+            for b, (want, have) in enumerate(zip(want_it, got_it)):
+                assert torch.equal(want, have), f"rank {r} iteration {it} bucket {b}"
+        order = [i for members in worker.layout(0) for i in members]
+        for slot, i in enumerate(order):
+            assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
+        targets = [h["target_density"] for h in got["history"]]
+        assert targets == pytest.approx([0.5, 0.5, 0.5 * 0.1 ** 0.5, 0.5 * 0.1 ** 0.5, 0.05],
+                                        rel=1e-12)
+        assert got["history"][0]["k_selected"] == k_for_density(2115, 0.5) + \
+            k_for_density(1520, 0.5)
+        # the saved iteration count: the resumed run is at iteration 3's density, bit for bit
+        # the uninterrupted run
+        assert [h["iteration"] for h in got["resumed_history"]] == [3, 4]
+        assert [h["target_density"] for h in got["resumed_history"]] == targets[3:]
+        for a, b in zip(got["resumed"], got["whole"]):
+            assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
 def assert_conserved(ranks, runs, iterations, what):
@@ -240,10 +272,37 @@ def single_rank(tmp_path):
     ({"levels": 0}, "levels 0 is not"),
     ({"levels": 40000}, "levels 40000 is above the limit 32768"),
     ({"method": "qsgd", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
+    ({"density_warmup": 4}, "density_warmup 4 is not None nor a gradcomp.torch.DensityWarmup"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
         gc.HookState(**kwargs)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"iterations_per_epoch": 0}, "iterations_per_epoch 0 is not an integer >= 1"),
+    ({"iterations_per_epoch": 2.5}, "iterations_per_epoch 2.5 is not an integer >= 1"),
+    ({"iterations_per_epoch": 10, "epochs": -1}, "epochs -1 is not finite and >= 0"),
+    ({"iterations_per_epoch": 10, "epochs": float("nan")}, "epochs nan is not finite"),
+    ({"iterations_per_epoch": 10, "initial_density": 0.0}, "initial_density 0.0 is outside"),
+    ({"iterations_per_epoch": 10, "initial_density": 1.5}, "initial_density 1.5 is outside"),
+])
+def test_bad_density_warmup_raises_value_error_naming_the_value(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gc.DensityWarmup(**kwargs)
+
+
+def test_density_warmup_only_for_sparse_methods(single_rank):
+    warmup = gc.DensityWarmup(10)
+    for method in ("fp16", "qsgd"):
+        with pytest.raises(ValueError, match=f"density_warmup is for the sparse methods, not "
+                                             f"'{method}'"):
+            gc.HookState(method=method, density_warmup=warmup)
+    # the schedule: a continuous decay, and a target above the initial density (no warm-up)
+    smooth = gc.DensityWarmup(10, epochs=2, initial_density=0.25, stepped=False)
+    assert smooth.density(5, 0.01) == pytest.approx(0.25 * 0.04 ** 0.25, rel=1e-12)
+    assert smooth.density(20, 0.01) == 0.01
+    assert warmup.density(0, 0.5) == 0.5
 
 
 def test_history_keeps_the_last_history_limit_iterations(single_rank):
