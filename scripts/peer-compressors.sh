@@ -14,6 +14,10 @@
 #   signsgd, terngrad, qsgd   the quantizers over the allgather, per-layer scales (QSGD at 15
 #                 levels, buckets of 512 values)
 #   qsgd-one-scale  QSGD at 15 levels with one scale per layer (--quantization-bucket 0)
+#   signsgd-buckets signSGD with a scale per bucket of 512 values (--quantization-bucket 512)
+#   signsgd-sgd, random-k-sgd   signSGD and random-k without momentum (--momentum 0, no
+#                 momentum correction) at lr 0.4 = 0.04 / (1 - 0.9), momentum SGD's step size:
+#                 EF-signSGD's and random-k's algorithms as their papers run them
 #
 #   scripts/peer-compressors.sh [--rank R (2)] [--density D (0.01)] [--epochs E (1)]
 #                               [--train-limit N (20000; 0: every sample)] [--ranks P (4)]
@@ -59,7 +63,8 @@ echo "peer-compressors: $runs_mode; results in $runs_out" >&2
 
 # wanted NAME: whether --only (empty: everything) names the run
 wanted() { [[ -z $only || " $only " == *" $1 "* ]]; }
-names="powersgd ddp-powersgd dense-ring topk oktopk gtopk random-k signsgd terngrad qsgd qsgd-one-scale"
+names="powersgd ddp-powersgd dense-ring topk oktopk gtopk random-k random-k-sgd signsgd"
+names+=" signsgd-buckets signsgd-sgd terngrad qsgd qsgd-one-scale"
 for name in $only; do
   if [[ " $names " != *" $name "* ]]; then
     echo "peer-compressors: unknown run '$name' in --only (runs: $names)" >&2
@@ -81,8 +86,16 @@ wanted gtopk && run_gradcomp gtopk "gradcomp exact top-k $density, gTop-k" \
   --method exact_topk --transport gtopk "${sparse[@]}"
 wanted random-k && run_gradcomp random-k "gradcomp random-k $density, allgather" \
   --method random_k --transport allgather "${sparse[@]}"
+plain_sgd=(--momentum 0 --lr 0.4)
+wanted random-k-sgd && run_gradcomp random-k-sgd "gradcomp random-k $density, no momentum, lr 0.4" \
+  --method random_k --transport allgather "${sparse[@]}" --momentum-correction false "${plain_sgd[@]}"
 wanted signsgd && run_gradcomp signsgd "gradcomp signSGD (scaled sign), allgather" \
   --method signsgd --transport allgather --merge optimal
+wanted signsgd-buckets && run_gradcomp signsgd-buckets \
+  "gradcomp signSGD, a scale per 512 values, allgather" --method signsgd --quantization-bucket 512 \
+  --transport allgather --merge optimal
+wanted signsgd-sgd && run_gradcomp signsgd-sgd "gradcomp signSGD, no momentum, lr 0.4, allgather" \
+  --method signsgd --transport allgather --merge optimal "${plain_sgd[@]}"
 wanted terngrad && run_gradcomp terngrad "gradcomp TernGrad, allgather" \
   --method terngrad --transport allgather --merge optimal
 wanted qsgd && run_gradcomp qsgd "gradcomp QSGD 15 levels, buckets of 512, allgather" \

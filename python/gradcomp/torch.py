@@ -58,8 +58,8 @@ METHODS = SPARSE_METHODS + QUANTIZER_METHODS + DENSE_METHODS
 _WIRE_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 _STATE_FORMAT = "gradcomp.torch.HookState/1"
 
-__all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduce_hook", "fp16_hook", "METHODS",
-           "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
+__all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduce_hook",
+           "fp16_hook", "METHODS", "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
 _SIZE_BYTES = 8  # a message's size, int64, at the head of its row in the one-round allgather
@@ -262,10 +262,10 @@ class HookState:
     def statistics(self):
         """The last completed iteration's statistics: iteration (0-based), buckets, numel,
         k_selected (values sent), density (k_selected / numel), target_density (sparse methods:
-        the density asked for, the warm-up's when there is one), wire_bytes (this rank's encoded messages), sent_bytes
-        (what this rank's collectives sent), collectives (the sparse allgather's all_gathers),
-        compression_seconds, exchange_seconds (the collectives and the averaging); None before
-        the first iteration ends."""
+        the density asked for, the warm-up's when there is one), wire_bytes (this rank's
+        encoded messages), sent_bytes (what this rank's collectives sent), collectives (the
+        sparse allgather's all_gathers), compression_seconds, exchange_seconds (the collectives
+        and the averaging); None before the first iteration ends."""
         self.synchronize()
         return dict(self.history[-1]) if self.history else None
 
