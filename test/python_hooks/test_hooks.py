@@ -96,18 +96,23 @@ def reference_topk(size, iterations, density, momentum):
     return outputs, residual
 
 
+def assert_rank_matches(r, got, expected, residual):
+    """Rank r's averaged buckets, iteration by iteration, and its residuals (per parameter, in
+    the order the hooks first saw them: layout(0) flattened) equal the reference bit for bit."""
+    for it, (want_it, got_it) in enumerate(zip(expected, got["outputs"])):
+        for b, (want, have) in enumerate(zip(want_it, got_it)):
+            assert torch.equal(want, have), f"rank {r} iteration {it} bucket {b}"
+    order = [i for members in worker.layout(0) for i in members]
+    for slot, i in enumerate(order):
+        assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
+
+
 @pytest.mark.parametrize("momentum", ["0", "0.9"])
 def test_exact_topk_matches_pure_pytorch_bit_for_bit(tmp_path, momentum):
     ranks = run(f"buckets:sparse_allgather_hook:exact_topk:{momentum}", 2, tmp_path)
     expected, residual = reference_topk(2, 3, 0.05, float(momentum))
     for r, got in enumerate(ranks):
-        for it, (want_it, got_it) in enumerate(zip(expected, got["outputs"])):
-            for b, (want, have) in enumerate(zip(want_it, got_it)):
-                assert torch.equal(want, have), f"rank {r} iteration {it} bucket {b}"
-        # per parameter, in the order the hooks first saw them: layout(0) flattened
-        order = [i for members in worker.layout(0) for i in members]
-        for slot, i in enumerate(order):
-            assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
+        assert_rank_matches(r, got, expected, residual)
     hist = ranks[0]["history"]
     assert [h["buckets"] for h in hist] == [2, 3, 3]
     assert hist[0]["k_selected"] == k_for_density(2115, 0.05) + k_for_density(1520, 0.05)
@@ -124,12 +129,7 @@ def test_density_warmup_selects_the_schedules_top_k_and_resumes_where_it_was(tmp
     ranks = run("warmup", 2, tmp_path)
     expected, residual = reference_topk(2, 5, dgc_warmup_density, 0.0)
     for r, got in enumerate(ranks):
-        for it, (want_it, got_it) in enumerate(zip(expected, got["outputs"])):
-            for b, (want, have) in enumerate(zip(want_it, got_it)):
-                assert torch.equal(want, have), f"rank {r} iteration {it} bucket {b}"
-        order = [i for members in worker.layout(0) for i in members]
-        for slot, i in enumerate(order):
-            assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
+        assert_rank_matches(r, got, expected, residual)
         targets = [h["target_density"] for h in got["history"]]
         assert targets == pytest.approx([0.5, 0.5, 0.5 * 0.1 ** 0.5, 0.5 * 0.1 ** 0.5, 0.05],
                                         rel=1e-12)
