@@ -12,6 +12,11 @@ files per rank: PREFIX.<rank>.csv, .iterations.csv, .layers.csv; docs/transport-
   --link-gbit (the nominal link) and --beta-ns (a calibrated beta);
 * when each gradient hook ran and how long it took (compression included).
 
+With two ring steps in flight (gradcomp-train's default, --ring-steps-in-flight 2) a step is
+posted while the one before it still runs, so its duration includes waiting for that step's
+segments and the per-step rates understate the link; the group's span (first post to end)
+is the figure to compare.
+
     scripts/ring-timeline.py PREFIX [--skip 10] [--link-gbit 1] [--beta-ns B] [--min-step-kib 256]
 """
 import argparse

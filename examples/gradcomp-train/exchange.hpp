@@ -99,7 +99,10 @@ struct transport_settings {
   //! measured fastest in training, where that thread shares the cores with backward
   //! (docs/transport-benchmarks.md, "Dense ring in training").
   std::string wait = "sleep";
-  std::size_t segment_kib = 256;   //!< ring: largest message of a ring step, KiB.
+  std::size_t segment_kib = 256; //!< ring: largest message of a ring step, KiB.
+  //! ring: steps in flight, 2 (pipelined segment by segment, the default) or 1 (one step after
+  //! the other); ring_allreduce_options::steps_in_flight.
+  int ring_steps_in_flight = 2;
   unsigned wait_yield_rounds = 0;  //!< ring, --wait sleep: yields before the first sleep.
   unsigned wait_max_sleep_us = 50; //!< ring, --wait sleep: longest sleep, microseconds.
   //! ring: where the ring appends its per-step timeline (--ring-trace), or nullptr.
@@ -117,12 +120,14 @@ inline constexpr named<gradcomp::mpi::wait_kind> wait_kinds[] = {
     {"sleep", gradcomp::mpi::wait_kind::sleep}};
 inline const std::vector<std::string> wait_names = names_of(wait_kinds);
 
-//! The ring allreduce options of `s` (--wait, --segment-kib, --ring-trace).
+//! The ring allreduce options of `s` (--wait, --segment-kib, --ring-steps-in-flight,
+//! --ring-trace).
 //! @throws std::invalid_argument on an unknown wait name.
 inline gradcomp::mpi::ring_allreduce_options ring_options(const transport_settings& s) {
   namespace gm = gradcomp::mpi;
   gm::ring_allreduce_options o;
   o.segment_bytes = s.segment_kib * 1024;
+  o.steps_in_flight = s.ring_steps_in_flight;
   // the pipeline's layout and grouping are agreed by every rank (mpi::agreed_grouping, at
   // planning), so each group's length is the same everywhere: the per-group length check, a
   // collective that took 10-15 ms per group on 4 ranks / 2 cores during backward

@@ -189,6 +189,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "of this size, at most 64)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--ring-steps-in-flight", o.transport.ring_steps_in_flight,
+                 "ring: steps in flight, 2 (each segment forwarded to the next step as soon as it "
+                 "arrived: the link does not idle between steps) or 1 (one step after the other; "
+                 "the same sums)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 2));
   app.add_option("--ring-trace", o.ring_trace,
                  "ring: write every rank's per-step ring timeline as CSV to FILE.<rank>.csv "
                  "(steady-clock seconds; docs/transport-benchmarks.md)");

@@ -29,6 +29,7 @@ TEST_CASE("ring allreduce equals MPI_Allreduce and is bit-identical on every ran
       std::vector<float> expected(n);
       MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
                     MPI_COMM_WORLD);
+      std::vector<float> one_step = data;
       mpi::ring_allreduce ring(comm, {.segment_bytes = segment_bytes});
       ring(data);
       double worst = 0.0;
@@ -37,6 +38,10 @@ TEST_CASE("ring allreduce equals MPI_Allreduce and is bit-identical on every ran
       }
       CHECK(worst <= 1e-5 * comm.size());
       CHECK(identical_on_all_ranks(data));
+      // pipelined steps (the default, 2 in flight) sum in the same order as one step at a time
+      mpi::ring_allreduce sequential(comm, {.segment_bytes = segment_bytes, .steps_in_flight = 1});
+      sequential(one_step);
+      CHECK(one_step == data);
     }
   }
 }
@@ -114,6 +119,8 @@ TEST_CASE("ring allreduce options are validated", "[mpi][ring_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.segment_bytes = 2}), std::invalid_argument);
   CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.tag_base = -1}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.steps_in_flight = 0}), std::invalid_argument);
+  CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.steps_in_flight = 3}), std::invalid_argument);
 }
 
 TEST_CASE("ring allreduce dropped during its length check completes the check instead of "
@@ -141,9 +148,14 @@ TEST_CASE("ring trace: one record per step, the ring's exact bytes, ordered time
           "[mpi][ring_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   const int p = comm.size();
+  const int in_flight = GENERATE(1, 2);
+  CAPTURE(in_flight);
+  // with 2 in flight step s + 1 is posted beside step s (on 3 or more ranks), s + 2 after s ended
+  const int overlap = p >= 3 ? in_flight : 1;
   const std::size_t n = 100003; // blocks of unequal size
   mpi::ring_trace trace;
-  mpi::ring_allreduce traced(comm, {.segment_bytes = 16384, .trace = &trace});
+  mpi::ring_allreduce traced(
+      comm, {.segment_bytes = 16384, .steps_in_flight = in_flight, .trace = &trace});
   mpi::ring_allreduce plain(comm, {.segment_bytes = 16384});
   for (int operation = 0; operation < 2; ++operation) {
     std::vector<float> a = rank_values(n, world_rank(), 7 + operation);
@@ -167,20 +179,29 @@ TEST_CASE("ring trace: one record per step, the ring's exact bytes, ordered time
       p == 1 ? 0 : sizeof(float) * (2 * n - block(r + 1) - block(r + 2));
   for (std::uint64_t op = 0; op < 2; ++op) {
     std::size_t sent = 0, received = 0;
-    double previous_end = trace.started_seconds[op];
+    const mpi::ring_step_record* first = steps > 0 ? &trace.steps[op * steps] : nullptr;
     for (std::size_t s = 0; s < steps; ++s) {
       const mpi::ring_step_record& rec = trace.steps[op * steps + s];
       CAPTURE(op, s);
       CHECK(rec.operation == op);
       CHECK(rec.step == static_cast<int>(s));
       CHECK(rec.segments == (rec.bytes_sent + 16383) / 16384);
-      CHECK(rec.posted_seconds >= previous_end);
+      CHECK(rec.posted_seconds >= trace.started_seconds[op]);
+      if (s >= static_cast<std::size_t>(overlap)) { // opens once the step `overlap` before ended
+        CHECK(rec.posted_seconds >= first[s - static_cast<std::size_t>(overlap)].sent_seconds);
+      }
+      if (s >= 1) { // posted and ended in step order
+        CHECK(rec.posted_seconds >= first[s - 1].posted_seconds);
+        CHECK(rec.sent_seconds >= first[s - 1].sent_seconds);
+      }
+      if (overlap == 2 && s >= 1) { // pipelined: posted before the step before it ended
+        CHECK(rec.posted_seconds < first[s - 1].sent_seconds);
+      }
       CHECK(rec.received_seconds >= rec.posted_seconds);
       CHECK(rec.sent_seconds >= rec.received_seconds);
       CHECK(rec.reduce_seconds >= 0.0);
       CHECK((rec.reduce_seconds == 0.0) == (s >= static_cast<std::size_t>(p - 1)));
       CHECK(rec.polls >= 1);
-      previous_end = rec.sent_seconds;
       sent += rec.bytes_sent;
       received += rec.bytes_received;
     }

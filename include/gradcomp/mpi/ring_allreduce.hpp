@@ -39,6 +39,13 @@ struct ring_allreduce_options {
   //! flight at the same time on one communicator need disjoint tag ranges (MPI matches
   //! point-to-point messages by source, tag and communicator). >= 0.
   int tag_base = 0;
+  //! Ring steps in flight at once, 1 or 2. With 2 (the default) step s + 1 is posted beside
+  //! step s and each of its segments is sent as soon as step s has received (and reduced) that
+  //! segment, so a rank's link does not idle between steps while it waits for its left
+  //! neighbour to finish a step (segment-level pipelining, as in Patarasuk & Yuan's pipelined
+  //! ring). Same messages, same summation order: results are bit-identical to 1, which runs
+  //! the steps one after another. On 2 ranks the steps always run one after another.
+  int steps_in_flight = 2;
   //! Where to append a per-step timeline (ring_trace.hpp); nullptr (the default) traces
   //! nothing. Must outlive the operations traced.
   ring_trace* trace = nullptr;
@@ -54,7 +61,8 @@ struct ring_allreduce_options {
 //! rank count (1 included, non-powers of two) and any length (0 included; blocks differ by at
 //! most one element). Bytes sent per rank: 2 (P-1)/P x 4n (the bandwidth-optimal volume); time
 //! (S4): 2(P-1) alpha + (2(P-1) beta + (P-1) gamma) x 4n / P, plus one latency for the length
-//! check. Memory: one block of scratch, reused across calls. Nonblocking use: start(), then
+//! check. Steps are pipelined segment by segment (ring_allreduce_options::steps_in_flight).
+//! Memory: two blocks of scratch, reused across calls. Nonblocking use: start(), then
 //! test() until true (each test() makes whatever progress is possible without blocking), or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
@@ -67,11 +75,14 @@ public:
   //! The options struct (ring_allreduce_options).
   using options = ring_allreduce_options;
 
-  //! @throws std::invalid_argument if segment_bytes < 4 or tag_base < 0.
+  //! @throws std::invalid_argument if segment_bytes < 4, tag_base < 0 or steps_in_flight is
+  //! not 1 or 2.
   explicit ring_allreduce(const communicator& comm, options o = {}) : comm_(&comm), options_(o) {
     gradcomp::detail::require(o.segment_bytes >= sizeof(float), "segment_bytes ", o.segment_bytes,
                               " is below the minimum 4");
     gradcomp::detail::require(o.tag_base >= 0, "tag_base ", o.tag_base, " is negative");
+    gradcomp::detail::require(o.steps_in_flight == 1 || o.steps_in_flight == 2, "steps_in_flight ",
+                              o.steps_in_flight, " is not 1 or 2");
   }
   ring_allreduce(const ring_allreduce&) = delete;
   ring_allreduce& operator=(const ring_allreduce&) = delete;
@@ -88,7 +99,8 @@ public:
         (data.size() + static_cast<std::size_t>(p) - 1) / static_cast<std::size_t>(p);
     segment_elements_ = std::max({std::size_t{1}, options_.segment_bytes / sizeof(float),
                                   (largest_block + max_segments - 1) / max_segments});
-    step_ = 0;
+    oldest_ = 0;
+    opened_ = 0;
     if (options_.trace != nullptr) {
       operation_ = options_.trace->operations++;
       options_.trace->started_seconds.push_back(ring_trace::now_seconds());
@@ -127,7 +139,7 @@ public:
     if (phase_ != phase::ring) {
       return {};
     }
-    return gradcomp::detail::concat("step ", step_ + 1, " of ", 2 * (comm_->size() - 1),
+    return gradcomp::detail::concat("step ", oldest_ + 1, " of ", 2 * (comm_->size() - 1),
                                     ", receiving from rank ", wrap(comm_->rank() - 1),
                                     " and sending to rank ", wrap(comm_->rank() + 1));
   }
@@ -145,19 +157,23 @@ public:
         begin_ring();
         continue;
       case phase::ring:
-        if (options_.trace != nullptr) {
-          ++options_.trace->steps.back().polls;
-        }
-        if (!progress_step()) {
-          return false;
-        }
-        continue;
+        return progress_ring();
       }
     }
   }
 
 private:
   enum class phase { idle, checking, ring, done };
+
+  // A ring step in flight: its blocks, requests and (reduce-scatter) receive buffer.
+  struct step_state {
+    std::size_t send_begin = 0, send_length = 0, recv_begin = 0, recv_length = 0;
+    std::vector<MPI_Request> sends, recvs;
+    std::size_t sends_posted = 0; // sends[0 .. sends_posted) are posted
+    std::size_t recvs_done = 0;   // recvs[0 .. recvs_done) arrived (and were reduced)
+    std::vector<float> scratch;   // reduce-scatter receives, reused across calls
+    std::size_t trace_record = 0; // index in options_.trace->steps
+  };
 
   // first element of block b of n elements split over `ranks` (block b ends where b + 1 begins)
   [[nodiscard]] static std::size_t block_begin(std::size_t n, int b, int ranks) noexcept {
@@ -178,56 +194,91 @@ private:
       return;
     }
     phase_ = phase::ring;
-    post_step();
+    open_steps();
   }
 
-  // Steps 0 .. P-2 reduce-scatter, P-1 .. 2P-3 allgather.
-  void post_step() {
+  // Steps 0 .. P-2 reduce-scatter, P-1 .. 2P-3 allgather. Step s sends the block step s - 1
+  // received (and, in the reduce-scatter, reduced): send_block(s) = recv_block(s - 1), segment
+  // by segment, which lets step s + 1 run beside step s (see steps_in_flight).
+  [[nodiscard]] int send_block(int step) const noexcept {
     const int p = comm_->size();
-    const int r = comm_->rank();
-    const bool scatter = step_ < p - 1;
-    const int s = scatter ? step_ : step_ - (p - 1);
-    const int send_block = scatter ? wrap(r - s) : wrap(r + 1 - s);
-    const int recv_block = scatter ? wrap(r - s - 1) : wrap(r - s);
-    send_begin_ = block_begin(send_block);
-    const std::size_t send_end = block_begin(send_block + 1);
-    recv_begin_ = block_begin(recv_block);
-    recv_length_ = block_begin(recv_block + 1) - recv_begin_;
-    const int right = wrap(r + 1);
-    const int left = wrap(r - 1);
-    const std::size_t send_segments = segments(send_end - send_begin_);
-    const std::size_t recv_segments = segments(recv_length_);
-    requests_.assign(send_segments + recv_segments, MPI_REQUEST_NULL);
-    if (scatter) {
-      scratch_.resize(std::max(scratch_.size(), recv_length_));
+    return step < p - 1 ? wrap(comm_->rank() - step) : wrap(comm_->rank() + 1 - (step - (p - 1)));
+  }
+  [[nodiscard]] int recv_block(int step) const noexcept {
+    const int p = comm_->size();
+    return step < p - 1 ? wrap(comm_->rank() - step - 1) : wrap(comm_->rank() - (step - (p - 1)));
+  }
+  [[nodiscard]] step_state& slot(int step) noexcept {
+    return slots_[static_cast<std::size_t>(step) % slots_.size()];
+  }
+  [[nodiscard]] int last_step() const noexcept { return 2 * (comm_->size() - 1); }
+
+  // Two steps may overlap only on 3 or more ranks: with 2, step 1 receives into the block step
+  // 0 sends (MPI forbids writing a buffer a pending send reads).
+  [[nodiscard]] int in_flight_limit() const noexcept {
+    return comm_->size() >= 3 ? options_.steps_in_flight : 1;
+  }
+
+  void open_steps() {
+    while (opened_ < last_step() && opened_ - oldest_ < in_flight_limit()) {
+      open_step(opened_++);
     }
-    float* recv_base = scatter ? scratch_.data() : data_.data() + recv_begin_;
-    for (std::size_t j = 0; j < recv_segments; ++j) {
+  }
+
+  // Posts a step's receives, and the sends whose data is final: all of them when no earlier
+  // step is pending, else those the previous step has received so far (the rest follow in
+  // progress_ring as they arrive).
+  void open_step(int step) {
+    const bool scatter = step < comm_->size() - 1;
+    step_state& st = slot(step);
+    const int sb = send_block(step);
+    const int rb = recv_block(step);
+    st.send_begin = block_begin(sb);
+    st.send_length = block_begin(sb + 1) - st.send_begin;
+    st.recv_begin = block_begin(rb);
+    st.recv_length = block_begin(rb + 1) - st.recv_begin;
+    st.sends.assign(segments(st.send_length), MPI_REQUEST_NULL);
+    st.recvs.assign(segments(st.recv_length), MPI_REQUEST_NULL);
+    st.sends_posted = 0;
+    st.recvs_done = 0;
+    if (scatter) {
+      st.scratch.resize(std::max(st.scratch.size(), st.recv_length));
+    }
+    float* recv_base = scatter ? st.scratch.data() : data_.data() + st.recv_begin;
+    const int left = wrap(comm_->rank() - 1);
+    for (std::size_t j = 0; j < st.recvs.size(); ++j) {
       const std::size_t offset = j * segment_elements_;
-      const auto count = static_cast<int>(std::min(segment_elements_, recv_length_ - offset));
-      detail::check(MPI_Irecv(recv_base + offset, count, MPI_FLOAT, left, options_.tag_base + step_,
-                              comm_->native(), &requests_[send_segments + j]),
+      const auto count = static_cast<int>(std::min(segment_elements_, st.recv_length - offset));
+      detail::check(MPI_Irecv(recv_base + offset, count, MPI_FLOAT, left, options_.tag_base + step,
+                              comm_->native(), &st.recvs[j]),
                     "MPI_Irecv");
     }
-    for (std::size_t j = 0; j < send_segments; ++j) {
-      const std::size_t offset = j * segment_elements_;
-      const auto count =
-          static_cast<int>(std::min(segment_elements_, send_end - send_begin_ - offset));
-      detail::check(MPI_Isend(data_.data() + send_begin_ + offset, count, MPI_FLOAT, right,
-                              options_.tag_base + step_, comm_->native(), &requests_[j]),
-                    "MPI_Isend");
-    }
-    first_recv_ = send_segments;
-    next_recv_ = send_segments;
     if (options_.trace != nullptr) {
       ring_step_record record;
       record.operation = operation_;
-      record.step = step_;
-      record.segments = send_segments;
-      record.bytes_sent = sizeof(float) * (send_end - send_begin_);
-      record.bytes_received = sizeof(float) * recv_length_;
+      record.step = step;
+      record.segments = st.sends.size();
+      record.bytes_sent = sizeof(float) * st.send_length;
+      record.bytes_received = sizeof(float) * st.recv_length;
       record.posted_seconds = ring_trace::now_seconds();
+      st.trace_record = options_.trace->steps.size();
       options_.trace->steps.push_back(record);
+    }
+    post_sends(step, step == oldest_ ? st.sends.size() : slot(step - 1).recvs_done);
+  }
+
+  // Posts the sends of `step` up to segment `ready` (exclusive), in segment order (MPI's
+  // non-overtaking rule then matches them to the receives, which share the step's tag).
+  void post_sends(int step, std::size_t ready) {
+    step_state& st = slot(step);
+    const int right = wrap(comm_->rank() + 1);
+    for (; st.sends_posted < std::min(ready, st.sends.size()); ++st.sends_posted) {
+      const std::size_t offset = st.sends_posted * segment_elements_;
+      const auto count = static_cast<int>(std::min(segment_elements_, st.send_length - offset));
+      detail::check(MPI_Isend(data_.data() + st.send_begin + offset, count, MPI_FLOAT, right,
+                              options_.tag_base + step, comm_->native(),
+                              &st.sends[st.sends_posted]),
+                    "MPI_Isend");
     }
   }
 
@@ -235,62 +286,85 @@ private:
     return (elements + segment_elements_ - 1) / segment_elements_;
   }
 
-  // Reduces received segments in order as they arrive; true when the step is complete.
-  bool progress_step() {
+  // Reduces received segments in order as they arrive and forwards each to the next step; the
+  // oldest step ends once all its receives are reduced and its sends complete, which opens the
+  // next one. True when the operation is complete.
+  bool progress_ring() {
     const int p = comm_->size();
-    const bool scatter = step_ < p - 1;
-    while (next_recv_ < requests_.size()) {
-      if (!detail::complete(requests_[next_recv_])) {
+    for (;;) {
+      if (options_.trace != nullptr) { // a pass over the steps in flight, on the oldest's record
+        ++options_.trace->steps[slot(oldest_).trace_record].polls;
+      }
+      bool moved = false;
+      for (int step = oldest_; step < opened_; ++step) {
+        step_state& st = slot(step);
+        const bool scatter = step < p - 1;
+        while (st.recvs_done < st.recvs.size() && detail::complete(st.recvs[st.recvs_done])) {
+          if (scatter) {
+            const double t0 = options_.trace != nullptr ? ring_trace::now_seconds() : 0.0;
+            const std::size_t offset = st.recvs_done * segment_elements_;
+            const std::size_t count = std::min(segment_elements_, st.recv_length - offset);
+            float* target = data_.data() + st.recv_begin + offset;
+            const float* incoming = st.scratch.data() + offset;
+            for (std::size_t i = 0; i < count; ++i) {
+              target[i] += incoming[i];
+            }
+            if (options_.trace != nullptr) {
+              options_.trace->steps[st.trace_record].reduce_seconds +=
+                  ring_trace::now_seconds() - t0;
+            }
+          }
+          ++st.recvs_done;
+          moved = true;
+          if (st.recvs_done == st.recvs.size() && options_.trace != nullptr) {
+            options_.trace->steps[st.trace_record].received_seconds = ring_trace::now_seconds();
+          }
+        }
+        if (step + 1 < opened_) {
+          post_sends(step + 1, st.recvs_done);
+        }
+      }
+      step_state& oldest = slot(oldest_);
+      if (oldest.recvs_done == oldest.recvs.size()) {
+        int sent = 0;
+        detail::check(MPI_Testall(static_cast<int>(oldest.sends.size()), oldest.sends.data(), &sent,
+                                  MPI_STATUSES_IGNORE),
+                      "MPI_Testall");
+        if (sent) {
+          if (options_.trace != nullptr) {
+            options_.trace->steps[oldest.trace_record].sent_seconds = ring_trace::now_seconds();
+          }
+          if (++oldest_ == last_step()) {
+            phase_ = phase::done;
+            return true;
+          }
+          open_steps();
+          moved = true;
+        }
+      }
+      if (!moved) {
         return false;
       }
-      if (scatter) {
-        const double t0 = options_.trace != nullptr ? ring_trace::now_seconds() : 0.0;
-        const std::size_t offset = (next_recv_ - first_recv_) * segment_elements_;
-        const std::size_t count = std::min(segment_elements_, recv_length_ - offset);
-        float* target = data_.data() + recv_begin_ + offset;
-        const float* incoming = scratch_.data() + offset;
-        for (std::size_t i = 0; i < count; ++i) {
-          target[i] += incoming[i];
-        }
-        if (options_.trace != nullptr) {
-          options_.trace->steps.back().reduce_seconds += ring_trace::now_seconds() - t0;
-        }
-      }
-      ++next_recv_;
-      if (next_recv_ == requests_.size() && options_.trace != nullptr) {
-        options_.trace->steps.back().received_seconds = ring_trace::now_seconds();
-      }
     }
-    int sent = 0;
-    detail::check(
-        MPI_Testall(static_cast<int>(first_recv_), requests_.data(), &sent, MPI_STATUSES_IGNORE),
-        "MPI_Testall");
-    if (!sent) {
-      return false;
-    }
-    if (options_.trace != nullptr) {
-      options_.trace->steps.back().sent_seconds = ring_trace::now_seconds();
-    }
-    ++step_;
-    if (step_ == 2 * (p - 1)) {
-      phase_ = phase::done;
-    } else {
-      post_step();
-    }
-    return true;
   }
 
   // An operation dropped mid-way (an exception, or destruction): completes what is pending, so
   // that MPI touches no buffer after it is released, and makes the object ready for a new
-  // start() (detail::abandon). requests_ holds the current step's point-to-point requests, the
-  // sends first: each send is waited for (MPICH cannot cancel it; a rendezvous-sized segment
-  // waits until the right neighbour takes it, which it does while it runs the operation: every
-  // earlier step of this rank has completed, so the neighbour reaches this one), then each
+  // start() (detail::abandon). The open steps' sends are waited for first (MPICH cannot cancel
+  // them; a rendezvous-sized segment waits until the right neighbour takes it, which it does
+  // while it runs the operation: a step opens once the step two before it has ended, and every
+  // step before this rank's open ones has ended here, so the neighbour reaches them), then each
   // receive is cancelled and completed. The length agreement is a collective: waited for, it
-  // completes because every rank begins it in start(). Only one of the two is ever pending.
+  // completes because every rank begins it in start(). Only one of the two kinds is ever
+  // pending.
   void reset() noexcept {
     phase_ = phase::idle;
-    detail::abandon(requests_, detail::request_kind::point_to_point); // sends first
+    for (step_state& st : slots_) { // sends first
+      detail::abandon(st.sends, detail::request_kind::point_to_point);
+    }
+    for (step_state& st : slots_) {
+      detail::abandon(st.recvs, detail::request_kind::point_to_point);
+    }
     lengths_.abandon();
   }
 
@@ -299,12 +373,10 @@ private:
   phase phase_ = phase::idle;
   std::span<float> data_;
   std::size_t segment_elements_ = 1;
-  int step_ = 0;
-  std::uint64_t operation_ = 0; // the traced operation's number (options_.trace)
-  std::size_t send_begin_ = 0, recv_begin_ = 0, recv_length_ = 0;
-  std::size_t first_recv_ = 0, next_recv_ = 0;
-  std::vector<MPI_Request> requests_;
-  std::vector<float> scratch_;
+  std::uint64_t operation_ = 0;     // the traced operation's number (options_.trace)
+  std::array<step_state, 2> slots_; // step s in slots_[s % 2]
+  int oldest_ = 0;                  // the oldest step that has not ended
+  int opened_ = 0;                  // steps posted so far: [oldest_, opened_) are in flight
   detail::length_agreement lengths_;
 };
 

@@ -21,12 +21,15 @@ struct ring_step_record {
   std::size_t segments = 0;       //!< messages sent in the step (as many received, +-1).
   std::size_t bytes_sent = 0;     //!< payload bytes this rank sent in the step.
   std::size_t bytes_received = 0; //!< payload bytes this rank received in the step.
-  double posted_seconds = 0.0;    //!< the step's sends and receives were posted.
+  //! The step was posted: its receives, and the sends whose data had arrived (with
+  //! ring_allreduce_options::steps_in_flight = 2 the others follow segment by segment, while
+  //! the step before it still runs; the step's duration then includes waiting for that data).
+  double posted_seconds = 0.0;
   //! The step's last receive was found complete (and, in the reduce-scatter, reduced).
   double received_seconds = 0.0;
   double sent_seconds = 0.0;   //!< the step's sends were found complete (the step ended).
   double reduce_seconds = 0.0; //!< time spent summing the received segments (0 in allgather).
-  std::uint64_t polls = 0;     //!< progress calls (test()) during the step.
+  std::uint64_t polls = 0;     //!< passes over the steps in flight while this step was the oldest.
 };
 
 //! @brief The records of every traced step, appended in order. Attach through
@@ -34,7 +37,8 @@ struct ring_step_record {
 //! tracing changes the timing by a clock read per poll. Not thread-safe: read it while no
 //! traced operation runs.
 struct ring_trace {
-  //! One record per traced step, in the order the steps completed (see ring_step_record).
+  //! One record per traced step, in step order, appended when a step is posted (see
+  //! ring_step_record).
   std::vector<ring_step_record> steps;
   std::uint64_t operations = 0; //!< start() calls traced so far.
   //! When each operation's start() was called (before the length check), in operation order.
