@@ -79,6 +79,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--lr", num(o.lr)},
           {"--momentum", num(o.momentum)},
           {"--momentum-correction", o.momentum_correction ? "true" : "false"},
+          {"--factor-masking", o.factor_masking ? "true" : "false"},
           {"--precision", lb.precision},
           {"--loss-scale", lb.loss_scale},
           {"--optimizer", lb.optimizer},

@@ -126,6 +126,9 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "gradcomp-train: rank %d: error: %s\n", rank, e.what());
     std::fflush(stderr);
+    // Hydra forwards a rank's stderr through a pipe that MPI_Abort's teardown may not drain
+    // (the message was seen lost in CI): give the proxy a moment to forward the line first
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     // every rank ends (after mpi::timeout_error, too: MPICH cannot recover inside the job);
     // restart from the last --checkpoint
     MPI_Abort(MPI_COMM_WORLD, 1);

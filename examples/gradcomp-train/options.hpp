@@ -102,6 +102,11 @@ inline void add_options(CLI::App& app, train_options& o) {
   app.add_option("--momentum-correction", o.momentum_correction,
                  "sparse methods: DGC's momentum correction and factor masking (true/false)")
       ->capture_default_str();
+  app.add_option("--factor-masking", o.factor_masking,
+                 "with momentum correction: zero the velocity of every sent element (DGC; "
+                 "true) or keep it and clear only the accumulation (false: density 1 is "
+                 "momentum SGD)")
+      ->capture_default_str();
   app.add_option("--dense-below", o.method.dense_below,
                  "sparse methods: send layers of fewer elements than this dense (0 = none)")
       ->capture_default_str();

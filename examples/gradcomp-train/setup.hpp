@@ -100,7 +100,8 @@ inline int set_up(sync_setup& s) {
   // the optimizer's momentum.
   s.correction =
       o.momentum_correction && is_sparse_method(o.method.name) && o.transport.name != "none";
-  s.mc = gradcomp::momentum_correction{s.correction ? o.momentum : 0.0};
+  // --factor-masking false keeps the velocity of sent elements (gradcomp::momentum_correction)
+  s.mc = gradcomp::momentum_correction{s.correction ? o.momentum : 0.0, o.factor_masking};
   s.data.cut(s.ranks, o.batch_size);
   return 0;
 }

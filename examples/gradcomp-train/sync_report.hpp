@@ -161,6 +161,7 @@ inline nlohmann::json report_json(const sync_setup& s,
   config["resumed_at_iteration"] = t.resumed ? t.points.front().iteration : 0;
   config["stopped_early"] = t.stopped_early;
   config["momentum_correction"] = s.correction;
+  config["factor_masking"] = s.correction && o.factor_masking;
   config["compression_scope"] = o.method.scope;
   config["precision"] = o.large_batch.precision;
   config["loss_scale"] = o.large_batch.loss_scale;

@@ -83,6 +83,7 @@ struct train_options {
   double bucket_mib = 25.0;
   double require_accuracy = 0.0;
   bool momentum_correction = true;
+  bool factor_masking = true; // --factor-masking: DGC zeroes the velocity of sent elements
   //! "sync" (every transport) or "async" (ASGD through mpi::async_parameter_server: the last
   //! --servers ranks serve, the others train without a barrier; --transport ps only).
   std::string sync = "sync";

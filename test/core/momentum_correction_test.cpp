@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -148,6 +149,76 @@ TEST_CASE("error_feedback with momentum correction keeps the velocity and masks 
   for (std::size_t i = 0; i < n; ++i) {
     REQUIRE(ef.velocity()[i] == 0.0f);
     REQUIRE(ef.residual()[i] == 0.0f);
+  }
+}
+
+TEST_CASE("without factor masking the velocity is momentum SGD's and only the accumulation is "
+          "cleared (against sort-and-truncate)",
+          "[momentum]") {
+  // reference, independent of the compressors: u = m u + g; acc = r + u; the k largest |acc|
+  // by a full sort are sent; r = acc where not sent, 0 where sent; u is never masked
+  const std::size_t n = GENERATE(1, 10, 3000);
+  const float m = GENERATE(0.5f, 0.9f);
+  const double density = 0.02;
+  CAPTURE(n, m);
+  error_feedback<exact_top_k> ef(n, exact_top_k(density),
+                                 momentum_correction{.momentum = m, .factor_masking = false});
+  CHECK(!ef.factor_masking());
+  std::vector<float> u(n, 0.0f), r(n, 0.0f), acc(n), sent(n);
+  sparse_message msg;
+  for (int it = 0; it < 6; ++it) {
+    CAPTURE(it);
+    const auto g = test::make_values(distribution::normal, n, 700 + it);
+    for (std::size_t i = 0; i < n; ++i) {
+      u[i] = m * u[i] + g[i];
+      acc[i] = r[i] + u[i];
+    }
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      order[i] = i;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
+    const auto k = std::max<std::size_t>(
+        1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
+    std::vector<float> expected(n, 0.0f);
+    for (std::size_t j = 0; j < k; ++j) {
+      expected[order[j]] = acc[order[j]];
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      r[i] = expected[i] != 0.0f ? 0.0f : acc[i];
+    }
+    ef.compress(g, msg);
+    REQUIRE(msg.nnz() == k);
+    decompress(msg, sent);
+    REQUIRE(same_bits(sent, expected));
+    REQUIRE(same_bits(ef.residual(), r));
+    REQUIRE(same_bits(ef.velocity(), u)); // sent elements keep their velocity
+  }
+}
+
+TEST_CASE("at density 1, momentum correction without factor masking is momentum SGD and with "
+          "it plain SGD",
+          "[momentum]") {
+  const std::size_t n = 500;
+  const float m = 0.9f;
+  error_feedback<exact_top_k> kept(n, exact_top_k(1.0),
+                                   momentum_correction{.momentum = m, .factor_masking = false});
+  error_feedback<exact_top_k> masked(n, exact_top_k(1.0), momentum_correction{m});
+  std::vector<float> u(n, 0.0f), sent(n);
+  sparse_message msg;
+  for (int it = 0; it < 5; ++it) {
+    CAPTURE(it);
+    const auto g = test::make_values(distribution::normal, n, 900 + it);
+    for (std::size_t i = 0; i < n; ++i) {
+      u[i] = m * u[i] + g[i]; // momentum SGD's update direction
+    }
+    kept.compress(g, msg);
+    decompress(msg, sent);
+    REQUIRE(same_bits(sent, u));
+    masked.compress(g, msg);
+    decompress(msg, sent);
+    REQUIRE(same_bits(sent, g)); // every velocity zeroed each step: no momentum at all
   }
 }
 

@@ -208,6 +208,10 @@ TEST_CASE("multi-part pipeline equals per-part error feedback averaged over the 
     check_parts(reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups,
                 mode, scope, momentum_correction{0.9});
   }
+  SECTION("reused threshold with momentum correction, no factor masking (velocity kept)") {
+    check_parts(reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups,
+                mode, scope, momentum_correction{.momentum = 0.9, .factor_masking = false});
+  }
   SECTION("dense fp32") {
     check_parts(dense(), groups, mode, scope);
   }

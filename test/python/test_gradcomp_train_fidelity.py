@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """gradcomp-train's accuracy remedies for sparse gradients (--density-warmup-epochs, --clip-norm,
---adaptive-density; docs/fidelity.md), end to end on 2 ranks.
+--adaptive-density, --factor-masking; docs/fidelity.md), end to end on 2 ranks.
 
 The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E)) and the
 achieved density follows them down; the learning-rate warm-up (--warmup-epochs) works with SGD.
@@ -8,8 +8,9 @@ Clipping with a tiny norm clips every iteration and changes the result, while a 
 reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
 per-layer densities. --residual-stats' per-layer sends add up to the achieved density, values wait
-in the residual at a low density and never at density 1. Bad combinations exit with status 2
-naming the problem.
+in the residual at a low density and never at density 1. --factor-masking false changes the
+result and keeps the replicas identical. Bad combinations exit with status 2 naming the
+problem.
 """
 import math
 import os
@@ -127,6 +128,21 @@ def test_residual_stats_per_layer(tmp_path):
         assert 0 < x["sent_per_iteration"] <= x["numel"]
 
 
+def test_factor_masking_off_keeps_the_velocity(tmp_path):
+    # --factor-masking false: momentum correction keeps sent elements' velocities, so the run
+    # differs from DGC's masking (same seed, same data) and still keeps identical replicas
+    p, masked = run(tmp_path, "masked", "--density", "0.05", epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, kept = run(tmp_path, "kept", "--density", "0.05", "--factor-masking", "false", epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    m, k = load(masked), load(kept)
+    assert m["config"]["factor_masking"] is True and k["config"]["factor_masking"] is False
+    assert k["config"]["momentum_correction"] is True
+    assert k["replicas_identical"] and m["replicas_identical"]
+    assert k["replica_hashes"][0] != m["replica_hashes"][0]
+    assert k["achieved_density"] == pytest.approx(m["achieved_density"], rel=0.05)
+
+
 @pytest.mark.parametrize("args,named", [
     (["--residual-stats", "true", "--precision", "fp16"], "needs --precision fp32"),
     (["--residual-stats", "true", "--method", "dense"], "--residual-stats needs a sparse method"),
@@ -136,6 +152,7 @@ def test_residual_stats_per_layer(tmp_path):
     (["--clip-norm", "1", "--transport", "none"], "need a transport"),
     (["--clip-norm", "-1"], "--clip-norm"),
     (["--density-warmup-epochs", "-2"], "--density-warmup-epochs"),
+    (["--factor-masking", "maybe"], "--factor-masking"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", *args)

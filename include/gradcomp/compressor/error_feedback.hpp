@@ -26,8 +26,21 @@ namespace gradcomp {
 //! u = m u + grad and accumulates u (not grad) in the residual, and the velocity of every sent
 //! element is zeroed (momentum factor masking); the optimizer then applies the averaged update
 //! without momentum of its own. Momentum 0 switches it off (plain error feedback).
+//!
+//! `factor_masking = false` keeps every element's velocity when it is sent and clears only its
+//! accumulation (the residual): the sum of everything a worker sends over a run is then exactly
+//! the sum of its velocities, the update of momentum SGD, only delayed, so density 1 is momentum
+//! SGD. With masking (DGC's choice, against stale momentum) an element sent every T iterations
+//! gets the momentum amplification (1 - m^T) / (1 - m) instead of 1 / (1 - m): about 10 at
+//! density 0.01 with m = 0.9 (T about 100), 1 at density 1 (plain SGD), which makes a density
+//! warm-up step with a fraction of the effective learning rate (docs/fidelity.md). Without
+//! masking the velocity update is one extra pass over the layer before the compressor's (the
+//! compressor then accumulates the velocity with compress_accumulate). The setting is not part
+//! of a checkpoint's state (residual and velocity mean the same under both): a run may resume
+//! with either.
 struct momentum_correction {
-  double momentum = 0.0; //!< m in [0, 1); 0 = off.
+  double momentum = 0.0;      //!< m in [0, 1); 0 = off.
+  bool factor_masking = true; //!< zero the velocity of sent elements (DGC); false keeps it.
 };
 
 namespace detail {
@@ -44,19 +57,29 @@ void check_momentum_correction(const momentum_correction& mc) {
   }
 }
 
-//! One error-feedback call of compressor `c` on external state: compress_accumulate_momentum
-//! when `momentum` > 0 (then `velocity` has the gradient's length), else compress_accumulate.
+//! One error-feedback call of compressor `c` on external state: when `momentum` > 0 (then
+//! `velocity` has the gradient's length), compress_accumulate_momentum with factor masking, or
+//! without it velocity = momentum x velocity + grad followed by compress_accumulate of the
+//! velocity (the velocity then stays as it is); else compress_accumulate of the gradient.
 //! Shared by error_feedback and the pipeline's per-group compression.
-template <compressor C, class Residual, class Velocity, class Grad>
+template <compressor C>
 selection_stats compress_with_feedback(C& c,
-                                       Residual& residual,
-                                       Velocity& velocity,
-                                       const Grad& grad,
+                                       std::span<float> residual,
+                                       std::span<float> velocity,
+                                       std::span<const float> grad,
                                        float momentum,
+                                       bool factor_masking,
                                        sparse_message& out) {
   if constexpr (momentum_compressor<C>) {
     if (momentum > 0.0f) {
-      return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
+      if (factor_masking) {
+        return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
+      }
+      for (std::size_t i = 0; i < grad.size(); ++i) {
+        velocity[i] = momentum * velocity[i] + grad[i];
+      }
+      const std::span<const float> accumulated(velocity);
+      return c.compress_accumulate(residual, accumulated, out);
     }
   }
   return c.compress_accumulate(residual, grad, out);
@@ -134,8 +157,8 @@ inline void scale_in_place(std::span<float> values, float factor) noexcept {
 //!
 //! With gradcomp::momentum_correction (m > 0), each call first updates the layer's velocity
 //! u = m u + grad and accumulates u instead of grad, and the velocity is zeroed where an element
-//! was sent; conservation then holds for the residual against u: sent + new residual == old
-//! residual + u, bit for bit.
+//! was sent (unless factor_masking is false); conservation then holds for the residual against
+//! u: sent + new residual == old residual + u, bit for bit.
 //! @tparam Compressor a type modelling gradcomp::compressor (gradcomp::momentum_compressor for
 //! momentum correction).
 template <compressor Compressor>
@@ -150,7 +173,7 @@ public:
                           Compressor c = Compressor{},
                           momentum_correction mc = {})
       : compressor_(std::move(c)), residual_(numel, 0.0f),
-        momentum_(static_cast<float>(mc.momentum)) {
+        momentum_(static_cast<float>(mc.momentum)), factor_masking_(mc.factor_masking) {
     detail::check_momentum_correction<Compressor>(mc);
     if (momentum_ > 0.0f) {
       velocity_.assign(numel, 0.0f);
@@ -165,7 +188,9 @@ public:
     const auto g = host_span(grad);
     detail::require(g.size() == residual_.size(), "gradient has ", g.size(),
                     " elements, this layer's residual has ", residual_.size());
-    return detail::compress_with_feedback(compressor_, residual_, velocity_, g, momentum_, out);
+    return detail::compress_with_feedback(compressor_, std::span<float>(residual_),
+                                          std::span<float>(velocity_), g, momentum_,
+                                          factor_masking_, out);
   }
 
   //! The unsent accumulation (n elements), read only.
@@ -174,6 +199,8 @@ public:
   [[nodiscard]] std::span<const float> velocity() const noexcept { return velocity_; }
   //! The momentum of the correction (0 = off).
   [[nodiscard]] float momentum() const noexcept { return momentum_; }
+  //! Whether sent elements' velocities are zeroed (gradcomp::momentum_correction::factor_masking).
+  [[nodiscard]] bool factor_masking() const noexcept { return factor_masking_; }
   //! Zeroes the residual and the velocity (e.g. after a learning-rate change or a checkpoint
   //! restore).
   void reset() noexcept {
@@ -197,7 +224,8 @@ public:
   //! residual (residual[i] += sent value, exactly: the residual is then the accumulation before
   //! sending), for a step that every rank skips (nonfinite_policy::skip_step, a loss-scale
   //! overflow), so that nothing it sent is lost. With momentum correction the sent elements'
-  //! velocity stays 0 (factor masking); the residual holds their whole accumulation. O(nnz).
+  //! velocity stays as compress() left it (0 with factor masking); the residual holds their
+  //! whole accumulation. O(nnz).
   //! @returns the number of elements given back.
   //! @throws std::invalid_argument if the message's dense length differs from the layer's, or
   //! an index is out of range (nothing changes then).
@@ -265,6 +293,7 @@ private:
   Compressor compressor_;
   std::vector<float> residual_;
   float momentum_;
+  bool factor_masking_;
   std::vector<float> velocity_;
 };
 

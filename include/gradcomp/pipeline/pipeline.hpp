@@ -197,7 +197,8 @@ public:
            momentum_correction mc = {},
            compression_scope scope = compression_scope::per_layer)
       : numel_(std::move(layer_numel)), transport_(&transport), policy_(keep(grouping)),
-        scope_(scope), prototype_(prototype), momentum_(static_cast<float>(mc.momentum)) {
+        scope_(scope), prototype_(prototype), momentum_(static_cast<float>(mc.momentum)),
+        factor_masking_(mc.factor_masking) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
     if constexpr (multi_part) {
@@ -571,7 +572,8 @@ public:
   //! part and layer, or group): for a step that every rank skips (nonfinite_policy::skip_step
   //! after mpi::any_rank agreed on last_stats().nonfinite > 0, or a loss-scale overflow), so that
   //! nothing finite is lost: each residual is again the accumulation it held before sending
-  //! (exactly). With momentum correction the sent elements' velocities stay 0 (factor masking).
+  //! (exactly). With momentum correction the sent elements' velocities stay as the iteration left
+  //! them (0 with factor masking).
   //! Call once, between iterations, after a finish() that did not throw; calling it twice gives
   //! the values back twice. O(elements sent). Not collective.
   //! @returns the number of elements given back; 0 on the in-place path (see the class), which
@@ -913,8 +915,8 @@ private:
       u = std::span<float>(velocity_.data() + begin, n);
     }
     const std::span<const float> g(staged_.data() + begin, n);
-    const selection_stats s = gradcomp::detail::compress_with_feedback(state.compressors[part], r,
-                                                                       u, g, momentum_, message);
+    const selection_stats s = gradcomp::detail::compress_with_feedback(
+        state.compressors[part], r, u, g, momentum_, factor_masking_, message);
     current_.groups[part * groups_.size() + g_index] = s;
     // the message's indices are ascending: count those of each layer's range
     std::size_t j = 0;
@@ -1178,6 +1180,7 @@ private:
   bool in_place_ = false; // the in-place path (see the class); fixed at construction
   Compressor prototype_;
   float momentum_;
+  bool factor_masking_;           // momentum_correction::factor_masking
   std::size_t parts_ = 1;         // messages per rank and operation
   std::uint64_t total_numel_ = 0; // per_group: elements of all layers (one part)
   // caller's thread; per (part, layer) state at index part x layers + layer
