@@ -21,8 +21,9 @@ runs side by side. Gradient exchange (--exchange):
                  (default reused_threshold) at --density with error feedback; with
                  --momentum-correction true (the default, as gradcomp-train's) and a sparse
                  method DGC's momentum correction runs inside the hook and the optimizer steps
-                 without momentum, as gradcomp-train does; --density-warmup-epochs E:
-                 DGC's density warm-up in the hook (gradcomp.torch.DensityWarmup)
+                 without momentum, as gradcomp-train does (--factor-masking false keeps the
+                 velocity of sent values); --density-warmup-epochs E: DGC's density warm-up
+                 in the hook (gradcomp.torch.DensityWarmup)
   gradcomp-ring  gradcomp's ring_allreduce_hook, fp32 values (a dense ring over gloo)
   gradcomp-fp16  gradcomp's fp16_hook (fp16 values with error feedback, fp32 partial sums)
 The gradcomp hooks run with DDP's default buckets (several: --bucket-mib, first 1 MiB); the
@@ -265,6 +266,9 @@ def parse_args(argv):
     ap.add_argument("--momentum-correction", type=true_false, default=True,
                     help="--exchange gradcomp, sparse methods: DGC's momentum correction in the "
                          "hook, optimizer without momentum (true/false)")
+    ap.add_argument("--factor-masking", type=true_false, default=True,
+                    help="with momentum correction: zero the velocity of sent values (true, "
+                         "DGC's) or keep it (false)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
@@ -319,7 +323,8 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
                                       stepped=a.warmup_stepped)
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,
-                             threads=a.threads, density_warmup=warmup)
+                             threads=a.threads, density_warmup=warmup,
+                             factor_masking=a.factor_masking)
         return state, gc.sparse_allgather_hook
     if a.exchange == "gradcomp-ring":
         return gc.HookState(method="fp32", threads=a.threads), gc.ring_allreduce_hook
@@ -561,6 +566,7 @@ def main(argv=None):
                    "density_warmup": repr(hook_state.density_warmup)
                    if hook_state is not None and hook_state.density_warmup else None,
                    "momentum_correction": correction,
+                   "factor_masking": correction and a.factor_masking,
                    "optimizer_momentum": 0.0 if correction else a.momentum},
         "curve": curve,
         "final_test_accuracy": final_accuracy,

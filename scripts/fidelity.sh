@@ -10,6 +10,7 @@
 #       exact top-k, reused threshold, sampled threshold: no remedy
 #       reused threshold with each remedy alone:
 #         density warm-up   --density-warmup-epochs E      (DGC sec. 3.4)
+#         density warm-up with the velocity kept: the same and --factor-masking false
 #         local clipping    --clip-norm C                  (DGC sec. 3.3, C / sqrt(P) per rank)
 #         small layers dense --dense-below N               (DGC; biases and small tensors)
 #         learning-rate warm-up --warmup-epochs W          (Goyal et al. 2017)
@@ -29,9 +30,9 @@
 #                       [--bin PATH] [--local] [--out DIR] [--only "RUN NAMES"]
 #
 # Defaults: 6 epochs, 4 ranks, every training sample, density warm-up over 4 epochs (DGC's
-# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 50
+# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 54
 # runs: several hours on 2 cores. --quick: 2 epochs of 256 samples, cnn at density 0.01 only
-# (13 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
+# (14 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
 # the named runs of the grid (names as the reports', e.g. "vgg-dense vgg-0.01-reused-clip").
 # --merge: every run's merge plan (default single: one message after backward, the accuracy
 # comparison; optimal: the overlapped exchange, for time to accuracy). --extra: options added
@@ -136,6 +137,9 @@ for model in $models; do
     reused=(--method reused_threshold "${sparse[@]}")
     run_one "$model-$density-reused-warmup" "$model reused $density + density warm-up" \
       "${reused[@]}" --density-warmup-epochs "$warmup"
+    run_one "$model-$density-reused-warmup-kept" \
+      "$model reused $density + density warm-up, velocity kept" "${reused[@]}" \
+      --density-warmup-epochs "$warmup" --factor-masking false
     run_one "$model-$density-reused-clip" "$model reused $density + local clipping" \
       "${reused[@]}" --clip-norm "$clip"
     run_one "$model-$density-reused-dense-small" \

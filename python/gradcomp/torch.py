@@ -163,6 +163,10 @@ class HookState:
         momentum: DGC's momentum correction factor in [0, 1) (Lin et al. 2018, eqs. 4-6), or
             None for plain error feedback; sparse methods only. With it, run the optimizer
             without momentum (the hook's velocity is the momentum).
+        factor_masking: with ``momentum``, zero the velocity of every value sent (DGC's
+            momentum factor masking; True, the default) or keep it and clear only the
+            accumulation (False: density 1 is then momentum SGD; gradcomp's
+            ``momentum_correction::factor_masking``).
         seed: the seed of sampled_topk's sample, random_k's choice and the stochastic rounding
             of terngrad and qsgd.
         levels: qsgd's levels per sign, [1, 32768] (15: 5 bits per value, 255: 9).
@@ -189,7 +193,7 @@ class HookState:
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
                  history_limit=10000, levels=15, quantization_bucket=None,
-                 density_warmup=None):
+                 density_warmup=None, factor_masking=True):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -205,6 +209,8 @@ class HookState:
                                      not isinstance(momentum, (int, float)) or
                                      not 0.0 <= momentum < 1.0):
             raise ValueError(f"momentum {momentum!r} is outside [0, 1)")
+        if not isinstance(factor_masking, bool):
+            raise ValueError(f"factor_masking {factor_masking!r} is not True or False")
         if nonfinite not in ("propagate", "raise"):
             raise ValueError(f"nonfinite {nonfinite!r} is not one of propagate, raise (skip_step "
                              f"needs the step skipped on every rank: gradcomp-train or the C++ "
@@ -234,6 +240,7 @@ class HookState:
         self.density = float(density)
         self.interval = interval
         self.momentum = float(momentum) if momentum else 0.0
+        self.factor_masking = factor_masking
         self.seed = seed
         self.threads = threads
         self.nonfinite = nonfinite
@@ -296,8 +303,9 @@ class HookState:
         the number or shape of the parameters)."""
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ValueError(f"not a {_STATE_FORMAT} state dict")
-        for key, here in self._options().items():
-            there = state["options"].get(key)
+        options, saved = self._options(), state["options"]
+        for key in list(options) + [k for k in saved if k not in options]:
+            here, there = options.get(key), saved.get(key)
             if there != here:
                 raise ValueError(f"option {key} is {there!r} in the state dict, {here!r} here")
         shapes, residuals = [tuple(s) for s in state["shapes"]], state["residuals"]
@@ -325,6 +333,8 @@ class HookState:
     def _options(self):
         options = {"method": self.method, "density": self.density, "interval": self.interval,
                    "momentum": self.momentum, "world_size": self.world_size}
+        if self.momentum and not self.factor_masking:
+            options["factor_masking"] = False
         if self.method == "qsgd":
             options["levels"] = self.levels
         if self.method in QUANTIZER_METHODS:
@@ -440,7 +450,7 @@ class HookState:
             layout.density = target
             self._iteration["target_density"] = target
         wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy(), velocity,
-                                              self.momentum)
+                                              self.momentum, self.factor_masking)
         t0 = time.perf_counter()
         gathered, sizes, offset, rounds, sent = self._gather_messages(wire, layout)
         _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(), float(p), offset)

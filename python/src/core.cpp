@@ -8,6 +8,7 @@
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/by_name.hpp>
 #include <gradcomp/compressor/density_schedule.hpp>
+#include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -56,6 +57,7 @@ public:
                                              std::span<float> velocity,
                                              std::span<const float> grad,
                                              float momentum,
+                                             bool factor_masking,
                                              gradcomp::sparse_message& out) = 0;
   [[nodiscard]] virtual std::vector<std::byte> save() const = 0;
   virtual void load(std::span<const std::byte> bytes) = 0;
@@ -71,11 +73,11 @@ public:
                                      std::span<float> velocity,
                                      std::span<const float> grad,
                                      float momentum,
+                                     bool factor_masking,
                                      gradcomp::sparse_message& out) override {
-    if (momentum > 0.0f) {
-      return c_.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
-    }
-    return c_.compress_accumulate(residual, grad, out);
+    // error_feedback's call: momentum correction with or without factor masking, or plain
+    return gradcomp::detail::compress_with_feedback(c_, residual, velocity, grad, momentum,
+                                                    factor_masking, out);
   }
   [[nodiscard]] std::vector<std::byte> save() const override { return gradcomp::save_state(c_); }
   void load(std::span<const std::byte> bytes) override { gradcomp::load_state(c_, bytes); }
@@ -137,12 +139,14 @@ public:
   }
 
   //! Error feedback + selection + encoding: acc = residual + grad (DGC's momentum correction
-  //! first when momentum > 0), message = C(acc), residual = acc - message; returns the message
-  //! in gradcomp's wire format and the call's statistics.
+  //! first when momentum > 0: velocity = momentum x velocity + grad accumulated instead of grad,
+  //! and zeroed where sent unless factor_masking is false), message = C(acc), residual = acc -
+  //! message; returns the message in gradcomp's wire format and the call's statistics.
   py::tuple compress(float_array& residual,
                      const float_array& grad,
                      std::optional<float_array> velocity,
-                     float momentum) {
+                     float momentum,
+                     bool factor_masking) {
     const std::span<float> r = writable(residual, "residual");
     const std::span<const float> g = readable(grad);
     std::span<float> v;
@@ -158,7 +162,7 @@ public:
     {
       py::gil_scoped_release unlocked;
       const auto t0 = std::chrono::steady_clock::now();
-      st = impl_->compress(r, v, g, momentum, message_);
+      st = impl_->compress(r, v, g, momentum, factor_masking, message_);
       gradcomp::encode(message_, gradcomp::index_encoding::delta_varint, wire_);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -182,7 +186,7 @@ public:
     {
       py::gil_scoped_release unlocked;
       const auto t0 = std::chrono::steady_clock::now();
-      st = impl_->compress(r, {}, g, 0.0f, message_);
+      st = impl_->compress(r, {}, g, 0.0f, true, message_);
       gradcomp::decompress(message_, o);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -325,7 +329,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("bucket_elements") = py::none())
       .def("compress", &compressor::compress, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("velocity").noconvert() = py::none(),
-           py::arg("momentum") = 0.0f)
+           py::arg("momentum") = 0.0f, py::arg("factor_masking") = true)
       .def("compress_dense", &compressor::compress_dense, py::arg("residual").noconvert(),
            py::arg("grad").noconvert(), py::arg("out").noconvert())
       .def("state", &compressor::state)

@@ -80,7 +80,9 @@ def main():
         _, hook_name, method, momentum = scenario.split(":")
         kwargs = {"method": method, "density": 0.05}
         if momentum != "0":
-            kwargs["momentum"] = float(momentum)
+            kwargs["momentum"] = float(momentum.split("-")[0])
+        if momentum.endswith("-kept"):  # momentum correction without factor masking
+            kwargs["factor_masking"] = False
         state = gc.HookState(**kwargs)
         hook = getattr(gc, hook_name)
         result["outputs"] = run_buckets(state, hook, params, rank, 3)

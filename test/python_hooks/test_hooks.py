@@ -63,11 +63,12 @@ def k_for_density(n, density):
     return min(max(int(k), 1), n)
 
 
-def reference_topk(size, iterations, density, momentum):
+def reference_topk(size, iterations, density, momentum, factor_masking=True):
     """Pure PyTorch: per rank and parameter a residual (and velocity); per bucket the top-k of
-    residual + (momentum x velocity + grad) over the whole bucket; the bucket's average is the
-    rank-ordered sum of the ranks' selections divided by the number of ranks. `density` is a
-    number or a function of the iteration."""
+    residual + (momentum x velocity + grad) over the whole bucket, the sent elements' velocity
+    zeroed with factor masking; the bucket's average is the rank-ordered sum of the ranks'
+    selections divided by the number of ranks. `density` is a number or a function of the
+    iteration."""
     density_of = density if callable(density) else (lambda _: density)
     residual = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
     velocity = [[torch.zeros(n) for n in worker.SIZES] for _ in range(size)]
@@ -85,7 +86,8 @@ def reference_topk(size, iterations, density, momentum):
                 idx = torch.topk(acc.abs(), k_for_density(n, density_of(it))).indices
                 out[idx] += acc[idx]
                 acc[idx] = 0.0
-                v[idx] = 0.0
+                if factor_masking:
+                    v[idx] = 0.0
                 offset = 0
                 for i in members:
                     residual[r][i] = acc[offset:offset + worker.SIZES[i]].clone()
@@ -107,10 +109,12 @@ def assert_rank_matches(r, got, expected, residual):
         assert torch.equal(got["residuals"][slot], residual[r][i]), f"rank {r} param {i}"
 
 
-@pytest.mark.parametrize("momentum", ["0", "0.9"])
+@pytest.mark.parametrize("momentum", ["0", "0.9", "0.9-kept"])
 def test_exact_topk_matches_pure_pytorch_bit_for_bit(tmp_path, momentum):
+    # "0.9-kept": momentum correction with factor_masking=False (sent velocities kept)
     ranks = run(f"buckets:sparse_allgather_hook:exact_topk:{momentum}", 2, tmp_path)
-    expected, residual = reference_topk(2, 3, 0.05, float(momentum))
+    expected, residual = reference_topk(2, 3, 0.05, float(momentum.split("-")[0]),
+                                        factor_masking=not momentum.endswith("-kept"))
     for r, got in enumerate(ranks):
         assert_rank_matches(r, got, expected, residual)
     hist = ranks[0]["history"]
@@ -273,6 +277,7 @@ def single_rank(tmp_path):
     ({"levels": 40000}, "levels 40000 is above the limit 32768"),
     ({"method": "qsgd", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
     ({"density_warmup": 4}, "density_warmup 4 is not None nor a gradcomp.torch.DensityWarmup"),
+    ({"factor_masking": 1}, "factor_masking 1 is not True or False"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
@@ -321,6 +326,11 @@ def test_a_state_dict_of_other_options_is_refused(single_rank):
         b.load_state_dict(a.state_dict())
     with pytest.raises(ValueError, match="not a gradcomp.torch.HookState"):
         b.load_state_dict({"residuals": []})
+    kept = gc.HookState(method="exact_topk", momentum=0.9, factor_masking=False)
+    masked = gc.HookState(method="exact_topk", momentum=0.9)
+    with pytest.raises(ValueError, match="option factor_masking is False in the state dict, "
+                                         "None here"):
+        masked.load_state_dict(kept.state_dict())
 
 
 def test_ring_hook_refuses_a_sparse_method(single_rank):
