@@ -25,7 +25,10 @@ namespace gradcomp {
 //! * `propagate` (default): no check. Non-finite values rank above every finite magnitude in the
 //!   library's selections, so they are sent and show up in every rank's average; a non-finite
 //!   value that is not sent stays in the residual (and a NaN compares false against any
-//!   threshold). Zero cost.
+//!   threshold). Zero cost. gradcomp's sparse wire format refuses a NaN (gradcomp::decode), so a
+//!   transport that sends it (the sparse allgather, for one) ends the exchange with an error on
+//!   every rank instead (a gradcomp::wire_error naming the position on the rank whose message
+//!   holds the NaN); infinities pass. Use `raise` to name the layer and element instead.
 //! * `raise`: the compression call throws gradcomp::nonfinite_error naming the first non-finite
 //!   element (index, value) and how many there are, before anything is sent (the message is
 //!   left empty). With error feedback the residual then holds residual + gradient, non-finite
