@@ -5,6 +5,7 @@
 
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/detail/source.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
@@ -75,9 +76,7 @@ selection_stats compress_with_feedback(C& c,
       if (factor_masking) {
         return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
       }
-      for (std::size_t i = 0; i < grad.size(); ++i) {
-        velocity[i] = momentum * velocity[i] + grad[i];
-      }
+      update_velocity(velocity.data(), grad.data(), momentum, 0, grad.size());
       const std::span<const float> accumulated(velocity);
       return c.compress_accumulate(residual, accumulated, out);
     }

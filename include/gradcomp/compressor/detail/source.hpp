@@ -85,6 +85,18 @@ struct accumulate_source {
 //! eqs. 4-6): velocity = momentum x velocity + grad, then acc = residual + velocity, both
 //! computed once per element and stored in place. finish() also applies momentum factor
 //! masking: the velocity of every sent element becomes 0.
+//! DGC's velocity update: velocity[i] = momentum x velocity[i] + grad[i] for i in [begin, end).
+//! Shared by momentum_accumulate_source and momentum correction without factor masking.
+inline void update_velocity(float* const velocity,
+                            const float* const grad,
+                            const float momentum,
+                            const std::size_t begin,
+                            const std::size_t end) noexcept {
+  for (std::size_t i = begin; i < end; ++i) {
+    velocity[i] = momentum * velocity[i] + grad[i];
+  }
+}
+
 struct momentum_accumulate_source {
   float* residual;
   float* velocity;
@@ -93,12 +105,7 @@ struct momentum_accumulate_source {
 
   //! velocity[i] = momentum x velocity[i] + grad[i] for i in [begin, end).
   void update_velocity(std::size_t begin, std::size_t end) const noexcept {
-    float* const u = velocity;
-    const float* const g = grad;
-    const float m = momentum;
-    for (std::size_t i = begin; i < end; ++i) {
-      u[i] = m * u[i] + g[i];
-    }
+    detail::update_velocity(velocity, grad, momentum, begin, end);
   }
   void materialize(std::size_t begin, std::size_t end) const noexcept {
     update_velocity(begin, end);
