@@ -6,6 +6,8 @@
 # so), one run after the other in this invocation, every report in OUT:
 #   per model (cnn, vgg):
 #     dense ring (the accuracy to reach)
+#     no communication (the floor: every rank trains alone; the fastest an iteration can be,
+#       so the most any compression can win per iteration)
 #     per density (0.01, 0.001):
 #       exact top-k, reused threshold, sampled threshold: no remedy
 #       reused threshold with each remedy alone:
@@ -30,9 +32,9 @@
 #                       [--bin PATH] [--local] [--out DIR] [--only "RUN NAMES"]
 #
 # Defaults: 6 epochs, 4 ranks, every training sample, density warm-up over 4 epochs (DGC's
-# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 54
+# 0.25 -> target), clip norm 5, dense below 1024 elements, learning-rate warm-up 1 epoch. 56
 # runs: several hours on 2 cores. --quick: 2 epochs of 256 samples, cnn at density 0.01 only
-# (14 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
+# (15 runs, a few minutes): it checks that the grid runs, not what it measures. --only runs just
 # the named runs of the grid (names as the reports', e.g. "vgg-dense vgg-0.01-reused-clip").
 # --merge: every run's merge plan (default single: one message after backward, the accuracy
 # comparison; optimal: the overlapped exchange, for time to accuracy). --extra: options added
@@ -127,6 +129,8 @@ for model in $models; do
   first=${#runs_reports[@]}
   run_one "$model-dense" "$model dense ring" --model "$model" --method dense \
     --transport ring --merge "$merge"
+  run_one "$model-floor" "$model, no communication (floor)" --model "$model" --method dense \
+    --transport none --merge single
   for density in $densities; do
     sparse=(--model "$model" --density "$density" --transport allgather --merge "$merge"
       "${extra_args[@]}")

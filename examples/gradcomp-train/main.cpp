@@ -24,6 +24,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "async_training.hpp"
@@ -120,11 +121,19 @@ int main(int argc, char** argv) {
     if (root) {
       std::fprintf(stderr, "gradcomp-train: error: %s\n", e.what());
     }
-    status = exit_bad_input;
+    status = e.exit_status();
   } catch (const std::exception& e) {
     int rank = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "gradcomp-train: rank %d: error: %s\n", rank, e.what());
+    if (std::string_view(e.what()).find("NaN") != std::string_view::npos &&
+        o.method.nonfinite == gradcomp::nonfinite_policy::propagate) {
+      // the wire refuses NaN (gradcomp::nonfinite_policy::propagate): the training diverged
+      std::fprintf(stderr,
+                   "gradcomp-train: rank %d: hint: a gradient became NaN (the training "
+                   "diverged): %s\n",
+                   rank, gt::divergence_hint);
+    }
     std::fflush(stderr);
     // Hydra forwards a rank's stderr through a pipe that MPI_Abort's teardown may not drain
     // (the message was seen lost in CI): give the proxy a moment to forward the line first

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
@@ -386,10 +387,19 @@ private:
   void evaluation_point(int epoch, std::int64_t it) {
     double l[2] = {loss_sum_, static_cast<double>(loss_count_)};
     allreduce(s_.comm, std::span<double>(l), MPI_SUM);
+    const double epochs_done = epoch + static_cast<double>(it + 1) / s_.data.iterations_per_epoch;
+    const double train_loss = l[0] / std::max(1.0, l[1]);
+    if (!std::isfinite(train_loss)) { // the same sum on every rank: all stop here together
+      char where[96];
+      std::snprintf(where, sizeof where, "at epoch %.2f (iteration %lld)", epochs_done,
+                    static_cast<long long>(u_.global_iteration));
+      throw agreed_refusal("the training diverged: the training loss over all ranks is " +
+                               std::to_string(train_loss) + " " + where + ". Hint: " +
+                               divergence_hint,
+                           exit_diverged);
+    }
     const evaluation e = s_.evaluate();
-    points.push_back({epoch + 1, u_.global_iteration,
-                      epoch + static_cast<double>(it + 1) / s_.data.iterations_per_epoch,
-                      train_seconds, l[0] / std::max(1.0, l[1]), e});
+    points.push_back({epoch + 1, u_.global_iteration, epochs_done, train_seconds, train_loss, e});
     loss_sum_ = 0;
     loss_count_ = 0;
     if (s_.root) {

@@ -39,13 +39,27 @@ namespace gx = gradcomp_examples;
 inline constexpr int exit_bad_input = 2;
 inline constexpr int exit_replicas_differ = 3;
 inline constexpr int exit_accuracy_low = 4;
+inline constexpr int exit_diverged = 5; //!< the training loss became NaN or infinite
+
+//! What to try when the training diverged (a NaN or infinite loss, a NaN refused by the wire).
+inline constexpr const char* divergence_hint =
+    "--nonfinite raise names the first layer whose gradient is not finite; a lower --lr or "
+    "--clip-norm C (DGC's local clipping) usually helps, and --factor-masking false without "
+    "--density-warmup-epochs can diverge (docs/fidelity.md)";
 
 //! A refusal every rank reaches together (the ranks agreed on it, e.g. no checkpoint iteration
-//! that every rank holds): main() prints it once and ends every rank with exit_bad_input
-//! through MPI_Finalize instead of MPI_Abort, so no rank's output is cut off.
+//! that every rank holds, or a training loss that is no longer finite): main() prints it once
+//! and ends every rank with exit_status() (exit_bad_input unless given) through MPI_Finalize
+//! instead of MPI_Abort, so no rank's output is cut off.
 class agreed_refusal : public std::runtime_error {
 public:
-  using std::runtime_error::runtime_error;
+  explicit agreed_refusal(const std::string& what, int exit_status = exit_bad_input)
+      : std::runtime_error(what), exit_status_(exit_status) {}
+  //! The status every rank ends with.
+  [[nodiscard]] int exit_status() const noexcept { return exit_status_; }
+
+private:
+  int exit_status_;
 };
 
 using clock_type = std::chrono::steady_clock;

@@ -7,7 +7,8 @@ with the same replica hash as no loss scaling: an independent check that the los
 before backward and the averaged gradient unscaled exactly once. An infinity injected into one
 rank's gradients is skipped on every rank (one skipped step, the dynamic scale halved once,
 identical replicas); so is one counted by the compressors under --nonfinite skip_step, whose
-sent values go back to the residuals, while --nonfinite raise ends the run naming the element.
+sent values go back to the residuals, while --nonfinite raise ends the run naming the element. A run whose training loss becomes NaN stops on
+every rank with status 5 and a hint naming the remedies.
 LARS with a warm-up learns. Bad values exit with status 2 naming them.
 """
 import pytest
@@ -78,6 +79,18 @@ def test_nonfinite_raise_names_the_layer(tmp_path):
                "--nonfinite", "raise", "--inject-overflow-at", "2")
     assert p.returncode != 0
     assert "rank 1" in p.stderr and "non-finite value inf at index 0" in p.stderr, p.stderr
+
+
+def test_divergence_ends_with_a_hint(tmp_path):
+    # a learning rate of 1e30 makes the weights infinite after one step and the loss NaN: every
+    # rank stops at the next evaluation point with status 5, saying what to try (top-k never
+    # selects a NaN, so without the check the run would end "successfully" with a NaN model)
+    p, _ = run(tmp_path, "diverge", 2, "--method", "exact_topk", "--density", "0.05",
+               "--lr", "1e30")
+    assert p.returncode == 5, p.stdout + p.stderr
+    assert "the training diverged: the training loss over all ranks is" in p.stderr, p.stderr
+    assert "at epoch 1.00" in p.stderr, p.stderr
+    assert "--nonfinite raise" in p.stderr and "--clip-norm" in p.stderr, p.stderr
 
 
 def test_lars_with_warmup_learns(tmp_path):
