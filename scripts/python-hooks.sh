@@ -10,6 +10,10 @@
 #   DDP PowerSGD rank 2    DDP's PowerSGD hook (one bucket: its gloo collectives crash with two)
 #   DDP + gradcomp hook    gradcomp.torch.sparse_allgather_hook, reused_threshold at density
 #                          0.01 (momentum correction in the hook), DDP's default buckets
+#   DDP + gradcomp hook, warm-up, velocity kept
+#                          the same with DGC's density warm-up (25 % in epoch 1, then 1 %) and
+#                          momentum correction keeping the velocity (HookState(factor_masking=
+#                          False); gradcomp-train's best configuration, docs/fidelity.md)
 #   DDP + gradcomp ring    gradcomp.torch.ring_allreduce_hook (fp32), DDP's default buckets
 #   DDP + gradcomp fp16    gradcomp.torch.fp16_hook, DDP's default buckets
 # then scripts/compare-runs.py: ms per iteration, bytes sent per rank, accuracy after each
@@ -20,10 +24,10 @@
 #                           [--hook-args "ARGS"] [--evals-per-epoch N] [--out DIR]
 #
 # --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 3 minutes on 2 cores).
-# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 20 minutes).
+# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 25 minutes).
 # --no-build: use build/python as it is (otherwise the gradcomp_python target is built first).
 # --seed S: every run's seed (initial weights, data order, sampling; default 1).
-# --hook-epochs E: the sparse gradcomp hook's run trains E epochs (default: as the others), so
+# --hook-epochs E: the sparse gradcomp hooks' runs train E epochs (default: as the others), so
 # that its time to DDP dense's final accuracy can be found past the others' last epoch (the
 # learning rate is constant: its first epochs are the same run).
 # --hook-args "ARGS": more scripts/ddp_train.py options for the sparse gradcomp hook's run (e.g.
@@ -79,6 +83,9 @@ run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersg
 run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcomp \
   --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}" \
   ${hook_extra[@]+"${hook_extra[@]}"}
+run_ddp gradcomp-kept "DDP + gradcomp hook, reused_threshold 0.01, warm-up, velocity kept" \
+  --exchange gradcomp --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}" \
+  --density-warmup-epochs 1 --factor-masking false
 run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
 run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
 

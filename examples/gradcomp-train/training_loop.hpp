@@ -394,8 +394,8 @@ private:
       std::snprintf(where, sizeof where, "at epoch %.2f (iteration %lld)", epochs_done,
                     static_cast<long long>(u_.global_iteration));
       throw agreed_refusal("the training diverged: the training loss over all ranks is " +
-                               std::to_string(train_loss) + " " + where + ". Hint: " +
-                               divergence_hint,
+                               std::to_string(train_loss) + " " + where +
+                               ". Hint: " + divergence_hint,
                            exit_diverged);
     }
     const evaluation e = s_.evaluate();
