@@ -24,7 +24,7 @@
 #                       [--no-ddp] [--out DIR] [-- EXTRA gradcomp-train OPTIONS for every
 #                       gradcomp run]
 # (--train-limit N: the first N training samples only, in every run: a quick check.)
-# Takes about 20 minutes on a 2-core machine with the default 2 epochs (build and apt
+# Takes about 30 minutes on a 2-core machine with the default 2 epochs (build and apt
 # excluded); --no-ddp leaves the four PyTorch runs out (about 11 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,6 +56,7 @@ done
 scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/examples/gradcomp-train
 runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit")
@@ -81,7 +82,6 @@ if [[ $ddp == 1 ]]; then
     run_ddp ddp-floor "PyTorch, no communication (floor)" --exchange none
   fi
 fi
-commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
   --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run" \
   "${runs_reports[@]}"
