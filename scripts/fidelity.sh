@@ -182,9 +182,11 @@ for path in sys.argv[2:]:
         r = json.load(f)
     c = r["config"]
     sent = r["per_iteration"]["bytes_sent"]["mean_over_ranks"]
+    same = ("independent (no exchange)" if c["transport"] == "none"
+            else "yes" if r["replicas_identical"] else "NO")
     rows.append(f"| {r['label']} | {c['model']} | {c['method']} | {c['density']} | "
                 f"{100 * r['final_test_accuracy']:.2f} % | {r['achieved_density']:.5f} | "
-                f"{sent:.0f} | {'yes' if r['replicas_identical'] else 'NO'} |")
+                f"{sent:.0f} | {same} |")
 with open(sys.argv[1], "w") as f:
     f.write("\n".join(rows) + "\n")
 print("\n".join(rows))

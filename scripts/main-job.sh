@@ -25,7 +25,7 @@
 #                       gradcomp run]
 # (--train-limit N: the first N training samples only, in every run: a quick check.)
 # Takes about 30 minutes on a 2-core machine with the default 2 epochs (build and apt
-# excluded); --no-ddp leaves the four PyTorch runs out (about 11 minutes).
+# excluded); --no-ddp leaves the four PyTorch runs out (about 15 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)

@@ -30,7 +30,8 @@
 # --hook-epochs E: the sparse gradcomp hooks' runs train E epochs (default: as the others), so
 # that its time to DDP dense's final accuracy can be found past the others' last epoch (the
 # learning rate is constant: its first epochs are the same run).
-# --hook-args "ARGS": more scripts/ddp_train.py options for the sparse gradcomp hook's run (e.g.
+# --hook-args "ARGS": more scripts/ddp_train.py options for the sparse gradcomp hook's default run
+# (not for the warm-up run, whose options are fixed; e.g.
 # "--density-warmup-epochs 1 --warmup-stepped false": DGC's density warm-up in the hook).
 # --evals-per-epoch N: evaluation points per epoch of every run (default 4; finer points find
 # the time to an accuracy more precisely; evaluation is not counted as training time).

@@ -87,6 +87,9 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--trust-coefficient", num(lb.trust_coefficient)},
           {"--weight-decay", num(lb.weight_decay)},
           {"--density-warmup-epochs", num(fs.density_warmup_epochs)},
+          // the initial density decides nothing without a density warm-up
+          {"--warmup-initial-density",
+           fs.density_warmup_epochs > 0 ? num(fs.warmup_initial_density) : "-"},
           {"--clip-norm", num(fs.clip_norm)}};
 }
 

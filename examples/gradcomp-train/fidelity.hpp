@@ -28,12 +28,13 @@
 
 namespace gradcomp_train {
 
-//! --density-warmup-epochs, --clip-norm, --adaptive-density.
+//! --density-warmup-epochs, --warmup-initial-density, --clip-norm, --adaptive-density.
 struct fidelity_settings {
   //! DGC's density warm-up over this many epochs, from warmup_initial_density down to --density
   //! (exponentially, one density per epoch); 0 = off.
   double density_warmup_epochs = 0.0;
-  //! DGC's starting density (sec. 3.4: 25 %); a --density above it warms up from --density.
+  //! --warmup-initial-density: the first density (DGC sec. 3.4: 25 %), in (0, 1]; a --density
+  //! above it warms up from --density.
   double warmup_initial_density = 0.25;
   //! DGC's local gradient clipping: the global L2-norm threshold C; every rank clips its whole
   //! gradient (all layers together) at C / sqrt(P) before error feedback; 0 = off.
@@ -232,6 +233,7 @@ public:
   //! Adds the settings to report["config"] and report() as report["fidelity"].
   void add_to(nlohmann::json& report) const {
     report["config"]["density_warmup_epochs"] = s_.density_warmup_epochs;
+    report["config"]["warmup_initial_density"] = s_.warmup_initial_density;
     report["config"]["clip_norm"] = s_.clip_norm;
     report["config"]["adaptive_density"] = s_.adaptive_density;
     report["config"]["residual_stats"] = s_.residual_stats;

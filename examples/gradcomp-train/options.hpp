@@ -268,10 +268,15 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   gt::fidelity_settings& fs = o.fidelity;
   app.add_option("--density-warmup-epochs", fs.density_warmup_epochs,
-                 "sparse methods: DGC's density warm-up, from 0.25 down to --density "
-                 "exponentially over E epochs, one density per epoch (0 = off)")
+                 "sparse methods: DGC's density warm-up, from --warmup-initial-density down to "
+                 "--density exponentially over E epochs, one density per epoch (0 = off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--warmup-initial-density", fs.warmup_initial_density,
+                 "the density warm-up's first density, in (0, 1] (DGC: 0.25; a --density "
+                 "above it warms up from --density, i.e. not at all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--clip-norm", fs.clip_norm,
                  "DGC's local gradient clipping: each rank clips its whole gradient's L2 norm at "
                  "C / sqrt(P) before error feedback (0 = off)")
@@ -396,6 +401,10 @@ inline void check_options(const train_options& o) {
   }
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
     throw CLI::ValidationError("--checkpoint-every", "needs --checkpoint DIR");
+  }
+  if (!(fs.warmup_initial_density > 0.0)) {
+    throw CLI::ValidationError("--warmup-initial-density",
+                               format("density %g is outside (0, 1]", fs.warmup_initial_density));
   }
   if (!(o.method.density > 0.0)) {
     throw CLI::ValidationError("--density",

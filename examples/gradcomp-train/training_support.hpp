@@ -53,6 +53,8 @@ inline constexpr const char* divergence_hint =
 //! instead of MPI_Abort, so no rank's output is cut off.
 class agreed_refusal : public std::runtime_error {
 public:
+  //! A refusal with message `what` (printed once, by rank 0) that ends every rank with
+  //! `exit_status`.
   explicit agreed_refusal(const std::string& what, int exit_status = exit_bad_input)
       : std::runtime_error(what), exit_status_(exit_status) {}
   //! The status every rank ends with.

@@ -2,8 +2,9 @@
 """gradcomp-train's accuracy remedies for sparse gradients (--density-warmup-epochs, --clip-norm,
 --adaptive-density, --factor-masking; docs/fidelity.md), end to end on 2 ranks.
 
-The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E)) and the
-achieved density follows them down; the learning-rate warm-up (--warmup-epochs) works with SGD.
+The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E), d0 DGC's 0.25
+or --warmup-initial-density) and the achieved density follows them down; the learning-rate
+warm-up (--warmup-epochs) works with SGD.
 Clipping with a tiny norm clips every iteration and changes the result, while a threshold never
 reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
@@ -36,22 +37,26 @@ def run(tmp_path, name, *args, epochs=1):
     return p, report
 
 
-def test_density_warmup_follows_dgc_schedule(tmp_path):
+@pytest.mark.parametrize("initial", [None, 0.05])
+def test_density_warmup_follows_dgc_schedule(tmp_path, initial):
+    more = [] if initial is None else ["--warmup-initial-density", str(initial)]
+    d0 = 0.25 if initial is None else initial  # DGC's 25 % unless given
     p, report = run(tmp_path, "warm", "--density", "0.01", "--density-warmup-epochs", "2",
-                    "--warmup-epochs", "1", epochs=3)
+                    "--warmup-epochs", "1", *more, epochs=3)
     assert p.returncode == 0, p.stdout + p.stderr
     r = load(report)
     assert r["config"]["density_warmup_epochs"] == 2
+    assert r["config"]["warmup_initial_density"] == d0
     epochs = r["fidelity"]["epochs"]
     assert [e["epoch"] for e in epochs] == [0, 1, 2]
-    expected = [0.25 * (0.01 / 0.25) ** (e / 2) for e in range(2)] + [0.01]
+    expected = [d0 * (0.01 / d0) ** (e / 2) for e in range(2)] + [0.01]
     for e, d in zip(epochs, expected):
         assert e["density"] == pytest.approx(d, rel=1e-12)
     achieved = [e["achieved_density"] for e in epochs]
     # exact top-k rounds each layer's k up: at least the density asked for, falling with it
     assert all(a >= e["density"] for a, e in zip(achieved, epochs))
     assert achieved[0] > achieved[1] > achieved[2]
-    assert achieved[0] < 0.26 and achieved[2] < 0.012
+    assert achieved[0] < d0 + 0.01 and achieved[2] < 0.012
     # the learning-rate warm-up with SGD: base / W at the first iteration, base from epoch 1 on
     assert epochs[0]["learning_rate"] == pytest.approx(0.04 / ITERATIONS_PER_EPOCH)
     assert epochs[1]["learning_rate"] == pytest.approx(0.04)
@@ -152,6 +157,8 @@ def test_factor_masking_off_keeps_the_velocity(tmp_path):
     (["--clip-norm", "1", "--transport", "none"], "need a transport"),
     (["--clip-norm", "-1"], "--clip-norm"),
     (["--density-warmup-epochs", "-2"], "--density-warmup-epochs"),
+    (["--density-warmup-epochs", "1", "--warmup-initial-density", "0"], "--warmup-initial-density"),
+    (["--warmup-initial-density", "1.5"], "--warmup-initial-density"),
     (["--factor-masking", "maybe"], "--factor-masking"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):

@@ -7,9 +7,9 @@ with the same replica hash as no loss scaling: an independent check that the los
 before backward and the averaged gradient unscaled exactly once. An infinity injected into one
 rank's gradients is skipped on every rank (one skipped step, the dynamic scale halved once,
 identical replicas); so is one counted by the compressors under --nonfinite skip_step, whose
-sent values go back to the residuals, while --nonfinite raise ends the run naming the element. A run whose training loss becomes NaN stops on
-every rank with status 5 and a hint naming the remedies.
-LARS with a warm-up learns. Bad values exit with status 2 naming them.
+sent values go back to the residuals, while --nonfinite raise ends the run naming the element.
+A run whose training loss becomes NaN stops on every rank with status 5 and a hint naming the
+remedies; a NaN refused by the wire format gets the same hint. LARS with a warm-up learns. Bad values exit with status 2 naming them.
 """
 import pytest
 
@@ -82,15 +82,25 @@ def test_nonfinite_raise_names_the_layer(tmp_path):
 
 
 def test_divergence_ends_with_a_hint(tmp_path):
-    # a learning rate of 1e30 makes the weights infinite after one step and the loss NaN: every
-    # rank stops at the next evaluation point with status 5, saying what to try (top-k never
-    # selects a NaN, so without the check the run would end "successfully" with a NaN model)
+    # a learning rate of 1e30 makes the weights infinite after one step and the loss NaN; MPI's
+    # allreduce of the densified messages passes NaN on, so without the check the run would end
+    # "successfully" with a NaN model: every rank stops at the next evaluation point with
+    # status 5, saying what to try
     p, _ = run(tmp_path, "diverge", 2, "--method", "exact_topk", "--density", "0.05",
-               "--lr", "1e30")
+               "--transport", "allreduce", "--lr", "1e30")
     assert p.returncode == 5, p.stdout + p.stderr
     assert "the training diverged: the training loss over all ranks is" in p.stderr, p.stderr
     assert "at epoch 1.00" in p.stderr, p.stderr
     assert "--nonfinite raise" in p.stderr and "--clip-norm" in p.stderr, p.stderr
+
+
+def test_nan_refused_by_the_wire_gets_the_hint(tmp_path):
+    # the sparse allgather's wire format refuses NaN (top-k selects NaN first): the job ends
+    # through MPI_Abort, and the rank that refused says what to try
+    p, _ = run(tmp_path, "diverge", 2, "--method", "exact_topk", "--density", "0.05",
+               "--transport", "allgather", "--lr", "1e30")
+    assert p.returncode != 0
+    assert "is NaN" in p.stderr and "hint: a gradient became NaN" in p.stderr, p.stderr
 
 
 def test_lars_with_warmup_learns(tmp_path):
