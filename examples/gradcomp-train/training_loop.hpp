@@ -390,12 +390,12 @@ private:
     const double epochs_done = epoch + static_cast<double>(it + 1) / s_.data.iterations_per_epoch;
     const double train_loss = l[0] / std::max(1.0, l[1]);
     if (!std::isfinite(train_loss)) { // the same sum on every rank: all stop here together
-      char where[96];
-      std::snprintf(where, sizeof where, "at epoch %.2f (iteration %lld)", epochs_done,
-                    static_cast<long long>(u_.global_iteration));
-      throw agreed_refusal("the training diverged: the training loss over all ranks is " +
-                               std::to_string(train_loss) + " " + where +
-                               ". Hint: " + divergence_hint,
+      throw agreed_refusal(gradcomp_tools::format("the training diverged: the training loss over "
+                                                  "all ranks is %g at epoch %.2f (iteration "
+                                                  "%lld). Hint: %s",
+                                                  train_loss, epochs_done,
+                                                  static_cast<long long>(u_.global_iteration),
+                                                  divergence_hint),
                            exit_diverged);
     }
     const evaluation e = s_.evaluate();

@@ -9,7 +9,8 @@ rank's gradients is skipped on every rank (one skipped step, the dynamic scale h
 identical replicas); so is one counted by the compressors under --nonfinite skip_step, whose
 sent values go back to the residuals, while --nonfinite raise ends the run naming the element.
 A run whose training loss becomes NaN stops on every rank with status 5 and a hint naming the
-remedies; a NaN refused by the wire format gets the same hint. LARS with a warm-up learns. Bad values exit with status 2 naming them.
+remedies; a NaN refused by the wire format gets the same hint. LARS with a warm-up learns. Bad
+values exit with status 2 naming them.
 """
 import pytest
 
