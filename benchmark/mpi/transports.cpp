@@ -41,6 +41,7 @@
 #include <cstdlib>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <random>
 #include <span>
@@ -69,6 +70,7 @@ struct config {
   std::size_t sparse_elements = std::size_t{1} << 24;
   bool two_tier = false; // --two-tier: only the two-tier comparison (two_tier.hpp)
   int group_size = 0;    // --two-tier's ranks per host; 0: those sharing rank 0's node
+  std::size_t piece_bytes = gm::hierarchical_allreduce_options{}.piece_bytes; // --two-tier's
 };
 
 struct row {
@@ -224,16 +226,19 @@ config parse(int argc, char** argv) {
     } else if (a == "--group-size") {
       c.group_size = std::stoi(next());
       group_given = true;
+    } else if (a == "--piece-bytes") {
+      c.piece_bytes = std::stoull(next());
     } else if (a == "--help" || a == "-h") {
       std::printf(
           "usage: gradcomp_bench_transports [--min-bytes B] [--max-bytes B] [--reps N]\n"
           "  [--reps-medium N] [--reps-large N] [--link-gbit G] [--link-latency-us U]\n"
           "  [--label TEXT] [--json FILE] [--sparse-elements N] [--only dense,sparse,others]\n"
-          "  [--two-tier [--group-size G]]\n"
+          "  [--two-tier [--group-size G] [--piece-bytes B]]\n"
           "--two-tier: only the two-tier comparison (flat ring, hierarchical allreduce with one\n"
           "  group per host, MPICH) at 1, 16, 256 KiB and 1, 4, 16, 64 MiB (--min-bytes,\n"
           "  --max-bytes narrow it); G: ranks per host, default those sharing rank 0's node;\n"
-          "  every host must hold G consecutive ranks (mpiexec -ppn G)\n");
+          "  every host must hold G consecutive ranks (mpiexec -ppn G); B: the pipelined\n"
+          "  hierarchical rows' piece size (default the library's)\n");
       std::exit(0);
     } else {
       throw std::invalid_argument("unknown argument " + a);
@@ -245,6 +250,10 @@ config parse(int argc, char** argv) {
   if (c.min_bytes < 4 || c.max_bytes < c.min_bytes || c.reps_small < 1 || c.reps_medium < 1 ||
       c.reps_large < 1) {
     throw std::invalid_argument("bad sizes or repetitions");
+  }
+  if (c.piece_bytes < 4) {
+    throw std::invalid_argument("--piece-bytes " + std::to_string(c.piece_bytes) +
+                                " is below the minimum 4");
   }
   if (group_given && (!c.two_tier || c.group_size < 1)) {
     throw std::invalid_argument("--group-size " + std::to_string(c.group_size) +
@@ -538,6 +547,7 @@ int run(int argc, char** argv) {
     gm::hierarchical_allreduce hier_rs(
         comm, {.group_size = 2, .variant = gm::hierarchical_variant::reduce_scatter});
     const int g = std::min(2, p);
+    const auto piece_bytes = static_cast<double>(gm::hierarchical_allreduce_options{}.piece_bytes);
     for (const std::size_t bytes :
          {std::size_t{1} << 18, std::size_t{1} << 22, std::size_t{1} << 26}) {
       if (bytes > c.max_bytes || bytes < c.min_bytes) {
@@ -579,14 +589,15 @@ int run(int argc, char** argv) {
       emit(
           "hierarchical G=2 leader", [&] { hier_leader(data); },
           [&](const gc::network& net) {
-            return gc::hierarchical_allreduce_seconds(b, p, g, net, net);
+            return gc::hierarchical_allreduce_seconds(
+                b, p, g, net, net, gc::hierarchical_variant::leader, false, piece_bytes);
           },
           true, false);
       emit(
           "hierarchical G=2 reduce_scatter", [&] { hier_rs(data); },
           [&](const gc::network& net) {
-            return gc::hierarchical_allreduce_seconds(b, p, g, net, net,
-                                                      gc::hierarchical_variant::reduce_scatter);
+            return gc::hierarchical_allreduce_seconds(
+                b, p, g, net, net, gc::hierarchical_variant::reduce_scatter, false, piece_bytes);
           },
           true, false);
     }

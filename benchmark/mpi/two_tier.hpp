@@ -93,6 +93,8 @@ struct tier_row {
   double speedup_measured = 0.0; //!< the flat ring's median / this median.
   double speedup_model = 0.0;    //!< the flat ring's model / this model.
   double shared_link_model = -1; //!< reduce_scatter: model with its G rings sharing a host link.
+  std::optional<gc::hierarchical_variant> variant; //!< the hierarchical rows' variant.
+  bool pipelined = false; //!< hierarchical rows: pipelined pieces (else the vector in one piece).
 };
 
 //! @brief Where the two calibrations of the two-tier mode came from, for the output.
@@ -252,18 +254,26 @@ void print_two_tier(const std::vector<tier_row>& rows, const config& c) {
   }
   std::printf("\n### Hierarchical faster than the flat ring? (speed-up = ring median / "
               "hierarchical median; model: ring model / hierarchical model)\n\n");
-  std::printf("| size | leader: model | leader: measured | reduce_scatter: model | "
-              "reduce_scatter: measured |\n|---|---|---|---|---|\n");
+  std::printf("| size | schedule | leader: model | leader: measured | reduce_scatter: model | "
+              "reduce_scatter: measured |\n|---|---|---|---|---|---|\n");
   const auto verdict = [](double s) { return (s > 1.0 ? "yes " : "no ") + fmt("(%.2fx)", s); };
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    if (rows[i].r.op != "hierarchical leader" || i + 1 >= rows.size()) {
+    if (rows[i].variant != gc::hierarchical_variant::leader) {
       continue;
     }
     const tier_row& lead = rows[i];
-    const tier_row& rs = rows[i + 1];
-    std::printf("| %s | %s | %s | %s | %s |\n", human_bytes(lead.r.bytes).c_str(),
+    const auto rs = std::find_if(rows.begin() + static_cast<std::ptrdiff_t>(i), rows.end(),
+                                 [&](const tier_row& t) {
+                                   return t.variant == gc::hierarchical_variant::reduce_scatter &&
+                                          t.pipelined == lead.pipelined;
+                                 });
+    if (rs == rows.end()) {
+      continue;
+    }
+    std::printf("| %s | %s | %s | %s | %s | %s |\n", human_bytes(lead.r.bytes).c_str(),
+                lead.pipelined ? "pipelined pieces" : "one piece",
                 verdict(lead.speedup_model).c_str(), verdict(lead.speedup_measured).c_str(),
-                verdict(rs.speedup_model).c_str(), verdict(rs.speedup_measured).c_str());
+                verdict(rs->speedup_model).c_str(), verdict(rs->speedup_measured).c_str());
   }
 }
 
@@ -340,10 +350,18 @@ int run_two_tier(const config& c, const gm::communicator& comm) {
   }
 
   gm::ring_allreduce ring(comm);
-  gm::hierarchical_allreduce leader(comm,
-                                    {.group_size = g, .variant = gm::hierarchical_variant::leader});
-  gm::hierarchical_allreduce shards(
-      comm, {.group_size = g, .variant = gm::hierarchical_variant::reduce_scatter});
+  // the hierarchical variants with pipelined pieces of c.piece_bytes, and each with the whole
+  // vector as one piece (the schedule before pipelining; 1 GiB pieces, more than any size here)
+  const std::size_t whole = std::size_t{1} << 30;
+  const auto hierarchical = [&](gm::hierarchical_variant v, std::size_t piece) {
+    return std::make_unique<gm::hierarchical_allreduce>(
+        comm,
+        gm::hierarchical_allreduce_options{.group_size = g, .variant = v, .piece_bytes = piece});
+  };
+  const auto leader = hierarchical(gm::hierarchical_variant::leader, c.piece_bytes);
+  const auto leader_whole = hierarchical(gm::hierarchical_variant::leader, whole);
+  const auto shards = hierarchical(gm::hierarchical_variant::reduce_scatter, c.piece_bytes);
+  const auto shards_whole = hierarchical(gm::hierarchical_variant::reduce_scatter, whole);
   const float expected = static_cast<float>(p) * static_cast<float>(p + 1) / 2.0f;
   std::vector<tier_row> rows;
   constexpr std::size_t kib = 1024, mib = kib * kib;
@@ -357,22 +375,33 @@ int run_two_tier(const config& c, const gm::communicator& comm) {
     struct op_case {
       std::string name;
       std::function<void()> run;
-      std::function<double(const gc::network&)> model; // of the inter-host network
+      std::function<double(const gc::network&)> model;                // of the inter-host network
+      std::optional<gc::hierarchical_variant> variant = std::nullopt; // hierarchical rows
+      double piece_bytes = 0.0; // hierarchical rows: the model's pieces (0: one)
     };
     const auto ring_model = [&](const gc::network& inter) {
       return gc::ring_allreduce_seconds(b, p, h.hosts > 1 ? inter : n.intra);
     };
-    const auto hier_model = [&](gc::hierarchical_variant v) {
-      return [&, v](const gc::network& inter) {
-        return gc::hierarchical_allreduce_seconds(b, p, g, n.intra, inter, v);
+    const auto hier_model = [&](gc::hierarchical_variant v, double piece) {
+      return [&, v, piece](const gc::network& inter) {
+        return gc::hierarchical_allreduce_seconds(b, p, g, n.intra, inter, v, false, piece);
       };
     };
+    const auto piece = static_cast<double>(c.piece_bytes);
+    const std::string pieces = ", pipelined " + human_bytes(piece) + " pieces";
     const std::vector<op_case> ops = {
         {"gradcomp ring_allreduce (flat)", [&] { ring(data); }, ring_model},
-        {"hierarchical leader", [&] { leader(data); },
-         hier_model(gc::hierarchical_variant::leader)},
-        {"hierarchical reduce_scatter", [&] { shards(data); },
-         hier_model(gc::hierarchical_variant::reduce_scatter)},
+        {"hierarchical leader" + pieces, [&] { (*leader)(data); },
+         hier_model(gc::hierarchical_variant::leader, piece), gc::hierarchical_variant::leader,
+         piece},
+        {"hierarchical leader, one piece", [&] { (*leader_whole)(data); },
+         hier_model(gc::hierarchical_variant::leader, 0.0), gc::hierarchical_variant::leader, 0.0},
+        {"hierarchical reduce_scatter" + pieces, [&] { (*shards)(data); },
+         hier_model(gc::hierarchical_variant::reduce_scatter, piece),
+         gc::hierarchical_variant::reduce_scatter, piece},
+        {"hierarchical reduce_scatter, one piece", [&] { (*shards_whole)(data); },
+         hier_model(gc::hierarchical_variant::reduce_scatter, 0.0),
+         gc::hierarchical_variant::reduce_scatter, 0.0},
         {"MPI_Allreduce (blocking)",
          [&] {
            gm::detail::check(MPI_Allreduce(MPI_IN_PLACE, data.data(), int(data.size()), MPI_FLOAT,
@@ -410,12 +439,15 @@ int run_two_tier(const config& c, const gm::communicator& comm) {
       std::tie(t.r.best, t.r.median) = best_and_median(times[k]);
       t.r.pred_cal = ops[k].model(n.inter);
       t.r.pred_link = link ? ops[k].model(link_inter) : -1.0;
-      if (k == 2) {
+      t.variant = ops[k].variant;
+      t.pipelined = ops[k].piece_bytes > 0.0;
+      if (ops[k].variant == gc::hierarchical_variant::reduce_scatter) {
         t.shared_link_model = gc::hierarchical_allreduce_seconds( // the G shard rings of a
-            b, p, g, n.intra, n.inter, gc::hierarchical_variant::reduce_scatter, true); // host
+            b, p, g, n.intra, n.inter, gc::hierarchical_variant::reduce_scatter, true, // host
+            ops[k].piece_bytes);
         t.r.note = "shared-link model " + fmt("%.4g", t.shared_link_model) + " s (" +
                    fmt("%.2fx", t.r.median / t.shared_link_model) + ")";
-      } else if (k >= 3) {
+      } else if (!ops[k].variant && k > 0) {
         t.r.note = "model: the flat ring's";
       }
       if (wrong[k]) {

@@ -257,7 +257,9 @@ const std::vector<model>& models() {
                                   : gc::hierarchical_variant::reduce_scatter;
          const gc::network inter = f.network();
          const gc::network intra = f.nested_network("intra").value_or(inter);
-         return gc::hierarchical_allreduce_seconds(bytes, ranks, group, intra, inter, variant);
+         const double piece = f.number("piece_bytes", max_bytes, 0.0); // 0: one piece
+         return gc::hierarchical_allreduce_seconds(bytes, ranks, group, intra, inter, variant,
+                                                   false, piece);
        }},
   };
   return all;

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <array>
+#include <limits>
 
 using namespace gradcomp::cost;
 
@@ -98,7 +99,8 @@ TEST_CASE("hierarchical allreduce model, leader and reduce-scatter variants", "[
                      {.group_size = 4,
                       .variant = hierarchical_variant::reduce_scatter,
                       .group_shares_link = true,
-                      .intra_group = intra})(1'000'000) == Approx(1.016e-2));
+                      .intra_group = intra,
+                      .piece_bytes = 0.0})(1'000'000) == Approx(1.016e-2));
   // the leader variant has one ring per group: sharing changes nothing
   CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::leader, true) ==
         Approx(0.01021));
@@ -130,6 +132,54 @@ TEST_CASE("hierarchical allreduce model, leader and reduce-scatter variants", "[
         Approx(2.2402440).epsilon(1e-6));
   CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 9, intra, net), std::invalid_argument);
   CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 0, intra, net), std::invalid_argument);
+}
+
+TEST_CASE("hierarchical allreduce model, pipelined pieces", "[cost]") {
+  const network net{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
+  const network intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-10};
+  const double m = 1e6;
+  const auto leader = hierarchical_variant::leader;
+  // 8 ranks in groups of 4, leader, 4 pieces of 2.5e5: reduce 3e-6 + 2.5e5 x 1e-10 = 2.8e-5,
+  // ring of 2 leaders 4e-6 + 2.5e-3 = 2.504e-3, broadcast 2.8e-5; the ring is the slower
+  // resource: 2.56e-3 + 3 x 2.504e-3 = 1.0072e-2 (one piece: 0.01021).
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false, 2.5e5) ==
+        Approx(1.0072e-2));
+  // pieces are equal in the model: 3e5-byte pieces make 4 pieces of 2.5e5 as well
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false, 3e5) ==
+        Approx(1.0072e-2));
+  // 0, or a piece at least as large as the message: one piece, the unpipelined formula
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false, 0.0) == Approx(0.01021));
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false, m) == Approx(0.01021));
+  // The group's network the slower resource (1 ns/B inside, 0.1 ns/B between groups), 2 pieces
+  // of 5e5: reduce 3e-6 + 5e-4 = 5.03e-4, ring 4e-6 + 5e-5 = 5.4e-5, broadcast 5.03e-4:
+  // 1.06e-3 + 1 x (5.03e-4 + 5.03e-4) = 2.066e-3 (one piece: 2 x 1.003e-3 + 1.04e-4 = 2.11e-3).
+  const network slow_intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-9};
+  const network fast_inter{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-10};
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, slow_intra, fast_inter, leader, false, 5e5) ==
+        Approx(2.066e-3));
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, slow_intra, fast_inter) == Approx(2.11e-3));
+  // Reduce-scatter with the shard rings sharing the host link (as measured on the two-tier
+  // cluster), 4 pieces of 2.5e5: reduce-scatter 3e-6 + 0.75 x 2.5e5 x 1e-10 = 2.175e-5, rings
+  // of 6.25e4 bytes at beta x 4: 4e-6 + 2.5e-3, allgather 2.175e-5: 2.5475e-3 + 3 x 2.504e-3.
+  CHECK(hierarchical_allreduce_seconds(m, 8, 4, intra, net, hierarchical_variant::reduce_scatter,
+                                       true, 2.5e5) == Approx(2.5475e-3 + 3 * 2.504e-3));
+  // message_cost takes the transport's default pieces (256 KiB) unless told otherwise
+  const message_cost pieced(transport_kind::hierarchical_allreduce, 8, net,
+                            {.group_size = 4, .intra_group = intra});
+  CHECK(pieced(4'000'000) ==
+        Approx(hierarchical_allreduce_seconds(4e6, 8, 4, intra, net, leader, false, 262144.0)));
+  const message_cost whole(transport_kind::hierarchical_allreduce, 8, net,
+                           {.group_size = 4, .intra_group = intra, .piece_bytes = 0.0});
+  CHECK(whole(4'000'000) == Approx(hierarchical_allreduce_seconds(4e6, 8, 4, intra, net)));
+  CHECK(pieced(4'000'000) < whole(4'000'000));
+  CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false, -1.0),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(hierarchical_allreduce_seconds(m, 8, 4, intra, net, leader, false,
+                                                 std::numeric_limits<double>::quiet_NaN()),
+                  std::invalid_argument);
+  CHECK_THROWS_AS(message_cost(transport_kind::hierarchical_allreduce, 8, net,
+                               {.group_size = 4, .piece_bytes = -1.0}),
+                  std::invalid_argument);
 }
 
 TEST_CASE("S5 volumes and S2's fully connected layer rule", "[cost]") {

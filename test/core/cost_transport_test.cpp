@@ -107,20 +107,23 @@ TEST_CASE("message_cost prices the parameter server's sparse pull as the pushes'
 TEST_CASE("message_cost prices the hierarchical allreduce by group and variant", "[cost]") {
   const network inter{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   const network intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-10};
+  // the message as one piece (the transport's pipelined pieces: cost_test.cpp)
   // 8 ranks, groups of 4, leader: 2 x (3e-6 + 1e-4) + (4e-6 + 1e-2) = 0.01021
-  const transport_options leader{.group_size = 4, .intra_group = intra};
+  const transport_options leader{.group_size = 4, .intra_group = intra, .piece_bytes = 0.0};
   CHECK(message_cost(transport_kind::hierarchical_allreduce, 8, inter, leader)(1'000'000) ==
         Approx(0.01021));
   // reduce-scatter: 2 x (3e-6 + 7.5e-5) + (4e-6 + 2.5e-3) = 2.66e-3
-  const transport_options rs{
-      .group_size = 4, .variant = hierarchical_variant::reduce_scatter, .intra_group = intra};
+  const transport_options rs{.group_size = 4,
+                             .variant = hierarchical_variant::reduce_scatter,
+                             .intra_group = intra,
+                             .piece_bytes = 0.0};
   CHECK(message_cost(transport_kind::hierarchical_allreduce, 8, inter, rs)(1'000'000) ==
         Approx(2.66e-3));
   // no intra-group network given: the same network everywhere. 4 ranks, groups of 2, 1 ns/B:
   // reduce 1e6, ring of 2 leaders 1e6, broadcast 1e6 bytes through one link: 3e-3
   const network bw{.beta_seconds_per_byte = 1e-9};
-  CHECK(message_cost(transport_kind::hierarchical_allreduce, 4, bw, {.group_size = 2})(1'000'000) ==
-        Approx(3e-3));
+  CHECK(message_cost(transport_kind::hierarchical_allreduce, 4, bw,
+                     {.group_size = 2, .piece_bytes = 0.0})(1'000'000) == Approx(3e-3));
   // a group larger than P is one group of P, as in the transport: leader, one group of 4 at
   // 1 ns/B, no ring: reduce 1e6 + broadcast 1e6 bytes = 2e-3
   CHECK(message_cost(transport_kind::hierarchical_allreduce, 4, bw, {.group_size = 9})(1'000'000) ==

@@ -4,6 +4,7 @@
 // reassociation), exact on integer data, bit-identical on every rank, several pieces,
 // nonblocking progress, the group layout, and a length mismatch that every rank reports.
 // Collective: every rank runs every test.
+#include <gradcomp/cost/transport.hpp>
 #include <gradcomp/mpi.hpp>
 
 #include <catch2/catch.hpp>
@@ -84,18 +85,58 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
     std::size_t n, piece_bytes;
   };
   for (mpi::hierarchical_variant variant : variants) {
-    for (auto [n, piece_bytes] : {sizes{37, 4}, sizes{10007, 1000}, sizes{10007, 4096}}) {
-      CAPTURE(static_cast<int>(variant), n, piece_bytes, comm.size());
-      std::vector<float> data = rank_values(n, world_rank(), 5);
-      std::vector<float> expected(n);
-      MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+    for (int group_size : {2, 3}) {
+      for (auto [n, piece_bytes] : {sizes{37, 4}, sizes{10007, 1000}, sizes{10007, 8000}}) {
+        std::vector<float> serial_result;
+        for (const bool pipelined : {false, true}) {
+          CAPTURE(static_cast<int>(variant), group_size, n, piece_bytes, pipelined, comm.size());
+          std::vector<float> data = rank_values(n, world_rank(), 5);
+          std::vector<float> expected(n);
+          MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
+                        MPI_COMM_WORLD);
+          mpi::hierarchical_allreduce allreduce(comm, {.group_size = group_size,
+                                                       .variant = variant,
+                                                       .segment_bytes = 64,
+                                                       .piece_bytes = piece_bytes,
+                                                       .pipelined = pipelined});
+          allreduce(data);
+          CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
+          CHECK(identical_on_all_ranks(data));
+          if (!pipelined) {
+            serial_result = data;
+          } else { // the schedule overlaps pieces but sums each element in the same order
+            CHECK(data == serial_result);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("hierarchical allreduce pipelines pieces exactly on integer-valued data",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  const std::size_t n = 50001; // 49 pieces of 1024 floats and a shorter one
+  for (mpi::hierarchical_variant variant : variants) {
+    for (int group_size : {2, 3}) {
+      CAPTURE(static_cast<int>(variant), group_size, p);
       mpi::hierarchical_allreduce allreduce(
-          comm,
-          {.group_size = 2, .variant = variant, .segment_bytes = 64, .piece_bytes = piece_bytes});
-      allreduce(data);
-      CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
-      CHECK(identical_on_all_ranks(data));
+          comm, {.group_size = group_size, .variant = variant, .piece_bytes = 4096});
+      for (int round = 0; round < 2; ++round) { // the slots are reused across operations
+        std::vector<float> data(n);
+        for (std::size_t i = 0; i < n; ++i) {
+          data[i] = static_cast<float>((i % 29 + static_cast<std::size_t>(round)) *
+                                       static_cast<std::size_t>(comm.rank() + 1));
+        }
+        allreduce(data);
+        bool all_exact = true;
+        for (std::size_t i = 0; i < n; ++i) {
+          all_exact =
+              all_exact && data[i] == static_cast<float>((i % 29 + round) * p * (p + 1) / 2);
+        }
+        CHECK(all_exact);
+      }
     }
   }
 }
@@ -170,6 +211,12 @@ TEST_CASE("hierarchical allreduce: ranks passing different lengths all get an ex
     allreduce(ok);
     CHECK(ok[9] == static_cast<float>(comm.size()));
   }
+}
+
+TEST_CASE("hierarchical allreduce's cost model prices the transport's default pieces",
+          "[mpi][hierarchical_allreduce]") {
+  CHECK(cost::transport_options{}.piece_bytes ==
+        static_cast<double>(mpi::hierarchical_allreduce_options{}.piece_bytes));
 }
 
 TEST_CASE("hierarchical allreduce options are validated", "[mpi][hierarchical_allreduce]") {

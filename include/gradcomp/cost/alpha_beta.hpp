@@ -207,6 +207,15 @@ enum class hierarchical_variant {
 //! docs/transport-benchmarks.md "Two-tier cluster"): 0.83-1.21x of the shared-link model from
 //! 1 MiB up, 1.5-2.6x of the separate-link one.
 //!
+//! Pieces (`piece_bytes` > 0 and < M: gradcomp::mpi::hierarchical_allreduce cuts the vector into
+//! n = ceil(M / piece_bytes) pieces and pipelines them, one per stage): with t1, t2, t3 the three
+//! stages' times above for one piece of M / n bytes,
+//!   t = t1 + t2 + t3 + (n-1) max(t1 + t3, t2),
+//! a pipeline of two resources, the group's network (stage 1 of the next piece beside stage 3 of
+//! the previous one: both are priced on it, one after the other) and the network between groups
+//! (stage 2). Each piece pays the alpha terms again. `piece_bytes` = 0 (the default) or >= M:
+//! one piece, the formula above.
+//!
 //! g = 1 is a flat ring over P ranks in both variants; g >= P one group (G = 1, no ring).
 //! Measured with g = 2 and one rank per emulated host (docs/transport-benchmarks.md), 4 and
 //! 64 MiB: leader 0.82-1.18x of this model on 1 Gbit/s links (0.58-0.83x at 10 Gbit/s, where
@@ -218,7 +227,9 @@ enum class hierarchical_variant {
 //! @param variant the schedule: leader (S4, the default) or reduce_scatter.
 //! @param group_shares_link reduce_scatter: a group's ranks share one inter-group link (a
 //! group is one host); false (default): every rank has its own.
-//! @throws std::invalid_argument if ranks < 1 or group is outside [1, ranks].
+//! @param piece_bytes the transport's pieces, pipelined (see above); 0 (default): one piece.
+//! @throws std::invalid_argument if ranks < 1, group is outside [1, ranks] or piece_bytes is
+//! negative or not finite.
 [[nodiscard]] inline double
 hierarchical_allreduce_seconds(double bytes,
                                int ranks,
@@ -226,34 +237,41 @@ hierarchical_allreduce_seconds(double bytes,
                                const network& intra,
                                const network& inter,
                                hierarchical_variant variant = hierarchical_variant::leader,
-                               bool group_shares_link = false) {
+                               bool group_shares_link = false,
+                               double piece_bytes = 0.0) {
   detail::check_ranks(ranks);
   gradcomp::detail::require(group >= 1 && group <= ranks, "group size ", group, " is outside [1, ",
                             ranks, "]");
+  gradcomp::detail::require(std::isfinite(piece_bytes) && piece_bytes >= 0.0, "piece size ",
+                            piece_bytes, " bytes is negative or not finite");
   if (group == 1) {
     return ring_allreduce_seconds(bytes, ranks, inter);
   }
+  const double pieces =
+      piece_bytes > 0.0 && piece_bytes < bytes ? std::ceil(bytes / piece_bytes) : 1.0;
+  const double piece = bytes / pieces;
   const double g = group;
   const int groups = (ranks + group - 1) / group;
+  double gather = 0.0, across = 0.0, spread = 0.0; // stages 1, 2, 3 of one piece
   if (variant == hierarchical_variant::leader) {
-    const double reduce = (g - 1) * intra.alpha_seconds + bytes * intra.beta_seconds_per_byte +
-                          (g - 1) / g * bytes * intra.gamma_seconds_per_byte;
-    const double broadcast = (g - 1) * intra.alpha_seconds + bytes * intra.beta_seconds_per_byte;
-    return reduce + ring_allreduce_seconds(bytes, groups, inter) + broadcast;
+    gather = (g - 1) * intra.alpha_seconds + piece * intra.beta_seconds_per_byte +
+             (g - 1) / g * piece * intra.gamma_seconds_per_byte;
+    across = ring_allreduce_seconds(piece, groups, inter);
+    spread = (g - 1) * intra.alpha_seconds + piece * intra.beta_seconds_per_byte;
+  } else {
+    const int smallest = ranks % group == 0 ? group : ranks % group;
+    const double m = smallest;
+    gather = (g - 1) * intra.alpha_seconds +
+             (g - 1) / m * piece * (intra.beta_seconds_per_byte + intra.gamma_seconds_per_byte);
+    const double allgather_share = smallest == group ? (g - 1) / g : 1.0;
+    spread = (g - 1) * intra.alpha_seconds + allgather_share * piece * intra.beta_seconds_per_byte;
+    network ring_net = inter;
+    if (group_shares_link) { // the m shard rings of a host share its link
+      ring_net.beta_seconds_per_byte *= m;
+    }
+    across = ring_allreduce_seconds(piece / m, groups, ring_net);
   }
-  const int smallest = ranks % group == 0 ? group : ranks % group;
-  const double m = smallest;
-  const double reduce_scatter =
-      (g - 1) * intra.alpha_seconds +
-      (g - 1) / m * bytes * (intra.beta_seconds_per_byte + intra.gamma_seconds_per_byte);
-  const double allgather_share = smallest == group ? (g - 1) / g : 1.0;
-  const double allgather =
-      (g - 1) * intra.alpha_seconds + allgather_share * bytes * intra.beta_seconds_per_byte;
-  network ring_net = inter;
-  if (group_shares_link) { // the m shard rings of a host share its link
-    ring_net.beta_seconds_per_byte *= m;
-  }
-  return reduce_scatter + ring_allreduce_seconds(bytes / m, groups, ring_net) + allgather;
+  return gather + across + spread + (pieces - 1.0) * std::max(gather + spread, across);
 }
 
 } // namespace gradcomp::cost

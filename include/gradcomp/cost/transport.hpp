@@ -75,6 +75,10 @@ struct transport_options {
   bool group_shares_link = false;
   //! hierarchical_allreduce: the network inside a group; empty: the same as between groups.
   std::optional<network> intra_group = std::nullopt;
+  //! hierarchical_allreduce: the transport's pipelined pieces, bytes
+  //! (gradcomp::mpi::hierarchical_allreduce_options::piece_bytes, whose default this is; 0: the
+  //! whole message as one piece). Must be finite and >= 0.
+  double piece_bytes = 262144.0;
 };
 
 //! @brief Seconds to exchange one message of a given size on a transport over P ranks: a small
@@ -99,7 +103,7 @@ struct transport_options {
 //!   min(d, W b), the union of the W pushes when no two share an index (an upper bound: pushes
 //!   that overlap pull less);
 //! - hierarchical_allreduce: hierarchical_allreduce_seconds(b, P, min(g, P), intra, net,
-//!   variant), S4's two-level schedule;
+//!   variant, group_shares_link, piece_bytes), S4's two-level schedule in pipelined pieces;
 //! - gtopk: gtopk_allreduce_seconds(b / 8, P, net) (k = b / 8 pairs);
 //! - oktopk: oktopk_allreduce_seconds(b / 8, P, net) (k = b / 8 pairs, balanced regions, the
 //!   threshold reused).
@@ -112,7 +116,8 @@ public:
   //! @throws std::invalid_argument if ranks < 1, a network value is negative or not finite, or
   //! the options of `kind` are invalid: parameter_server with servers < 0, servers = 0 and
   //! dedicated, servers > P co-located or servers >= P dedicated (no worker left);
-  //! hierarchical_allreduce with group_size < 1. Options of other kinds are not checked. O(1).
+  //! hierarchical_allreduce with group_size < 1 or a negative or non-finite piece_bytes. Options of
+  //! other kinds are not checked. O(1).
   message_cost(transport_kind kind, int ranks, const network& net, const transport_options& o = {})
       : kind_(kind), ranks_(ranks), net_(net), options_(o) {
     detail::check_ranks(ranks);
@@ -137,6 +142,9 @@ public:
       gradcomp::detail::require(o.group_size >= 1, "message_cost: group size ", o.group_size,
                                 " is below 1 (pass the ranks per node)");
       group_ = std::min(o.group_size, ranks);
+      gradcomp::detail::require(std::isfinite(o.piece_bytes) && o.piece_bytes >= 0.0,
+                                "message_cost: piece size ", o.piece_bytes,
+                                " bytes is negative or not finite");
     }
   }
 
@@ -172,7 +180,8 @@ public:
     }
     case transport_kind::hierarchical_allreduce:
       return hierarchical_allreduce_seconds(b, ranks_, group_, options_.intra_group.value_or(net_),
-                                            net_, options_.variant, options_.group_shares_link);
+                                            net_, options_.variant, options_.group_shares_link,
+                                            options_.piece_bytes);
     case transport_kind::gtopk: // k pairs of 8 bytes
       return gtopk_allreduce_seconds(b / 8.0, ranks_, net_);
     case transport_kind::oktopk: // k pairs of 8 bytes, the threshold reused

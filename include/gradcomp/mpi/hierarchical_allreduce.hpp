@@ -54,8 +54,14 @@ struct hierarchical_allreduce_options {
   //! Largest message of the inter-group ring allreduce, bytes (its segment_bytes; >= 4).
   std::size_t segment_bytes = std::size_t{1} << 18;
   //! Largest piece of the vector taken through the three stages at once, bytes (>= 4, capped at
-  //! INT_MAX floats, since MPI counts are int): longer vectors are processed piece after piece.
-  std::size_t piece_bytes = std::size_t{1} << 30;
+  //! INT_MAX floats, since MPI counts are int): longer vectors are cut into pieces of this size
+  //! (the last one shorter), which the stages pipeline (see `pipelined`).
+  std::size_t piece_bytes = std::size_t{1} << 18;
+  //! true: up to three pieces in flight, one per stage: while the ring sums piece k, the group
+  //! reduces piece k+1 and spreads piece k-1, so the intra-group stages hide behind the
+  //! inter-group ring (or the other way round). false: each piece goes through all three stages
+  //! before the next one starts (the schedule before 2026-11-29, kept for comparison).
+  bool pipelined = true;
   //! How waits complete (see wait_policy.hpp).
   wait_policy wait{};
 };
@@ -88,9 +94,16 @@ struct hierarchical_allreduce_options {
 //! cost::hierarchical_allreduce_seconds with hierarchical_variant::leader models this);
 //! reduce-scatter variant, a shard holder moves 2 (G-1)/G M/m_min in its ring, plus MPI's
 //! reduce-scatter and allgather inside the group (about (m-1)/m M each;
-//! hierarchical_variant::reduce_scatter). Memory: one shard of
-//! scratch (reduce-scatter) plus the ring's block. Stages of one piece run one after another;
-//! pieces are not pipelined.
+//! hierarchical_variant::reduce_scatter). Memory: up to three shards of scratch
+//! (reduce-scatter) plus the ring's block.
+//!
+//! Pieces (options::piece_bytes, 256 KiB by default): the stages of one piece run one after
+//! another, and with options::pipelined (the default) the pieces overlap, one per stage: the
+//! ring sums piece k while the group reduces piece k+1 and spreads piece k-1. A long vector
+//! then takes about the slowest stage's time per piece instead of the sum of the three
+//! (cost::hierarchical_allreduce_seconds' piece_bytes). Each element's summation order depends
+//! on its piece's length (MPI's algorithm for that count, the ring's blocks), not on pipelining:
+//! the same piece_bytes gives the same result pipelined or not.
 //!
 //! Collective: every rank of the communicator must construct and destroy the object (it creates
 //! and frees sub-communicators) and call start() (or operator()) with a vector of the same
@@ -148,8 +161,6 @@ public:
                                                     .check_lengths = false,
                                                     .wait = o.wait});
     }
-    counts_.resize(static_cast<std::size_t>(group_->size()));
-    displacements_.resize(static_cast<std::size_t>(group_->size()));
   }
   hierarchical_allreduce(const hierarchical_allreduce&) = delete;
   hierarchical_allreduce& operator=(const hierarchical_allreduce&) = delete;
@@ -160,53 +171,35 @@ public:
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
                               "hierarchical_allreduce: start() while an operation is in progress");
     data_ = data;
-    piece_begin_ = piece_end_ = 0;
-    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
-      phase_ = phase::checking;
-    } else {
-      begin_piece();
-    }
+    piece_length_ = std::min<std::size_t>(
+        std::max<std::size_t>(options_.piece_bytes / sizeof(float), 1), INT_MAX);
+    pieces_ = comm_->size() == 1 ? 0 : (data.size() + piece_length_ - 1) / piece_length_;
+    next_reduce_ = next_inter_ = next_spread_ = oldest_ = 0;
+    inter_running_ = false;
+    phase_ = lengths_.begin(*comm_, data.size(), options_.check_lengths) ? phase::checking
+                                                                         : phase::running;
   }
 
   //! @private The nonblocking_operation hooks.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
   //! @private
   bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::checking:
-        if (!lengths_.settled("hierarchical_allreduce")) {
-          return false;
-        }
-        begin_piece();
-        continue;
-      case phase::intra_reduce:
-        if (!detail::complete(request_)) {
-          return false;
-        }
-        start_inter();
-        continue;
-      case phase::inter:
-        if (!ring_->test()) {
-          return false;
-        }
-        start_intra_spread();
-        continue;
-      case phase::intra_spread:
-        if (!detail::complete(request_)) {
-          return false;
-        }
-        phase_ = phase::piece_done;
-        continue;
-      case phase::piece_done:
-        piece_begin_ = piece_end_;
-        begin_piece();
-        continue;
+    if (phase_ == phase::checking) {
+      if (!lengths_.settled("hierarchical_allreduce")) {
+        return false;
       }
+      phase_ = phase::running;
     }
+    if (phase_ != phase::running) {
+      return true;
+    }
+    while (advance()) {
+    }
+    if (oldest_ < pieces_) {
+      return false;
+    }
+    phase_ = phase::done;
+    return true;
   }
 
   //! Number of groups G.
@@ -221,97 +214,158 @@ public:
   [[nodiscard]] bool in_inter_group_stage() const noexcept { return inter_.has_value(); }
 
 private:
-  enum class phase { idle, checking, intra_reduce, inter, intra_spread, piece_done, done };
+  enum class phase { idle, checking, running, done };
+
+  // Pieces in flight at most: one in each stage (spread of k-1, ring of k, reduce of k+1).
+  static constexpr std::size_t window = 3;
+
+  // One piece's intra-group state, in slot k % window while piece k is in flight.
+  struct piece_slot {
+    MPI_Request reduce = MPI_REQUEST_NULL;  // stage 1: MPI_Ireduce or MPI_Ireduce_scatter
+    MPI_Request spread = MPI_REQUEST_NULL;  // stage 3: MPI_Ibcast or MPI_Iallgatherv
+    bool reduced = false;                   // stage 1 completed on this rank
+    std::span<float> shard;                 // what the ring sums: the piece, or this rank's shard
+    std::vector<int> counts, displacements; // reduce_scatter: the shards (alive until stage 3 ends)
+    std::vector<float> scratch;             // reduce_scatter: this rank's reduced shard
+  };
 
   [[nodiscard]] bool leader_variant() const noexcept {
     return options_.variant == hierarchical_variant::leader;
   }
+  [[nodiscard]] piece_slot& slot(std::size_t k) noexcept { return slots_[k % window]; }
+  [[nodiscard]] std::span<float> piece(std::size_t k) const noexcept {
+    const std::size_t begin = k * piece_length_;
+    return data_.subspan(begin, std::min(piece_length_, data_.size() - begin));
+  }
 
-  // Starts stage 1 on the next piece, or finishes. Stages with nothing to do move on at once;
-  // a finished piece leaves phase piece_done for test() to start the next (no recursion).
-  void begin_piece() {
-    if (piece_begin_ >= data_.size() || comm_->size() == 1) {
-      phase_ = phase::done;
-      return;
+  // One step of the schedule; false when nothing can move until a request completes. The
+  // group-communicator operations are posted in the same order on every rank, fixed by the piece
+  // count alone (R0, R1, B0, R2, B1, ..., R = stage 1, B = stage 3; R0, B0, R1, B1, ... when not
+  // pipelined), as MPI requires of collectives; each waits for its own preconditions on this rank.
+  bool advance() {
+    // stage 1 completions, in piece order
+    for (std::size_t k = next_inter_; k < next_reduce_; ++k) {
+      piece_slot& s = slot(k);
+      if (!s.reduced && detail::complete(s.reduce)) {
+        s.reduced = true;
+        return true;
+      }
     }
-    const std::size_t piece = std::min<std::size_t>(
-        std::max<std::size_t>(options_.piece_bytes / sizeof(float), 1), INT_MAX);
-    piece_end_ = piece_begin_ + std::min(piece, data_.size() - piece_begin_);
-    const auto length = static_cast<int>(piece_end_ - piece_begin_);
-    float* base = data_.data() + piece_begin_;
-    const MPI_Comm group = group_->native();
+    // stage 2: one piece at a time through the ring (members); the others pass it through
+    if (inter_running_) {
+      if (!ring_->test()) {
+        return post_next();
+      }
+      inter_running_ = false;
+      ++next_inter_;
+      return true;
+    }
+    if (next_inter_ < next_reduce_ && slot(next_inter_).reduced) {
+      if (ring_) { // only members of the inter-group communicator have a ring
+        ring_->start(slot(next_inter_).shard);
+        inter_running_ = true;
+      } else {
+        ++next_inter_;
+      }
+      return true;
+    }
+    return post_next();
+  }
+
+  // Posts the next group operation in the fixed order if its preconditions hold on this rank,
+  // else retires the oldest piece if its stage 3 completed; false if neither happened.
+  bool post_next() {
+    const std::size_t depth = options_.pipelined ? window : 1;
+    const std::size_t lead = options_.pipelined ? 1 : 0; // R(k + lead) is posted before B(k)
+    if (next_reduce_ < pieces_ && next_reduce_ <= next_spread_ + lead) {
+      if (next_reduce_ < oldest_ + depth) { // its slot is free
+        start_reduce(next_reduce_++);
+        return true;
+      }
+    } else if (next_spread_ < next_inter_) {
+      start_spread(next_spread_++);
+      return true;
+    }
+    if (oldest_ < next_spread_ && detail::complete(slot(oldest_).spread)) {
+      ++oldest_;
+      return true;
+    }
+    return false;
+  }
+
+  // Stage 1 of piece k: reduce to the leader, or reduce-scatter onto the shard holders.
+  void start_reduce(std::size_t k) {
+    piece_slot& s = slot(k);
+    const std::span<float> p = piece(k);
+    const auto length = static_cast<int>(p.size());
+    s.reduced = false;
+    s.shard = p;
     if (group_->size() == 1) {
-      shard_ = std::span<float>(base, static_cast<std::size_t>(length));
-      start_inter();
+      s.reduced = true;
       return;
     }
+    const MPI_Comm group = group_->native();
     if (leader_variant()) {
       const bool root = group_->rank() == 0;
-      detail::check(MPI_Ireduce(root ? MPI_IN_PLACE : base, root ? base : nullptr, length,
-                                MPI_FLOAT, MPI_SUM, 0, group, &request_),
+      detail::check(MPI_Ireduce(root ? MPI_IN_PLACE : p.data(), root ? p.data() : nullptr, length,
+                                MPI_FLOAT, MPI_SUM, 0, group, &s.reduce),
                     "MPI_Ireduce");
-      shard_ = std::span<float>(base, static_cast<std::size_t>(length));
-    } else {
-      const auto shards = static_cast<std::size_t>(min_group_);
-      for (std::size_t j = 0; j < counts_.size(); ++j) {
-        const std::size_t begin = std::min(j, shards) * static_cast<std::size_t>(length) / shards;
-        const std::size_t end = std::min(j + 1, shards) * static_cast<std::size_t>(length) / shards;
-        counts_[j] = static_cast<int>(end - begin);
-        displacements_[j] = static_cast<int>(begin);
-      }
-      const auto own = static_cast<std::size_t>(counts_[static_cast<std::size_t>(group_->rank())]);
-      scratch_.resize(std::max<std::size_t>({scratch_.size(), own, 1}));
-      shard_ = std::span<float>(scratch_.data(), own);
-      detail::check(MPI_Ireduce_scatter(base, scratch_.data(), counts_.data(), MPI_FLOAT, MPI_SUM,
-                                        group, &request_),
-                    "MPI_Ireduce_scatter");
-    }
-    phase_ = phase::intra_reduce;
-  }
-
-  // Stage 2: the ring among the leaders or the shard holders, where this rank is one.
-  void start_inter() {
-    if (ring_) { // only members of the inter-group communicator have a ring
-      ring_->start(shard_);
-      phase_ = phase::inter;
       return;
     }
-    start_intra_spread();
+    const auto shards = static_cast<std::size_t>(min_group_);
+    const auto members = static_cast<std::size_t>(group_->size());
+    s.counts.resize(members);
+    s.displacements.resize(members);
+    for (std::size_t j = 0; j < members; ++j) {
+      const std::size_t begin = std::min(j, shards) * p.size() / shards;
+      const std::size_t end = std::min(j + 1, shards) * p.size() / shards;
+      s.counts[j] = static_cast<int>(end - begin);
+      s.displacements[j] = static_cast<int>(begin);
+    }
+    const auto own = static_cast<std::size_t>(s.counts[static_cast<std::size_t>(group_->rank())]);
+    s.scratch.resize(std::max<std::size_t>({s.scratch.size(), own, 1}));
+    s.shard = std::span<float>(s.scratch.data(), own);
+    detail::check(MPI_Ireduce_scatter(p.data(), s.scratch.data(), s.counts.data(), MPI_FLOAT,
+                                      MPI_SUM, group, &s.reduce),
+                  "MPI_Ireduce_scatter");
   }
 
-  // Stage 3: broadcast or allgather inside the group.
-  void start_intra_spread() {
+  // Stage 3 of piece k: broadcast from the leader, or allgather of the shards.
+  void start_spread(std::size_t k) {
     if (group_->size() == 1) {
-      phase_ = phase::piece_done;
-      return;
+      return; // nothing to spread; the slot's request stays null, so complete
     }
-    float* base = data_.data() + piece_begin_;
+    piece_slot& s = slot(k);
+    const std::span<float> p = piece(k);
     const MPI_Comm group = group_->native();
     if (leader_variant()) {
-      detail::check(MPI_Ibcast(base, static_cast<int>(piece_end_ - piece_begin_), MPI_FLOAT, 0,
-                               group, &request_),
-                    "MPI_Ibcast");
+      detail::check(
+          MPI_Ibcast(p.data(), static_cast<int>(p.size()), MPI_FLOAT, 0, group, &s.spread),
+          "MPI_Ibcast");
     } else {
-      detail::check(MPI_Iallgatherv(scratch_.data(), static_cast<int>(shard_.size()), MPI_FLOAT,
-                                    base, counts_.data(), displacements_.data(), MPI_FLOAT, group,
-                                    &request_),
+      detail::check(MPI_Iallgatherv(s.scratch.data(), static_cast<int>(s.shard.size()), MPI_FLOAT,
+                                    p.data(), s.counts.data(), s.displacements.data(), MPI_FLOAT,
+                                    group, &s.spread),
                     "MPI_Iallgatherv");
     }
-    phase_ = phase::intra_spread;
   }
 
   // An operation dropped mid-way (an exception, or destruction): completes what is pending and
-  // makes the object ready for a new start(). Both requests are collectives: the length
-  // agreement (on the communicator) and the current intra-group stage (MPI_Ireduce,
-  // MPI_Ireduce_scatter, MPI_Ibcast or MPI_Iallgatherv on the group communicator), which MPI
-  // does not allow to be freed or cancelled: each is waited for (detail::abandon), and completes
-  // once every rank of its communicator has posted it, as each does while it runs the
-  // operation. The inter-group ring resets itself when its test() throws, and its destructor
-  // completes what it has pending when this object is destroyed mid-way.
+  // makes the object ready for a new start(). Every pending request is a collective: the length
+  // agreement (on the communicator) and the intra-group stages of up to `window` pieces
+  // (MPI_Ireduce, MPI_Ireduce_scatter, MPI_Ibcast or MPI_Iallgatherv on the group
+  // communicator), which MPI does not allow to be freed or cancelled: each is waited for
+  // (detail::abandon), and completes once every rank of its communicator has posted it, as each
+  // does while it runs the operation. The inter-group ring resets itself when its test() throws,
+  // and its destructor completes what it has pending when this object is destroyed mid-way.
   void reset() noexcept {
     phase_ = phase::idle;
+    inter_running_ = false;
     lengths_.abandon();
-    detail::abandon(request_, detail::request_kind::collective);
+    for (piece_slot& s : slots_) {
+      detail::abandon(s.reduce, detail::request_kind::collective);
+      detail::abandon(s.spread, detail::request_kind::collective);
+    }
   }
 
   const communicator* comm_;
@@ -323,12 +377,13 @@ private:
   int min_group_ = 1;
   phase phase_ = phase::idle;
   std::span<float> data_;
-  std::span<float> shard_;
-  std::size_t piece_begin_ = 0, piece_end_ = 0;
-  std::vector<int> counts_, displacements_;
-  std::vector<float> scratch_;
+  std::size_t piece_length_ = 1, pieces_ = 0;
+  // pieces [0, next_reduce_) entered stage 1, [0, next_inter_) left stage 2, [0, next_spread_)
+  // entered stage 3, [0, oldest_) are done; oldest_ <= next_spread_ <= next_inter_ <= next_reduce_
+  std::size_t next_reduce_ = 0, next_inter_ = 0, next_spread_ = 0, oldest_ = 0;
+  bool inter_running_ = false;
+  std::array<piece_slot, window> slots_;
   detail::length_agreement lengths_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
 } // namespace gradcomp::mpi
