@@ -373,7 +373,8 @@ int main(int argc, char** argv) {
       "  parameter_server: push_bytes, pull_bytes, workers, servers, placement (\"colocated\" "
       "(default) or \"dedicated\")\n"
       "  hierarchical_allreduce: bytes, ranks, group, variant (\"leader\" (default) or "
-      "\"reduce_scatter\"), intra (optional network inside a group; default: the same)\n"
+      "\"reduce_scatter\"), intra (optional network inside a group; default: the same), "
+      "piece_bytes (the transport's pipelined pieces; default 0: one piece)\n"
       "A query may carry an \"id\" (any JSON value), passed through. Exit status: 0 on success, 2 "
       "for a bad command line or query (one line on stderr naming the query index and field; "
       "nothing printed on stdout).");

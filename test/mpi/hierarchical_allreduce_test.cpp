@@ -102,6 +102,13 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
           allreduce(data);
           CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
           CHECK(identical_on_all_ranks(data));
+          const std::size_t pieces = (n * 4 + piece_bytes / 4 * 4 - 1) / (piece_bytes / 4 * 4);
+          CHECK(allreduce.piece_count() == (comm.size() == 1 ? 0 : pieces));
+          if (comm.size() > 1) { // pipelined: the first two reduces go out together
+            const std::size_t peak = allreduce.peak_pieces_in_flight();
+            CHECK(peak >= (pipelined ? std::min<std::size_t>(pieces, 2) : 1));
+            CHECK(peak <= (pipelined ? 3 : 1));
+          }
           if (!pipelined) {
             serial_result = data;
           } else { // the schedule overlaps pieces but sums each element in the same order
@@ -168,6 +175,19 @@ TEST_CASE("hierarchical allreduce progresses through test() while the caller com
   }
 }
 
+TEST_CASE("hierarchical allreduce with groups of one rank is a flat ring, in one piece",
+          "[mpi][hierarchical_allreduce]") {
+  mpi::communicator comm(MPI_COMM_WORLD);
+  std::vector<float> data = rank_values(10007, world_rank(), 11);
+  std::vector<float> ring_result = data;
+  mpi::ring_allreduce(comm, {.segment_bytes = 64})(ring_result);
+  mpi::hierarchical_allreduce allreduce(comm,
+                                        {.group_size = 1, .segment_bytes = 64, .piece_bytes = 400});
+  allreduce(data);
+  CHECK(data == ring_result); // the same ring over the whole vector, bit for bit
+  CHECK(allreduce.piece_count() == (comm.size() == 1 ? 0 : 1));
+}
+
 TEST_CASE("hierarchical allreduce groups consecutive ranks", "[mpi][hierarchical_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   const int p = comm.size();
@@ -210,6 +230,35 @@ TEST_CASE("hierarchical allreduce: ranks passing different lengths all get an ex
     std::vector<float> ok(10, 1.0f);
     allreduce(ok);
     CHECK(ok[9] == static_cast<float>(comm.size()));
+  }
+}
+
+TEST_CASE("hierarchical allreduce and its ring can be abandoned on every rank and reused",
+          "[mpi][hierarchical_allreduce]") {
+  // Every rank drops the operation at the same point, right after start(): the ring has posted
+  // its first step (eager-sized messages: its sends complete without the receivers), the
+  // hierarchical allreduce only its length agreement (every rank posted it). A drop in the
+  // middle of the pipeline cannot be tested this way: ranks reach different pieces.
+  mpi::communicator comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  std::vector<float> data(64, 1.0f);
+  mpi::ring_allreduce ring(comm);
+  ring.start(data);
+  ring.abandon();
+  ring.abandon(); // idle: no-op
+  std::vector<float> ones(1000, 1.0f);
+  ring(ones);
+  CHECK(ones[999] == static_cast<float>(p));
+  for (mpi::hierarchical_variant variant : variants) {
+    CAPTURE(static_cast<int>(variant), p);
+    mpi::hierarchical_allreduce allreduce(
+        comm, {.group_size = 2, .variant = variant, .piece_bytes = 256});
+    allreduce.start(data);
+    allreduce.abandon();
+    std::fill(ones.begin(), ones.end(), 1.0f);
+    allreduce(ones); // 16 pieces
+    CHECK(ones[0] == static_cast<float>(p));
+    CHECK(ones[999] == static_cast<float>(p));
   }
 }
 

@@ -179,7 +179,7 @@ enum class hierarchical_variant {
 //! @brief Two-level allreduce of `bytes` = M over P ranks in groups of g consecutive ranks
 //! (S4's hierarchical synchronisation), with separate intra-group and inter-group networks, as
 //! gradcomp::mpi::hierarchical_allreduce runs it with group_size g. G = ceil(P / g) groups; the
-//! three stages run one after the other.
+//! three stages of a piece run one after the other (pieces overlap: `piece_bytes` below).
 //!
 //! Leader variant (S4; MPI_Ireduce, the leaders' ring, MPI_Ibcast), for g > 1:
 //!   t = [(g-1) alpha + M beta + (g-1)/g M gamma]      reduce to the leader (intra)
@@ -213,7 +213,9 @@ enum class hierarchical_variant {
 //!   t = t1 + t2 + t3 + (n-1) max(t1 + t3, t2),
 //! a pipeline of two resources, the group's network (stage 1 of the next piece beside stage 3 of
 //! the previous one: both are priced on it, one after the other) and the network between groups
-//! (stage 2). Each piece pays the alpha terms again. `piece_bytes` = 0 (the default) or >= M:
+//! (stage 2), priced as independent resources (with one network for both, as when a group's
+//! ranks sit on different hosts, they share links and the overlap is optimistic). Each piece
+//! pays the alpha terms again. `piece_bytes` = 0 (the default) or >= M:
 //! one piece, the formula above. Measured on the two-tier emulated cluster with the transport's
 //! 256 KiB pieces (2026-11-29, three runs each of 2 x 2 and 2 x 3, 1-64 MiB): the leader variant
 //! at 0.85-1.07x of this model, the reduce-scatter variant at 0.83-1.01x of the shared-link one;

@@ -55,7 +55,9 @@ struct hierarchical_allreduce_options {
   std::size_t segment_bytes = std::size_t{1} << 18;
   //! Largest piece of the vector taken through the three stages at once, bytes (>= 4, capped at
   //! INT_MAX floats, since MPI counts are int): longer vectors are cut into pieces of this size
-  //! (the last one shorter), which the stages pipeline (see `pipelined`).
+  //! (the last one shorter), which the stages pipeline (see `pipelined`). Not used when every
+  //! group has one rank (group_size 1: a flat ring over the whole vector, as priced by
+  //! cost::hierarchical_allreduce_seconds).
   std::size_t piece_bytes = std::size_t{1} << 18;
   //! true: up to three pieces in flight, one per stage: while the ring sums piece k, the group
   //! reduces piece k+1 and spreads piece k-1, so the intra-group stages hide behind the
@@ -171,10 +173,12 @@ public:
     gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
                               "hierarchical_allreduce: start() while an operation is in progress");
     data_ = data;
+    // every group of one rank: a flat ring, nothing to pipeline, so the vector is one piece
+    const bool flat = groups_ == comm_->size();
     piece_length_ = std::min<std::size_t>(
-        std::max<std::size_t>(options_.piece_bytes / sizeof(float), 1), INT_MAX);
+        flat ? SIZE_MAX : std::max<std::size_t>(options_.piece_bytes / sizeof(float), 1), INT_MAX);
     pieces_ = comm_->size() == 1 ? 0 : (data.size() + piece_length_ - 1) / piece_length_;
-    next_reduce_ = next_inter_ = next_spread_ = oldest_ = 0;
+    next_reduce_ = next_inter_ = next_spread_ = oldest_ = peak_in_flight_ = 0;
     inter_running_ = false;
     phase_ = lengths_.begin(*comm_, data.size(), options_.check_lengths) ? phase::checking
                                                                          : phase::running;
@@ -212,6 +216,13 @@ public:
   [[nodiscard]] int smallest_group_size() const noexcept { return min_group_; }
   //! Whether this rank takes part in the inter-group stage (a leader, or a shard holder).
   [[nodiscard]] bool in_inter_group_stage() const noexcept { return inter_.has_value(); }
+  //! The vector's piece count in the current (or last) operation; 0 before the first and for
+  //! P = 1.
+  [[nodiscard]] std::size_t piece_count() const noexcept { return pieces_; }
+  //! The most pieces this rank had in flight at once (started, not yet spread) in the current
+  //! (or last) operation: at most 3 when pipelined (2 as soon as there are 2 pieces: the first
+  //! two reduces are posted together), 1 when not. Diagnostics.
+  [[nodiscard]] std::size_t peak_pieces_in_flight() const noexcept { return peak_in_flight_; }
 
 private:
   enum class phase { idle, checking, running, done };
@@ -261,9 +272,9 @@ private:
       return true;
     }
     if (next_inter_ < next_reduce_ && slot(next_inter_).reduced) {
-      if (ring_) { // only members of the inter-group communicator have a ring
+      if (ring_) {             // only members of the inter-group communicator have a ring
+        inter_running_ = true; // before start(): reset() must drop whatever it posted
         ring_->start(slot(next_inter_).shard);
-        inter_running_ = true;
       } else {
         ++next_inter_;
       }
@@ -280,6 +291,7 @@ private:
     if (next_reduce_ < pieces_ && next_reduce_ <= next_spread_ + lead) {
       if (next_reduce_ < oldest_ + depth) { // its slot is free
         start_reduce(next_reduce_++);
+        peak_in_flight_ = std::max(peak_in_flight_, next_reduce_ - oldest_);
         return true;
       }
     } else if (next_spread_ < next_inter_) {
@@ -351,15 +363,21 @@ private:
   }
 
   // An operation dropped mid-way (an exception, or destruction): completes what is pending and
-  // makes the object ready for a new start(). Every pending request is a collective: the length
-  // agreement (on the communicator) and the intra-group stages of up to `window` pieces
-  // (MPI_Ireduce, MPI_Ireduce_scatter, MPI_Ibcast or MPI_Iallgatherv on the group
-  // communicator), which MPI does not allow to be freed or cancelled: each is waited for
-  // (detail::abandon), and completes once every rank of its communicator has posted it, as each
-  // does while it runs the operation. The inter-group ring resets itself when its test() throws,
-  // and its destructor completes what it has pending when this object is destroyed mid-way.
+  // makes the object ready for a new start(). First the inter-group ring, whose messages may
+  // read or fill a slot's scratch or the caller's vector (its abandon(): sends completed,
+  // receives cancelled). Then the collectives: the length agreement (on the communicator) and
+  // the intra-group stages of up to `window` pieces (MPI_Ireduce, MPI_Ireduce_scatter,
+  // MPI_Ibcast or MPI_Iallgatherv on the group communicator), which MPI does not allow to be
+  // freed or cancelled: each is waited for (detail::abandon), and completes once every rank of
+  // its communicator has posted it, as each does while it runs the operation. Ranks can be up
+  // to `window` pieces apart, so a rank that drops the operation while others run on waits
+  // until they have posted the stages it posted; ranks that drop it at different points can
+  // wait forever (detail::abandon).
   void reset() noexcept {
     phase_ = phase::idle;
+    if (ring_) {
+      ring_->abandon();
+    }
     inter_running_ = false;
     lengths_.abandon();
     for (piece_slot& s : slots_) {
@@ -372,7 +390,6 @@ private:
   options options_;
   std::optional<communicator> group_;
   std::optional<communicator> inter_;
-  std::optional<ring_allreduce> ring_;
   int groups_ = 1;
   int min_group_ = 1;
   phase phase_ = phase::idle;
@@ -381,8 +398,11 @@ private:
   // pieces [0, next_reduce_) entered stage 1, [0, next_inter_) left stage 2, [0, next_spread_)
   // entered stage 3, [0, oldest_) are done; oldest_ <= next_spread_ <= next_inter_ <= next_reduce_
   std::size_t next_reduce_ = 0, next_inter_ = 0, next_spread_ = 0, oldest_ = 0;
+  std::size_t peak_in_flight_ = 0; // peak_pieces_in_flight()
   bool inter_running_ = false;
   std::array<piece_slot, window> slots_;
+  // after slots_: destroyed first, while the scratch its messages may use still exists
+  std::optional<ring_allreduce> ring_;
   detail::length_agreement lengths_;
 };
 

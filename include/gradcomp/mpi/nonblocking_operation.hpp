@@ -62,6 +62,16 @@ public:
     }
   }
 
+  //! Drops the operation in progress, if any, on this rank: completes or cancels its pending
+  //! requests (Derived's reset(): collectives are waited for, receives cancelled, sends
+  //! completed; see detail::abandon) so that MPI touches none of its buffers afterwards, and
+  //! makes the object ready for a new start(). No-op when idle. For an operation that contains
+  //! another (hierarchical_allreduce's inter-group ring) and for callers that give up on an
+  //! operation of their own accord; test() and wait() already do this when they throw. Waits
+  //! as long as the peers take to post what this rank's pending collectives need (forever if a
+  //! peer dropped the operation earlier). Never throws.
+  void abandon() noexcept { derived().reset(); }
+
 private:
   Derived& derived() noexcept { return static_cast<Derived&>(*this); }
   // Derived's pending_peer() / pending_description() if it has them (names of their own: the
