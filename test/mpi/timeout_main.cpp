@@ -9,6 +9,7 @@
 //     (the peer its step waits for) and the time, and its reset does not hang; rank 1 then runs
 //     the operation with the same deadline and times out too (its peers are gone).
 //  2b. The same with native_allreduce, which names no peer (a collective of every rank).
+//  2c. The same with hierarchical_allreduce, whose message counts the pieces done.
 //  3. mpi::wait on a receive nobody sends to times out naming "MPI request".
 // Rank 0 prints "timeout: all P ranks ok" and the program exits 0 without MPI_Finalize (the
 // dropped requests of a timed-out communicator can make MPI_Finalize wait for ever).
@@ -84,8 +85,8 @@ int main(int argc, char** argv) {
     expect(waited >= 0.3 && waited < 1.5, "waited " + std::to_string(waited) + " s", rank);
     expect(e.elapsed_seconds() >= 0.3 && e.elapsed_seconds() <= waited,
            "elapsed_seconds() " + std::to_string(e.elapsed_seconds()), rank);
-    expect(e.peer() == left, "peer() " + std::to_string(e.peer()) + ", left neighbour " +
-                                 std::to_string(left), rank);
+    expect(e.peer() == left,
+           "peer() " + std::to_string(e.peer()) + ", left neighbour " + std::to_string(left), rank);
     expect(what.find("ring_allreduce timed out after") != std::string::npos &&
                what.find("waiting for rank " + std::to_string(left)) != std::string::npos,
            "message: " + what, rank);
@@ -97,8 +98,8 @@ int main(int argc, char** argv) {
   // others' contributions were posted before they gave up)
   {
     const gm::communicator native_comm(MPI_COMM_WORLD);
-    gm::native_allreduce native(native_comm, {.check_lengths = false,
-                                              .wait = {.timeout_seconds = 0.3}});
+    gm::native_allreduce native(native_comm,
+                                {.check_lengths = false, .wait = {.timeout_seconds = 0.3}});
     if (rank == 1) {
       std::this_thread::sleep_for(std::chrono::seconds(2));
     }
@@ -110,6 +111,30 @@ int main(int argc, char** argv) {
       expect(e.operation() == "native_allreduce" && e.peer() == -1 &&
                  what.find("native_allreduce timed out after") != std::string::npos,
              "native_allreduce: " + what, rank);
+    }
+  }
+
+  // 2c. hierarchical_allreduce (groups of 2, 256 KiB pieces: 2 pieces of the 400 KB vector):
+  // the message says how many pieces are done and which stage waits
+  MPI_Barrier(MPI_COMM_WORLD); // the ranks left 2b at different times
+  {
+    const gm::communicator hierarchical_comm(MPI_COMM_WORLD);
+    gm::hierarchical_allreduce hierarchical(
+        hierarchical_comm,
+        {.group_size = 2, .check_lengths = false, .wait = {.timeout_seconds = 0.3}});
+    if (rank == 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(2));
+    }
+    try {
+      hierarchical(std::span<float>(data));
+      expect(rank == 1, "hierarchical_allreduce returned although rank 1 stalled", rank);
+    } catch (const gm::timeout_error& e) {
+      const std::string what = e.what();
+      std::printf("timeout: rank %d caught: %s\n", rank, what.c_str());
+      expect(e.operation() == "hierarchical_allreduce" &&
+                 what.find("hierarchical_allreduce timed out after") != std::string::npos &&
+                 what.find("0 of 2 pieces done") != std::string::npos,
+             "hierarchical_allreduce: " + what, rank);
     }
   }
 

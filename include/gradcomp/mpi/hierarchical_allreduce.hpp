@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace gradcomp::mpi {
@@ -186,6 +187,37 @@ public:
 
   //! @private The nonblocking_operation hooks.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
+  //! @private For timeout messages: the pieces done and the stages this rank waits in.
+  [[nodiscard]] std::string pending_description() const {
+    if (phase_ == phase::checking) {
+      return "the length agreement (an MPI_Iallreduce of every rank)";
+    }
+    if (phase_ != phase::running) {
+      return {};
+    }
+    const bool leader = leader_variant();
+    std::string s = gradcomp::detail::concat(oldest_, " of ", pieces_, " pieces done");
+    std::size_t reducing = 0;
+    for (std::size_t k = next_inter_; k < next_reduce_; ++k) {
+      reducing += slots_[k % window].reduced ? 0 : 1;
+    }
+    if (reducing > 0) {
+      s += gradcomp::detail::concat("; ", leader ? "MPI_Ireduce" : "MPI_Ireduce_scatter",
+                                    " in the group pending for ", reducing, " piece(s) from piece ",
+                                    next_inter_ + 1);
+    }
+    if (inter_running_) {
+      const std::string ring = ring_->pending_description();
+      s += gradcomp::detail::concat("; the ring between groups on piece ", next_inter_ + 1,
+                                    ring.empty() ? "" : " (" + ring + "; ranks of the ring)");
+    }
+    if (oldest_ < next_spread_) {
+      s += gradcomp::detail::concat("; ", leader ? "MPI_Ibcast" : "MPI_Iallgatherv",
+                                    " in the group pending for pieces ", oldest_ + 1, "..",
+                                    next_spread_);
+    }
+    return s;
+  }
   //! @private
   bool progress() {
     if (phase_ == phase::checking) {
