@@ -36,6 +36,30 @@ void expect(bool condition, const std::string& what, int rank) {
   }
 }
 
+// Rank 1 stalls 2 s before `run` (an operation of every rank, with a 0.3 s deadline); every
+// other rank must get a timeout_error naming `name`, no peer, and containing `expected`. Rank 1
+// may complete or time out afterwards: the others' contributions were posted before they gave up.
+template <class Run>
+void expect_stalled_peer_timeout(Run run,
+                                 const std::string& name,
+                                 const std::string& expected,
+                                 int rank) {
+  if (rank == 1) {
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+  try {
+    run();
+    expect(rank == 1, name + " returned although rank 1 stalled", rank);
+  } catch (const gm::timeout_error& e) {
+    const std::string what = e.what();
+    std::printf("timeout: rank %d caught: %s\n", rank, what.c_str());
+    expect(e.operation() == name && e.peer() == -1 &&
+               what.find(name + " timed out after") != std::string::npos &&
+               what.find(expected) != std::string::npos,
+           name + ": " + what, rank);
+  }
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -94,24 +118,13 @@ int main(int argc, char** argv) {
   }
 
   // 2b. an operation without pending_peer()/pending_description() (native_allreduce): the
-  // message has no peer; rank 1 stalls again (it may complete or time out afterwards: the
-  // others' contributions were posted before they gave up)
+  // message has no peer
   {
     const gm::communicator native_comm(MPI_COMM_WORLD);
     gm::native_allreduce native(native_comm,
                                 {.check_lengths = false, .wait = {.timeout_seconds = 0.3}});
-    if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-    }
-    try {
-      native(std::span<float>(data));
-      expect(rank == 1, "native_allreduce returned although rank 1 stalled", rank);
-    } catch (const gm::timeout_error& e) {
-      const std::string what = e.what();
-      expect(e.operation() == "native_allreduce" && e.peer() == -1 &&
-                 what.find("native_allreduce timed out after") != std::string::npos,
-             "native_allreduce: " + what, rank);
-    }
+    expect_stalled_peer_timeout([&] { native(std::span<float>(data)); }, "native_allreduce", "",
+                                rank);
   }
 
   // 2c. hierarchical_allreduce (groups of 2, 256 KiB pieces: 2 pieces of the 400 KB vector):
@@ -122,20 +135,8 @@ int main(int argc, char** argv) {
     gm::hierarchical_allreduce hierarchical(
         hierarchical_comm,
         {.group_size = 2, .check_lengths = false, .wait = {.timeout_seconds = 0.3}});
-    if (rank == 1) {
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-    }
-    try {
-      hierarchical(std::span<float>(data));
-      expect(rank == 1, "hierarchical_allreduce returned although rank 1 stalled", rank);
-    } catch (const gm::timeout_error& e) {
-      const std::string what = e.what();
-      std::printf("timeout: rank %d caught: %s\n", rank, what.c_str());
-      expect(e.operation() == "hierarchical_allreduce" &&
-                 what.find("hierarchical_allreduce timed out after") != std::string::npos &&
-                 what.find("0 of 2 pieces done") != std::string::npos,
-             "hierarchical_allreduce: " + what, rank);
-    }
+    expect_stalled_peer_timeout([&] { hierarchical(std::span<float>(data)); },
+                                "hierarchical_allreduce", "0 of 2 pieces done", rank);
   }
 
   // 3. the free wait on a receive nobody matches
