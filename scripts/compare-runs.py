@@ -153,6 +153,21 @@ def table(reports, target_run):
         return f"{merge}: {len(groups)} groups" if groups is not None else merge
 
     row("merge plan / buckets", [plan(r) for r in reports])
+
+    def predicted(r):
+        # the merge model's iteration: from rank 0's profile, and (--replan-after) from the
+        # backward times the pipeline measured in training, for the plan that ran after it
+        profile = get(r, "plan", "predicted_iteration_seconds")
+        measured = get(r, "replan", "predicted_iteration_seconds")
+        if profile is None:
+            return "-"
+        text = f"{1e3 * profile:.1f} (profile)"
+        if measured is not None:
+            text += f" / {1e3 * measured:.1f} (measured backward)"
+        return text
+
+    if any(predicted(r) != "-" for r in reports):
+        row("iteration predicted by the merge model, ms", [predicted(r) for r in reports])
     row("replicas identical", ["independent (no exchange)" if is_floor(r)
                                else "yes" if r.get("replicas_identical") else "NO" for r in reports])
     lines = ["| | " + " | ".join(r["label"] for r in reports) + " |",

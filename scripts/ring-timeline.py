@@ -8,14 +8,19 @@ files per rank: PREFIX.<rank>.csv, .iterations.csv, .layers.csv; docs/transport-
   and ended, in ms since the iteration started, and when backward started and ended;
 * each group's steps: bytes, duration, wire rate (bytes sent / step duration);
 * the rate while backward runs: bytes of the steps of at least --min-step-kib that ended
-  before backward did, over their durations (smaller steps mostly wait for peers), against
-  --link-gbit (the nominal link) and --beta-ns (a calibrated beta);
+  before backward did, over the time the link was theirs (smaller steps mostly wait for
+  peers), against --link-gbit (the nominal link) and --beta-ns (a calibrated beta); and the
+  same rate for the steps that ended after backward, with the cores otherwise idle. A step's
+  link time runs from when it could first use the link, its post or the previous step's end
+  (whichever is later), to its end: with one step in flight that is its duration, with two it
+  leaves out the time a posted step waits behind the one before it;
 * when each gradient hook ran and how long it took (compression included).
 
 With two ring steps in flight (gradcomp-train's default, --ring-steps-in-flight 2) a step is
-posted while the one before it still runs, so its duration includes waiting for that step's
-segments and the per-step rates understate the link; the group's span (first post to end)
-is the figure to compare.
+posted while the one before it still runs, so its duration (the step table's "ms") includes
+waiting for that step's segments and the per-step rates of that table understate the link;
+the rates of the lines below it and the group's span (first post to end) are the figures to
+compare.
 
     scripts/ring-timeline.py PREFIX [--skip 10] [--link-gbit 1] [--beta-ns B] [--min-step-kib 256]
 """
@@ -83,27 +88,33 @@ def summarise(prefix, rank, skip, link_gbit, beta_ns, min_step_bytes):
             print(f"| {g} | {k} | {b / 1e6:.3f} | {int(ops[0][k]['segments'])} | {1e3 * m:.2f} | "
                   f"{rate:.2f} | {med([o[k]['polls'] for o in ops]):.0f} | "
                   f"{1e3 * med([o[k]['reduce_s'] for o in ops]):.2f} |")
-    # the wire while backward runs
-    sent_bytes = 0.0
-    seconds = 0.0
+    # the wire while backward runs, and after it
+    during = [0.0, 0.0]  # bytes, link seconds of the steps that ended while backward ran
+    after = [0.0, 0.0]
     for i in kept:
         end = iterations[i]["backward_end_s"]
         for g in range(groups):
-            for s in operations[i * groups + g]:
-                if s["sent_s"] <= end and s["bytes_sent"] >= min_step_bytes:
-                    sent_bytes += s["bytes_sent"]
-                    seconds += s["sent_s"] - s["posted_s"]
+            previous_end = float("-inf")
+            for s in sorted(operations[i * groups + g], key=lambda s: s["step"]):
+                link_seconds = s["sent_s"] - max(s["posted_s"], previous_end)
+                previous_end = s["sent_s"]
+                if s["bytes_sent"] >= min_step_bytes:
+                    into = during if s["sent_s"] <= end else after
+                    into[0] += s["bytes_sent"]
+                    into[1] += link_seconds
     print()
-    if seconds > 0:
+    for (sent_bytes, seconds), when in ((during, "while backward ran"),
+                                        (after, "after backward")):
+        if seconds <= 0:
+            print(f"No step of at least {min_step_bytes / 1024:g} KiB ended {when}.")
+            continue
         rate = 8 * sent_bytes / seconds / 1e9
         text = f"{rate:.2f} Gbit/s ({rate / link_gbit:.2f}x the {link_gbit:g} Gbit/s link"
         if beta_ns:
             text += f", {rate / (8 / beta_ns):.2f}x the calibrated {8 / beta_ns:.2f} Gbit/s"
-        print(f"Steps of at least {min_step_bytes / 1024:g} KiB that ended while backward ran: "
-              f"{sent_bytes / len(kept) / 1e6:.2f} MB per "
-              f"iteration at {text}).")
-    else:
-        print(f"No step of at least {min_step_bytes / 1024:g} KiB ended while backward ran.")
+        print(f"Steps of at least {min_step_bytes / 1024:g} KiB that ended {when}: "
+              f"{sent_bytes / len(kept) / 1e6:.2f} MB per iteration at {text}) over their "
+              f"link time.")
     if hooks:
         print()
         print("| parameter | hook entered, ms since the iteration started | ms in the hook |")

@@ -213,22 +213,26 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
 //! rank agreed on (plan_merge) and, with --replan-after W > 0, plans once more after W
 //! iterations from the backward times the pipeline measured meanwhile (with the exchange
 //! running beside backward, unlike the profile), on rank 0 and agreed by every rank
-//! (mpi::agreed_grouping: a collective at the end of the W-th finish()). A
-//! pipeline_policy::replanning_policy.
+//! (mpi::agreed_grouping: a collective at the end of the W-th finish()). With keep_plan
+//! (--replan-mode keep) the pipeline still measures the W iterations but keeps `initial` (no
+//! collective: every rank keeps what it has); the report then predicts the iteration of the
+//! initial plan from the measured times. A pipeline_policy::replanning_policy.
 struct training_grouping {
   using grouping_concept = gradcomp::grouping_policy_tag; //!< opts in (grouping_policy).
   gradcomp::schedule::grouping initial;                   //!< plan_merge's agreed groups.
   //! The merge planner (its replan_after is W) and the communicator the re-plan agrees on.
   gradcomp::mpi::agreed_grouping<gradcomp::pipeline_policy::planned_grouping> planner;
+  bool keep_plan = false; //!< --replan-mode keep: measure, predict, keep `initial`.
 
   //! `initial` (already agreed: not collective). O(groups).
   [[nodiscard]] gradcomp::schedule::grouping groups(std::span<const std::size_t>) const {
     return initial;
   }
-  //! Rank 0's plan from its measured backward times, on every rank. Collective.
+  //! Rank 0's plan from its measured backward times, on every rank (collective); with
+  //! keep_plan, `initial` (not collective).
   [[nodiscard]] gradcomp::schedule::grouping replan(std::span<const std::size_t> numel,
                                                     std::span<const double> measured) const {
-    return planner.replan(numel, measured);
+    return keep_plan ? initial : planner.replan(numel, measured);
   }
   //! W (--replan-after; 0: never). O(1).
   [[nodiscard]] std::size_t warmup_iterations() const noexcept {

@@ -163,6 +163,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "--method powersgd or --transport coded)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--replan-mode", o.replan_mode,
+                 "with --replan-after: replan adopts the plan made from the measured backward "
+                 "times; keep keeps the initial plan (the same groups, so the same results as "
+                 "without --replan-after) and only predicts the iteration from those times")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"replan", "keep"}));
   app.add_option("--servers", o.transport.servers,
                  "ps: co-located server ranks (0 = every rank); --sync async: dedicated server "
                  "ranks (0 = 1)")

@@ -105,14 +105,17 @@ inline std::string run_label(const sync_setup& s) {
 //! and the replicas' check, loss scaling's and the remedies' records.
 //! --replan-after: whether the pipeline re-planned, its groups, the backward times rank 0's
 //! pipeline measured over the warm-up and the iteration the merge model predicts with them (for
-//! the new groups and for the initial ones); null without --replan-after.
+//! the new groups and for the initial ones; with --replan-mode keep the two are the same
+//! groups); null without --replan-after.
 inline nlohmann::json
 replan_json(const sync_setup& s, const merge_plan& plan, const sync_trainer& t) {
   if (s.o.replan_after <= 0 || !t.exchange) {
     return nullptr;
   }
   const replan_state r = t.exchange->replan();
-  nlohmann::json j = {{"after_iterations", s.o.replan_after}, {"replanned", r.replanned}};
+  nlohmann::json j = {{"after_iterations", s.o.replan_after},
+                      {"mode", s.o.replan_mode},
+                      {"replanned", r.replanned}};
   if (!r.replanned) {
     return j;
   }
@@ -249,10 +252,12 @@ inline std::string report_table(const sync_setup& s,
   }
   if (const nlohmann::json replan = replan_json(s, plan, t);
       replan.is_object() && replan["replanned"].get<bool>()) {
-    table += format("| re-planned after %d iterations (measured backward times) | %s |\n",
-                    o.replan_after, replan["text"].get<std::string>().c_str());
-    table += format("| iteration predicted after re-planning (rank 0's measured backward) | %.1f "
-                    "ms |\n",
+    const bool kept = o.replan_mode == "keep";
+    table += format("| %s after %d iterations (measured backward times) | %s |\n",
+                    kept ? "plan kept" : "re-planned", o.replan_after,
+                    replan["text"].get<std::string>().c_str());
+    table += format("| iteration predicted %s (rank 0's measured backward) | %.1f ms |\n",
+                    kept ? "for the plan in use" : "after re-planning",
                     1000 * replan["predicted_iteration_seconds"].get<double>());
   }
   table +=

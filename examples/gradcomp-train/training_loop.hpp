@@ -98,7 +98,9 @@ public:
     exchange = o.method.name == "powersgd"
                    ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
                    : make_exchange(s.comm, o.method, transport, s.model.numel,
-                                   training_grouping{plan.groups, {&s.comm, plan.planner}}, s.mc);
+                                   training_grouping{plan.groups, {&s.comm, plan.planner},
+                                                     o.replan_mode == "keep"},
+                                   s.mc);
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
                         u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {

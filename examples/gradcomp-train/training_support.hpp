@@ -94,6 +94,9 @@ struct train_options {
   //! Re-plan the merge once after this many iterations from the backward times the pipeline
   //! measured (0: never).
   int replan_after = 0;
+  //! With replan_after > 0: "replan" adopts the new plan; "keep" keeps the initial one and
+  //! only predicts the iteration from the measured backward times (--replan-mode).
+  std::string replan_mode = "replan";
   //! Calibrate the planner's network model while forward and backward passes load the cores.
   bool calibrate_under_load = true;
   double bucket_mib = 25.0;

@@ -4,7 +4,8 @@ iterations, from the backward times it measured with the exchange running, on ra
 every rank. A re-plan changes which layers travel together, not what is summed: over the sparse
 allgather (sums in rank order per element, error feedback per layer) the run must end with the
 same parameters as without it. The report names the new groups and the iteration the merge
-model predicts from the measured times. Bad combinations exit with status 2.
+model predicts from the measured times; --replan-mode keep measures and predicts the same way but
+keeps the initial groups. Bad combinations and values exit with status 2.
 """
 from train_runner import load, needs_train
 from train_runner import run as run_train
@@ -40,6 +41,24 @@ def test_replan_reports_its_groups_and_changes_no_value(tmp_path):
     assert "re-planned after 3 iterations" in p.stdout
 
 
+def test_keep_mode_measures_and_predicts_but_keeps_the_plan(tmp_path):
+    # --replan-mode keep: the pipeline measures the warm-up as when re-planning, but the groups
+    # stay the initial plan's, so the prediction is the plan in use's, from measured times
+    p, kept = run(tmp_path, "keep", 2, "--method", "dense", "--transport", "ring", "--merge",
+                  "optimal", "--replan-after", "3", "--replan-mode", "keep")
+    assert p.returncode == 0, p.stdout + p.stderr
+    b = load(kept)
+    r = b["replan"]
+    assert r["mode"] == "keep" and r["after_iterations"] == 3
+    assert [g["layers"] for g in r["groups"]] == [g["layers"] for g in b["plan"]["groups"]]
+    assert len(r["measured_backward_seconds_rank0"]) == CNN_TENSORS
+    assert r["predicted_iteration_seconds"] == r["initial_groups_predicted_iteration_seconds"]
+    assert r["predicted_iteration_seconds"] > 0
+    assert b["replicas_identical"]
+    assert "plan kept after 3 iterations" in p.stdout
+    assert "iteration predicted for the plan in use" in p.stdout
+
+
 def test_replan_refuses_what_has_no_merge_plan(tmp_path):
     p, _ = run(tmp_path, "powersgd", 2, "--method", "powersgd", "--transport", "ring",
                "--replan-after", "2")
@@ -49,3 +68,5 @@ def test_replan_refuses_what_has_no_merge_plan(tmp_path):
     assert p.returncode == 2 and "--replan-after" in p.stderr
     p, _ = run(tmp_path, "negative", 2, "--replan-after", "-1")
     assert p.returncode == 2 and "--replan-after" in p.stderr
+    p, _ = run(tmp_path, "mode", 2, "--replan-after", "2", "--replan-mode", "later")
+    assert p.returncode == 2 and "--replan-mode" in p.stderr and "later" in p.stderr
