@@ -14,7 +14,11 @@ files per rank: PREFIX.<rank>.csv, .iterations.csv, .layers.csv; docs/transport-
   link time runs from when it could first use the link, its post or the previous step's end
   (whichever is later), to its end: with one step in flight that is its duration, with two it
   leaves out the time a posted step waits behind the one before it;
-* when each gradient hook ran and how long it took (compression included).
+* when each gradient hook ran and how long it took (compression included);
+* across the ranks (their trace clocks are the machine's steady clock, so they agree on one
+  machine, as on the emulated cluster): per group, how far apart the ranks' first posts were
+  and the group's rate from the last rank's first post to the last rank's end, when every rank
+  is in the ring (until then the ring waits for the slowest rank's gradient, not for the link).
 
 With two ring steps in flight (gradcomp-train's default, --ring-steps-in-flight 2) a step is
 posted while the one before it still runs, so its duration (the step table's "ms") includes
@@ -129,6 +133,48 @@ def summarise(prefix, rank, skip, link_gbit, beta_ns, min_step_bytes):
     print()
 
 
+def across_ranks(prefix, ranks, skip, link_gbit, beta_ns):
+    """Per group: the spread of the ranks' first posts and the rate once every rank posted."""
+    operations = {}
+    iterations = 0
+    for r in ranks:
+        per = {}
+        for s in rows(f"{prefix}.{r}.csv"):
+            per.setdefault(int(s["operation"]), []).append(s)
+        operations[r] = per
+        n = len(rows(f"{prefix}.{r}.iterations.csv"))
+        iterations = n if not iterations else min(iterations, n)
+    counts = {len(operations[r]) for r in ranks}
+    if not iterations or len(counts) != 1 or counts.pop() % iterations:
+        print("Across ranks: not summarised (the ranks traced different operations)")
+        return
+    groups = len(operations[ranks[0]]) // iterations
+    print(f"### across ranks {', '.join(map(str, ranks))} (medians over iterations "
+          f"{min(skip, iterations - 1)}-{iterations - 1})")
+    print()
+    print("| group | MB sent per rank | first posts: spread, ms | first post of the first rank to "
+          "the end, ms | last rank's first post to the end, ms | Gbit/s from the last first post |")
+    print("|---|---|---|---|---|---|")
+    for g in range(groups):
+        spread, whole, joined, sent = [], [], [], []
+        for i in range(min(skip, iterations - 1), iterations):
+            ops = [operations[r][i * groups + g] for r in ranks]
+            posts = [min(s["posted_s"] for s in o) for o in ops]
+            end = max(max(s["sent_s"] for s in o) for o in ops)
+            spread.append(max(posts) - min(posts))
+            whole.append(end - min(posts))
+            joined.append(end - max(posts))
+            sent.append(max(sum(s["bytes_sent"] for s in o) for o in ops))
+        b, t = med(sent), med(joined)
+        rate = 8 * b / t / 1e9 if t > 0 else float("inf")
+        text = f"{rate:.2f} ({rate / link_gbit:.2f}x the link"
+        if beta_ns:
+            text += f", {rate / (8 / beta_ns):.2f}x the calibrated {8 / beta_ns:.2f} Gbit/s"
+        print(f"| {g} | {b / 1e6:.3f} | {1e3 * med(spread):.1f} | {1e3 * med(whole):.1f} | "
+              f"{1e3 * t:.1f} | {text}) |")
+    print()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("prefix")
@@ -144,6 +190,8 @@ def main():
                    if p.split(".")[-2].isdigit())
     for r in a.ranks if a.ranks else found:
         summarise(a.prefix, r, a.skip, a.link_gbit, a.beta_ns, 1024 * a.min_step_kib)
+    if len(found) > 1:
+        across_ranks(a.prefix, found, a.skip, a.link_gbit, a.beta_ns)
 
 
 if __name__ == "__main__":

@@ -161,10 +161,6 @@ inline backward_profile profile_backward(sync_setup& s) {
       }
     }
   });
-  const auto median = [](std::vector<double> v) {
-    std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-    return v[v.size() / 2];
-  };
   for (std::size_t i = 0; i < params.size(); ++i) {
     profile.backward_seconds[i] = median(per_layer[i]);
   }

@@ -106,7 +106,10 @@ inline std::string run_label(const sync_setup& s) {
 //! --replan-after: whether the pipeline re-planned, its groups, the backward times rank 0's
 //! pipeline measured over the warm-up and the iteration the merge model predicts with them (for
 //! the new groups and for the initial ones; with --replan-mode keep the two are the same
-//! groups); null without --replan-after.
+//! groups); null without --replan-after. The prediction also takes rank 0's forward and update
+//! (the averages into .grad plus the optimizer step: outside the merge model) as measured over
+//! the same iterations, their medians; where this process did not run them (resumed after the
+//! warm-up) the profile's forward and no update, and the two medians are null.
 inline nlohmann::json
 replan_json(const sync_setup& s, const merge_plan& plan, const sync_trainer& t) {
   if (s.o.replan_after <= 0 || !t.exchange) {
@@ -121,13 +124,23 @@ replan_json(const sync_setup& s, const merge_plan& plan, const sync_trainer& t) 
   }
   gradcomp::pipeline_policy::planned_grouping measured = plan.planner;
   measured.backward_seconds = r.measured_backward_seconds;
+  double update_seconds = 0.0;
+  j["measured_forward_seconds_rank0"] = nullptr;
+  j["measured_update_seconds_rank0"] = nullptr;
+  if (!t.warmup_forward_seconds.empty()) {
+    measured.forward_seconds = median(t.warmup_forward_seconds);
+    update_seconds = median(t.warmup_update_seconds);
+    j["measured_forward_seconds_rank0"] = measured.forward_seconds;
+    j["measured_update_seconds_rank0"] = update_seconds;
+  }
   std::string text;
   std::tie(j["groups"], text) = describe_groups(s.model.layers, r.groups);
   j["text"] = text;
   j["measured_backward_seconds_rank0"] = r.measured_backward_seconds;
-  j["predicted_iteration_seconds"] = measured.predicted_iteration_seconds(s.model.numel, r.groups);
+  j["predicted_iteration_seconds"] =
+      measured.predicted_iteration_seconds(s.model.numel, r.groups) + update_seconds;
   j["initial_groups_predicted_iteration_seconds"] =
-      measured.predicted_iteration_seconds(s.model.numel, plan.groups);
+      measured.predicted_iteration_seconds(s.model.numel, plan.groups) + update_seconds;
   return j;
 }
 
@@ -256,7 +269,8 @@ inline std::string report_table(const sync_setup& s,
     table += format("| %s after %d iterations (measured backward times) | %s |\n",
                     kept ? "plan kept" : "re-planned", o.replan_after,
                     replan["text"].get<std::string>().c_str());
-    table += format("| iteration predicted %s (rank 0's measured backward) | %.1f ms |\n",
+    table += format("| iteration predicted %s (rank 0's measured forward, backward and "
+                    "update) | %.1f ms |\n",
                     kept ? "for the plan in use" : "after re-planning",
                     1000 * replan["predicted_iteration_seconds"].get<double>());
   }

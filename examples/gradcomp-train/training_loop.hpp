@@ -177,6 +177,10 @@ public:
   bool stopped_early = false; //!< --stop-after-iterations ended training
 
   iteration_sums totals;          //!< this rank's iterations
+  //! --replan-after W: this rank's forward and update (pointing .grad at the averages plus the
+  //! optimizer step) seconds of its first W iterations in this process, for the report's
+  //! prediction from measured times (sync_report.hpp)
+  std::vector<double> warmup_forward_seconds, warmup_update_seconds;
   std::vector<eval_point> points; //!< the evaluations, the initial one first
   double train_seconds = 0;       //!< training only (planning included, evaluation excluded)
   //! --ring-trace: the ring's timeline (outlives the exchange that appends to it) and t0 .. t4
@@ -356,6 +360,11 @@ private:
     s.communicate += st.communicate_seconds;
     s.communicate_cpu += st.communicate_cpu_seconds;
     s.step += std::chrono::duration<double>(t4 - t3).count();
+    if (std::cmp_less(warmup_forward_seconds.size(), s_.o.replan_after)) {
+      warmup_forward_seconds.push_back(c.forward);
+      warmup_update_seconds.push_back(std::chrono::duration<double>(t4 - t2).count() -
+                                      st.finish_wait_seconds);
+    }
     s.bytes_sent += static_cast<double>(st.bytes_sent);
     s.bytes_received += static_cast<double>(st.bytes_received);
     s.selected += static_cast<double>(st.selected);

@@ -66,6 +66,12 @@ private:
 
 using clock_type = std::chrono::steady_clock;
 
+//! The median of `v` (the upper one of an even count). @pre !v.empty(). O(n).
+inline double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
 //! Seconds from `t0` to now.
 inline double seconds_since(clock_type::time_point t0) {
   return std::chrono::duration<double>(clock_type::now() - t0).count();

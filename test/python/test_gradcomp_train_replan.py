@@ -54,6 +54,9 @@ def test_keep_mode_measures_and_predicts_but_keeps_the_plan(tmp_path):
     assert len(r["measured_backward_seconds_rank0"]) == CNN_TENSORS
     assert r["predicted_iteration_seconds"] == r["initial_groups_predicted_iteration_seconds"]
     assert r["predicted_iteration_seconds"] > 0
+    # forward and update (outside the merge model) measured over the same 3 iterations
+    assert 0 < r["measured_forward_seconds_rank0"] < r["predicted_iteration_seconds"]
+    assert 0 < r["measured_update_seconds_rank0"] < r["predicted_iteration_seconds"]
     assert b["replicas_identical"]
     assert "plan kept after 3 iterations" in p.stdout
     assert "iteration predicted for the plan in use" in p.stdout
