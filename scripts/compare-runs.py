@@ -156,14 +156,15 @@ def table(reports, target_run):
 
     def predicted(r):
         # the merge model's iteration: from rank 0's profile, and (--replan-after) from the
-        # backward times the pipeline measured in training, for the plan that ran after it
+        # forward, backward and update times measured in training's first iterations, for the
+        # plan that ran after them
         profile = get(r, "plan", "predicted_iteration_seconds")
         measured = get(r, "replan", "predicted_iteration_seconds")
         if profile is None:
             return "-"
         text = f"{1e3 * profile:.1f} (profile)"
         if measured is not None:
-            text += f" / {1e3 * measured:.1f} (measured backward)"
+            text += f" / {1e3 * measured:.1f} (measured in training)"
         return text
 
     if any(predicted(r) != "-" for r in reports):
