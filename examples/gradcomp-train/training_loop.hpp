@@ -95,12 +95,13 @@ public:
     }
     transport_settings transport = o.transport;
     transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
-    exchange = o.method.name == "powersgd"
-                   ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
-                   : make_exchange(s.comm, o.method, transport, s.model.numel,
-                                   training_grouping{plan.groups, {&s.comm, plan.planner},
-                                                     o.replan_mode == "keep"},
-                                   s.mc);
+    exchange =
+        o.method.name == "powersgd"
+            ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
+            : make_exchange(
+                  s.comm, o.method, transport, s.model.numel,
+                  training_grouping{plan.groups, {&s.comm, plan.planner}, o.replan_mode == "keep"},
+                  s.mc);
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
                         u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {
@@ -176,7 +177,7 @@ public:
   bool resumed = false;       //!< --resume loaded a checkpoint
   bool stopped_early = false; //!< --stop-after-iterations ended training
 
-  iteration_sums totals;          //!< this rank's iterations
+  iteration_sums totals; //!< this rank's iterations
   //! --replan-after W: this rank's forward and update (pointing .grad at the averages plus the
   //! optimizer step) seconds of its first W iterations in this process, for the report's
   //! prediction from measured times (sync_report.hpp)

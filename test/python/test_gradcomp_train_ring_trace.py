@@ -55,6 +55,21 @@ def test_ring_trace_counts_every_step_and_byte(tmp_path):
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "### rank 0" in out.stdout and "| group 0: start()" in out.stdout
+    # across the ranks (one clock on one machine): per group, medians of the ranks' first
+    # posts' spread and of the spans from the first and from the last first post to the end;
+    # in every iteration spread <= span from the first and 0 <= span from the last <= span
+    # from the first, so their medians keep that order
+    out = subprocess.run([sys.executable, str(REPO / "scripts" / "ring-timeline.py"),
+                          str(prefix), "--skip", "2"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "### across ranks 0, 1, 2" in out.stdout
+    table = out.stdout[out.stdout.index("### across ranks"):].splitlines()
+    groups = [line.split("|")[1:-1] for line in table
+              if line.startswith("| ") and line.split("|")[1].strip().isdigit()]
+    assert len(groups) == tensors  # per_layer: one group per tensor
+    for g in groups:
+        spread, whole, joined = (float(g[i]) for i in (2, 3, 4))
+        assert 0 <= spread <= whole and 0 <= joined <= whole
 
 
 def test_wait_policies_and_segments_change_no_bit(tmp_path):
