@@ -174,7 +174,7 @@ dense() {
     training_runs_setup 4 "$local_only" "$out/dense-$model"
     echo "reproduce dense ($model): $runs_mode; $epochs epoch(s), train limit $limit" >&2
     # --replan-mode keep: the plan stays the profile's; the report adds the model's prediction
-    # from the backward times measured in training (issue 24's model check)
+    # from the times measured in training's first 20 iterations (issue 24's model check)
     run_gradcomp ring-optimal "gradcomp ring, optimal merge ($model)" --method dense \
       --transport ring --merge optimal --replan-after 20 --replan-mode keep
     run_gradcomp ring-single "gradcomp ring, one group after backward ($model)" --method dense \

@@ -358,6 +358,11 @@ inline void check_options(const train_options& o) {
                                            "--precision fp32, no --loss-scale, --nonfinite "
                                            "propagate and no checkpoints");
   }
+  if (o.replan_mode == "keep" && o.replan_after <= 0) {
+    throw CLI::ValidationError("--replan-mode", "keep measures the warm-up of --replan-after W: "
+                                                "it needs --replan-after W > 0 (got " +
+                                                    std::to_string(o.replan_after) + ")");
+  }
   if (o.replan_after > 0 &&
       (o.method.name == "powersgd" || o.transport.name == "coded" || o.sync != "sync")) {
     throw CLI::ValidationError("--replan-after",

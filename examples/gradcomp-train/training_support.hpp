@@ -101,7 +101,7 @@ struct train_options {
   //! measured (0: never).
   int replan_after = 0;
   //! With replan_after > 0: "replan" adopts the new plan; "keep" keeps the initial one and
-  //! only predicts the iteration from the measured backward times (--replan-mode).
+  //! only predicts the iteration from the measured times (--replan-mode).
   std::string replan_mode = "replan";
   //! Calibrate the planner's network model while forward and backward passes load the cores.
   bool calibrate_under_load = true;

@@ -73,3 +73,5 @@ def test_replan_refuses_what_has_no_merge_plan(tmp_path):
     assert p.returncode == 2 and "--replan-after" in p.stderr
     p, _ = run(tmp_path, "mode", 2, "--replan-after", "2", "--replan-mode", "later")
     assert p.returncode == 2 and "--replan-mode" in p.stderr and "later" in p.stderr
+    p, _ = run(tmp_path, "keep-alone", 2, "--replan-mode", "keep")  # nothing to measure
+    assert p.returncode == 2 and "--replan-mode" in p.stderr and "--replan-after W > 0" in p.stderr
