@@ -167,8 +167,9 @@ def table(reports, target_run):
             text += f" / {1e3 * measured:.1f} (measured in training)"
         return text
 
-    if any(predicted(r) != "-" for r in reports):
-        row("iteration predicted by the merge model, ms", [predicted(r) for r in reports])
+    predictions = [predicted(r) for r in reports]
+    if any(p != "-" for p in predictions):
+        row("iteration predicted by the merge model, ms", predictions)
     row("replicas identical", ["independent (no exchange)" if is_floor(r)
                                else "yes" if r.get("replicas_identical") else "NO" for r in reports])
     lines = ["| | " + " | ".join(r["label"] for r in reports) + " |",

@@ -357,14 +357,15 @@ private:
     s.backward += c.backward - st.compress_seconds;
     s.compress += st.compress_seconds;
     s.finish_wait += st.finish_wait_seconds;
-    s.apply += std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
+    const double apply = std::chrono::duration<double>(t3 - t2).count() - st.finish_wait_seconds;
+    const double step = std::chrono::duration<double>(t4 - t3).count();
+    s.apply += apply;
     s.communicate += st.communicate_seconds;
     s.communicate_cpu += st.communicate_cpu_seconds;
-    s.step += std::chrono::duration<double>(t4 - t3).count();
+    s.step += step;
     if (std::cmp_less(warmup_forward_seconds.size(), s_.o.replan_after)) {
       warmup_forward_seconds.push_back(c.forward);
-      warmup_update_seconds.push_back(std::chrono::duration<double>(t4 - t2).count() -
-                                      st.finish_wait_seconds);
+      warmup_update_seconds.push_back(apply + step);
     }
     s.bytes_sent += static_cast<double>(st.bytes_sent);
     s.bytes_received += static_cast<double>(st.bytes_received);
