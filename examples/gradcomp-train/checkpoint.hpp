@@ -50,7 +50,7 @@ inline std::string previous_checkpoint_path(const std::string& path) {
 //! Every option that decides the results of the training from a checkpoint on, by name, as
 //! text (written into the checkpoint and compared on resume). Not: --report, --label, --threads,
 //! the timing and tracing options, --merge and --bucket-mib (the pipeline's grouping is in the
-//! state), --epochs (a resumed run may train longer; LARS's decay then follows the new length).
+//! state), --epochs (a resumed run may train longer; --lr-decay poly then follows the new length).
 inline std::vector<std::pair<std::string, std::string>> result_options(const train_options& o,
                                                                        int ranks) {
   const auto num = [](double v) {
@@ -84,6 +84,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--loss-scale", lb.loss_scale},
           {"--optimizer", lb.optimizer},
           {"--warmup-epochs", num(lb.warmup_epochs)},
+          {"--lr-decay", lr_decays(lb) ? "poly" : "none"},
           {"--trust-coefficient", num(lb.trust_coefficient)},
           {"--weight-decay", num(lb.weight_decay)},
           {"--density-warmup-epochs", num(fs.density_warmup_epochs)},

@@ -32,10 +32,13 @@ namespace gradcomp_train {
 //! --precision, --loss-scale, --optimizer, --warmup-epochs, --trust-coefficient,
 //! --weight-decay and the testing option --inject-overflow-at.
 struct large_batch_settings {
-  std::string precision = "fp32";   //!< type of every sent value: fp32, fp16 or bf16
-  std::string loss_scale = "none";  //!< none, dynamic, or a fixed scale (a positive number)
-  std::string optimizer = "sgd";    //!< sgd (LibTorch's momentum SGD) or lars
-  double warmup_epochs = 0.0;       //!< linear learning-rate warm-up, epochs (>= 0)
+  std::string precision = "fp32";  //!< type of every sent value: fp32, fp16 or bf16
+  std::string loss_scale = "none"; //!< none, dynamic, or a fixed scale (a positive number)
+  std::string optimizer = "sgd";   //!< sgd (LibTorch's momentum SGD) or lars
+  double warmup_epochs = 0.0;      //!< linear learning-rate warm-up, epochs (>= 0)
+  //! After the warm-up: auto (poly for lars, none for sgd), none (constant) or poly (power 2 to
+  //! 0 at the end of training).
+  std::string lr_decay = "auto";
   double trust_coefficient = 0.001; //!< LARS's eta
   double weight_decay = 5e-4;       //!< LARS's beta (not on 1-D tensors: biases, batch norm)
   //! Testing: at this global iteration (0-based) the last rank puts +infinity into the first
@@ -45,6 +48,12 @@ struct large_batch_settings {
 
 inline const std::vector<std::string> precision_names = {"fp32", "fp16", "bf16"};
 inline const std::vector<std::string> optimizer_names = {"sgd", "lars"};
+inline const std::vector<std::string> lr_decay_names = {"auto", "none", "poly"};
+
+//! Whether the learning rate decays after the warm-up: --lr-decay poly, or auto with lars.
+inline bool lr_decays(const large_batch_settings& s) {
+  return s.lr_decay == "poly" || (s.lr_decay == "auto" && s.optimizer == "lars");
+}
 
 //! The value type called `name` (one of precision_names).
 inline gradcomp::value_type wire_type(const std::string& name) {
@@ -75,15 +84,16 @@ inline std::optional<gradcomp::loss_scale> make_loss_scale(const std::string& s)
 }
 
 //! The per-step learning rate: linear warm-up over the first `warmup_epochs` (from base / W to
-//! base over W iterations), then constant (sgd) or polynomial decay of power 2 to 0 at the end
-//! of training (lars, as [YOU17] train with it; docs/references.md).
+//! base over W iterations), then constant or polynomial decay of power 2 to 0 at the end of
+//! training (gradcomp::warmup_poly_schedule; lr_decays(): --lr-decay poly, or lars by default,
+//! as [YOU17] train it; docs/references.md).
 class learning_rate_schedule {
 public:
   learning_rate_schedule(double base,
                          const large_batch_settings& s,
                          std::int64_t iterations_per_epoch,
                          int epochs)
-      : decay_(s.optimizer == "lars") {
+      : decay_(lr_decays(s)) {
     const auto total = static_cast<std::size_t>(iterations_per_epoch) * epochs;
     auto warmup = static_cast<std::size_t>(s.warmup_epochs * iterations_per_epoch);
     warmup = std::min(warmup, total == 0 ? 0 : total - 1);

@@ -258,9 +258,15 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str()
       ->check(CLI::IsMember(gt::optimizer_names));
   app.add_option("--warmup-epochs", lb.warmup_epochs,
-                 "linear learning-rate warm-up, epochs (lars then decays as (1 - t)^2)")
+                 "linear learning-rate warm-up, epochs (then --lr-decay)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
+  app.add_option("--lr-decay", lb.lr_decay,
+                 "after the warm-up: none (constant --lr), poly (decay as (1 - t)^2 to 0 at the "
+                 "end of training, t the fraction of the steps after the warm-up) or auto (poly "
+                 "for lars, none for sgd)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(gt::lr_decay_names));
   app.add_option("--trust-coefficient", lb.trust_coefficient, "lars: eta")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -324,11 +330,13 @@ inline void check_options(const train_options& o) {
         "--sync", "async runs through the parameter server: pass --transport ps (not '" +
                       o.transport.name + "')");
   }
-  if (o.sync == "async" && (lb.precision != "fp32" || lb.loss_scale != "none" ||
-                            lb.optimizer != "sgd" || lb.warmup_epochs != 0.0)) {
+  if (o.sync == "async" &&
+      (lb.precision != "fp32" || lb.loss_scale != "none" || lb.optimizer != "sgd" ||
+       lb.warmup_epochs != 0.0 || lb.lr_decay == "poly")) {
     throw CLI::ValidationError("--sync", "async trains with fp32 values and plain SGD: "
-                                         "--precision, --loss-scale, --optimizer and "
-                                         "--warmup-epochs are for --sync sync");
+                                         "--precision, --loss-scale, --optimizer, "
+                                         "--warmup-epochs and --lr-decay poly are for --sync "
+                                         "sync");
   }
   if (o.parallel == "hybrid" &&
       (o.sync != "sync" || o.transport.name == "coded" || o.transport.name == "none" ||

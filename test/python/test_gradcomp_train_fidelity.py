@@ -4,7 +4,7 @@
 
 The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E), d0 DGC's 0.25
 or --warmup-initial-density) and the achieved density follows them down; the learning-rate
-warm-up (--warmup-epochs) works with SGD.
+warm-up (--warmup-epochs) works with SGD, and --lr-decay poly then decays it as (1 - t)^2.
 Clipping with a tiny norm clips every iteration and changes the result, while a threshold never
 reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
@@ -60,6 +60,21 @@ def test_density_warmup_follows_dgc_schedule(tmp_path, initial):
     # the learning-rate warm-up with SGD: base / W at the first iteration, base from epoch 1 on
     assert epochs[0]["learning_rate"] == pytest.approx(0.04 / ITERATIONS_PER_EPOCH)
     assert epochs[1]["learning_rate"] == pytest.approx(0.04)
+    assert r["replicas_identical"]
+
+
+@pytest.mark.parametrize("decay", ["poly", "none"])
+def test_lr_decay_poly_follows_one_minus_t_squared(tmp_path, decay):
+    # --warmup-epochs 1 of 3 epochs (4 iterations each): base / 4 at the first iteration, then
+    # poly: base (1 - t)^2 with t = (s - 4) / 8 at epoch starts s = 4, 8; none: base
+    p, report = run(tmp_path, "decay", "--density", "0.01", "--density-warmup-epochs", "1",
+                    "--warmup-epochs", "1", "--lr-decay", decay, epochs=3)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["config"]["lr_decay"] == decay
+    rates = [e["learning_rate"] for e in r["fidelity"]["epochs"]]
+    expected = [0.04 / 4, 0.04, 0.04 * 0.5 ** 2] if decay == "poly" else [0.01, 0.04, 0.04]
+    assert rates == pytest.approx(expected, rel=1e-12)
     assert r["replicas_identical"]
 
 

@@ -124,6 +124,8 @@ def test_lars_with_warmup_learns(tmp_path):
     (["--inject-overflow-at", "2"], "needs --loss-scale"),
     (["--nonfinite", "ignore"], "ignore"),
     (["--sync", "async", "--transport", "ps", "--optimizer", "lars"], "async trains with fp32"),
+    (["--lr-decay", "cosine"], "cosine"),
+    (["--sync", "async", "--transport", "ps", "--lr-decay", "poly"], "--lr-decay poly"),
 ])
 def test_bad_values_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", 2, *args)
