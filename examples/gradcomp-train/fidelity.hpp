@@ -31,8 +31,11 @@ namespace gradcomp_train {
 //! --density-warmup-epochs, --warmup-initial-density, --clip-norm, --adaptive-density.
 struct fidelity_settings {
   //! DGC's density warm-up over this many epochs, from warmup_initial_density down to --density
-  //! (exponentially, one density per epoch); 0 = off.
+  //! (exponentially; one density per epoch unless warmup_stepped is false); 0 = off.
   double density_warmup_epochs = 0.0;
+  //! --warmup-stepped: one density per whole epoch (DGC) or a continuous decay (a new density
+  //! every iteration; reused_threshold then selects exactly at each change).
+  bool warmup_stepped = true;
   //! --warmup-initial-density: the first density (DGC sec. 3.4: 25 %), in (0, 1]; a --density
   //! above it warms up from --density.
   double warmup_initial_density = 0.25;
@@ -113,7 +116,7 @@ public:
                                              std::max(s_.warmup_initial_density, method_.density),
                                          .final_density = method_.density,
                                          .warmup_epochs = s_.density_warmup_epochs,
-                                         .stepped = true};
+                                         .stepped = s_.warmup_stepped};
       warmup_.validate();
     }
     if (s_.clip_norm > 0) {
@@ -234,6 +237,7 @@ public:
   void add_to(nlohmann::json& report) const {
     report["config"]["density_warmup_epochs"] = s_.density_warmup_epochs;
     report["config"]["warmup_initial_density"] = s_.warmup_initial_density;
+    report["config"]["warmup_stepped"] = s_.warmup_stepped;
     report["config"]["clip_norm"] = s_.clip_norm;
     report["config"]["adaptive_density"] = s_.adaptive_density;
     report["config"]["residual_stats"] = s_.residual_stats;

@@ -281,7 +281,8 @@ inline void add_options(CLI::App& app, train_options& o) {
   gt::fidelity_settings& fs = o.fidelity;
   app.add_option("--density-warmup-epochs", fs.density_warmup_epochs,
                  "sparse methods: DGC's density warm-up, from --warmup-initial-density down to "
-                 "--density exponentially over E epochs, one density per epoch (0 = off)")
+                 "--density exponentially over E epochs, one density per epoch unless "
+                 "--warmup-stepped false (0 = off)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--warmup-initial-density", fs.warmup_initial_density,
@@ -289,6 +290,10 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "above it warms up from --density, i.e. not at all)")
       ->capture_default_str()
       ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--warmup-stepped", fs.warmup_stepped,
+                 "the density warm-up: one density per whole epoch (DGC; true) or a continuous "
+                 "exponential decay, a new density every iteration (false)")
+      ->capture_default_str();
   app.add_option("--clip-norm", fs.clip_norm,
                  "DGC's local gradient clipping: each rank clips its whole gradient's L2 norm at "
                  "C / sqrt(P) before error feedback (0 = off)")

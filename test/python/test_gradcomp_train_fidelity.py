@@ -63,6 +63,24 @@ def test_density_warmup_follows_dgc_schedule(tmp_path, initial):
     assert r["replicas_identical"]
 
 
+def test_continuous_density_warmup_sends_less_within_an_epoch(tmp_path):
+    # the same schedule, stepped (0.25 for all of epoch 0) and continuous (0.25 falling towards
+    # 0.25 (0.01 / 0.25)^(1/2) = 0.05 during epoch 0): both start epoch 0 at 0.25 and epoch 1 at
+    # 0.05, the continuous one sends less during epoch 0
+    reports = {}
+    for stepped in ["true", "false"]:
+        p, report = run(tmp_path, f"stepped-{stepped}", "--density", "0.01",
+                        "--density-warmup-epochs", "2", "--warmup-stepped", stepped, epochs=2)
+        assert p.returncode == 0, p.stdout + p.stderr
+        reports[stepped] = load(report)
+    for stepped, r in reports.items():
+        assert r["config"]["warmup_stepped"] == (stepped == "true")
+        assert [e["density"] for e in r["fidelity"]["epochs"]] == pytest.approx([0.25, 0.05])
+        assert r["replicas_identical"]
+    first = [reports[s]["fidelity"]["epochs"][0]["achieved_density"] for s in ["true", "false"]]
+    assert first[0] >= 0.25 and first[1] < 0.2
+
+
 @pytest.mark.parametrize("decay", ["poly", "none"])
 def test_lr_decay_poly_follows_one_minus_t_squared(tmp_path, decay):
     # --warmup-epochs 1 of 3 epochs (4 iterations each): base / 4 at the first iteration, then
