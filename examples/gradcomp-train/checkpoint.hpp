@@ -91,6 +91,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           // the initial density decides nothing without a density warm-up
           {"--warmup-initial-density",
            fs.density_warmup_epochs > 0 ? num(fs.warmup_initial_density) : "-"},
+          {"--factor-masking-after-warmup", fs.mask_after_warmup ? "true" : "false"},
           {"--warmup-stepped",
            fs.density_warmup_epochs > 0 ? (fs.warmup_stepped ? "true" : "false") : "-"},
           {"--clip-norm", num(fs.clip_norm)}};

@@ -268,6 +268,8 @@ public:
   //! @throws std::logic_error if the method has no density (dense, fp16).
   virtual void set_density(double density) = 0;
   virtual void set_layer_densities(std::span<const double> densities) = 0;
+  //! The pipeline's set_factor_masking (between iterations; fidelity.hpp).
+  virtual void set_factor_masking(bool on) = 0;
   //! The pipeline's checkpoint state (gradcomp::pipeline::save_state / load_state; between
   //! iterations). load_state throws gradcomp::state_error naming what differs.
   virtual void save_state(gradcomp::state_writer& w) const = 0;
@@ -314,6 +316,7 @@ public:
       throw std::logic_error("set_density: the method sends every value (no density)");
     }
   }
+  void set_factor_masking(bool on) override { pipe_.set_factor_masking(on); }
   void set_layer_densities(std::span<const double> densities) override {
     if constexpr (gradcomp::density_compressor<C>) {
       pipe_.set_layer_densities(densities);

@@ -36,6 +36,11 @@ struct fidelity_settings {
   //! --warmup-stepped: one density per whole epoch (DGC) or a continuous decay (a new density
   //! every iteration; reused_threshold then selects exactly at each change).
   bool warmup_stepped = true;
+  //! --factor-masking-after-warmup: with the density warm-up and --factor-masking false, switch
+  //! DGC's factor masking on when the warm-up ends (the velocity kept at its high densities,
+  //! where masking leaves little momentum; masked at the target, where a kept velocity feeds
+  //! stale momentum).
+  bool mask_after_warmup = false;
   //! --warmup-initial-density: the first density (DGC sec. 3.4: 25 %), in (0, 1]; a --density
   //! above it warms up from --density.
   double warmup_initial_density = 0.25;
@@ -178,6 +183,14 @@ public:
       exchange.set_density(total);
     }
     current_ = total;
+    if (s_.mask_after_warmup) {
+      const bool masking = static_cast<double>(i) >=
+                           s_.density_warmup_epochs * static_cast<double>(iterations_per_epoch_);
+      if (masking != masking_) {
+        exchange.set_factor_masking(masking);
+        masking_ = masking;
+      }
+    }
     std::fill(squares_.begin(), squares_.end(), 0.0);
     // one entry per epoch this run trains (a resumed run starts at its checkpoint's epoch)
     if (epochs_.empty() || epochs_.back()["epoch"] != epoch) {
@@ -238,6 +251,7 @@ public:
     report["config"]["density_warmup_epochs"] = s_.density_warmup_epochs;
     report["config"]["warmup_initial_density"] = s_.warmup_initial_density;
     report["config"]["warmup_stepped"] = s_.warmup_stepped;
+    report["config"]["factor_masking_after_warmup"] = s_.mask_after_warmup;
     report["config"]["clip_norm"] = s_.clip_norm;
     report["config"]["adaptive_density"] = s_.adaptive_density;
     report["config"]["residual_stats"] = s_.residual_stats;
@@ -334,6 +348,7 @@ private:
   gradcomp::density_warmup warmup_;
   double local_threshold_ = 0.0;
   double current_ = -1.0; // the density set last (uniform)
+  bool masking_ = false;  // --factor-masking-after-warmup: factor masking is on
   std::vector<std::size_t> sparse_layers_;
   std::vector<double> squares_;          // this iteration's sum of squares per layer
   std::vector<double> layer_density_;    // adaptive: the last per-layer densities

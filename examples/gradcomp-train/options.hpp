@@ -294,6 +294,10 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "the density warm-up: one density per whole epoch (DGC; true) or a continuous "
                  "exponential decay, a new density every iteration (false)")
       ->capture_default_str();
+  app.add_option("--factor-masking-after-warmup", fs.mask_after_warmup,
+                 "with --density-warmup-epochs and --factor-masking false: switch factor "
+                 "masking on when the warm-up ends (true/false)")
+      ->capture_default_str();
   app.add_option("--clip-norm", fs.clip_norm,
                  "DGC's local gradient clipping: each rank clips its whole gradient's L2 norm at "
                  "C / sqrt(P) before error feedback (0 = off)")
@@ -422,6 +426,13 @@ inline void check_options(const train_options& o) {
                                                   " takes a sparse --method at a fixed "
                                                   "--density (no --density-warmup-epochs or "
                                                   "--adaptive-density) and --sync sync");
+  }
+  if (fs.mask_after_warmup &&
+      (!(fs.density_warmup_epochs > 0.0) || !o.momentum_correction || o.factor_masking)) {
+    throw CLI::ValidationError("--factor-masking-after-warmup",
+                               "switches masking on at the end of a density warm-up: it needs "
+                               "--density-warmup-epochs E > 0, --momentum-correction true and "
+                               "--factor-masking false");
   }
   if (o.checkpoint_every > 0 && o.checkpoint.empty()) {
     throw CLI::ValidationError("--checkpoint-every", "needs --checkpoint DIR");

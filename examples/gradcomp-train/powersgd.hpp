@@ -71,6 +71,7 @@ public:
   std::size_t drop_non_finite_state() override { refuse("skipped steps"); }
   void set_density(double) override { refuse("densities"); }
   void set_layer_densities(std::span<const double>) override { refuse("densities"); }
+  void set_factor_masking(bool) override { refuse("momentum correction"); }
   void save_state(gradcomp::state_writer&) const override { refuse("checkpoints"); }
   void load_state(gradcomp::state_reader&) override { refuse("checkpoints"); }
   [[nodiscard]] std::span<const float> residual(std::size_t layer) const override {

@@ -197,6 +197,58 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
   }
 }
 
+TEST_CASE("set_factor_masking switches masking from the next call and keeps the state "
+          "(against sort-and-truncate)",
+          "[momentum]") {
+  // reference: u = m u + g; acc = r + u; the k largest |acc| by a full sort are sent; r = acc
+  // where not sent, 0 where sent; u zeroed where sent only from iteration 3 on (masking on)
+  const std::size_t n = GENERATE(10, 3000);
+  const float m = 0.9f;
+  const double density = 0.02;
+  CAPTURE(n);
+  error_feedback<exact_top_k> ef(n, exact_top_k(density),
+                                 momentum_correction{.momentum = m, .factor_masking = false});
+  std::vector<float> u(n, 0.0f), r(n, 0.0f), acc(n), sent(n);
+  sparse_message msg;
+  for (int it = 0; it < 6; ++it) {
+    CAPTURE(it);
+    const bool masking = it >= 3;
+    if (it == 3) {
+      ef.set_factor_masking(true);
+    }
+    CHECK(ef.factor_masking() == masking);
+    const auto g = test::make_values(distribution::normal, n, 1700 + it);
+    for (std::size_t i = 0; i < n; ++i) {
+      u[i] = m * u[i] + g[i];
+      acc[i] = r[i] + u[i];
+    }
+    std::vector<std::size_t> order(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      order[i] = i;
+    }
+    std::sort(order.begin(), order.end(),
+              [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
+    const auto k = std::max<std::size_t>(
+        1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
+    std::vector<float> expected(n, 0.0f);
+    for (std::size_t j = 0; j < k; ++j) {
+      expected[order[j]] = acc[order[j]];
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const bool was_sent = expected[i] != 0.0f;
+      r[i] = was_sent ? 0.0f : acc[i];
+      if (masking && was_sent) {
+        u[i] = 0.0f;
+      }
+    }
+    ef.compress(g, msg);
+    decompress(msg, sent);
+    REQUIRE(same_bits(sent, expected));
+    REQUIRE(same_bits(ef.residual(), r));
+    REQUIRE(same_bits(ef.velocity(), u));
+  }
+}
+
 TEST_CASE("at density 1, momentum correction without factor masking is momentum SGD and with "
           "it plain SGD",
           "[momentum]") {

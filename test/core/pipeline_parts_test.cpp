@@ -99,7 +99,8 @@ void check_parts(const Compressor& prototype,
                  const schedule::grouping& groups,
                  int mode,
                  compression_scope scope,
-                 momentum_correction mc = {}) {
+                 momentum_correction mc = {},
+                 int mask_from = -1) { // iteration from which set_factor_masking(true) applies
   part_mean_exchange transport;
   pipeline<Compressor, part_mean_exchange> p(sizes, fixed_grouping{groups}, prototype, transport,
                                              mc, scope);
@@ -128,6 +129,12 @@ void check_parts(const Compressor& prototype,
   const std::size_t model = std::accumulate(sizes.begin(), sizes.end(), std::size_t{0});
   sparse_message m;
   for (int it = 0; it < 5; ++it) {
+    if (it == mask_from) {
+      p.set_factor_masking(true);
+      for (auto& f : reference) {
+        f.set_factor_masking(true);
+      }
+    }
     for (const auto& [part, layer] : report_order(it, mode)) {
       p.gradient_ready(part, layer, gradient(part, layer, it));
     }
@@ -211,6 +218,10 @@ TEST_CASE("multi-part pipeline equals per-part error feedback averaged over the 
   SECTION("reused threshold with momentum correction, no factor masking (velocity kept)") {
     check_parts(reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups,
                 mode, scope, momentum_correction{.momentum = 0.9, .factor_masking = false});
+  }
+  SECTION("velocity kept, then factor masking from iteration 2 (set_factor_masking)") {
+    check_parts(reused_threshold(reused_threshold_options{.density = 0.05, .interval = 3}), groups,
+                mode, scope, momentum_correction{.momentum = 0.9, .factor_masking = false}, 2);
   }
   SECTION("dense fp32") {
     check_parts(dense(), groups, mode, scope);

@@ -10,7 +10,8 @@ reached gives bit-identical replicas to no clipping (deferring the hooks to the 
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
 per-layer densities. --residual-stats' per-layer sends add up to the achieved density, values wait
 in the residual at a low density and never at density 1. --factor-masking false changes the
-result and keeps the replicas identical. Bad combinations exit with status 2 naming the
+result and keeps the replicas identical; --factor-masking-after-warmup true changes it only after
+the warm-up. Bad combinations exit with status 2 naming the
 problem.
 """
 import math
@@ -181,6 +182,24 @@ def test_factor_masking_off_keeps_the_velocity(tmp_path):
     assert k["achieved_density"] == pytest.approx(m["achieved_density"], rel=0.05)
 
 
+def test_factor_masking_after_warmup_switches_at_the_warmups_end(tmp_path):
+    # with the velocity kept during a 1-epoch density warm-up, masking switched on from epoch 1:
+    # the same run as the kept one through epoch 0 (same evaluation after it), another after it
+    warm = ["--density", "0.01", "--density-warmup-epochs", "1", "--factor-masking", "false"]
+    p, kept = run(tmp_path, "kept", *warm, epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, after = run(tmp_path, "after", *warm, "--factor-masking-after-warmup", "true", epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    k, a = load(kept), load(after)
+    assert a["config"]["factor_masking_after_warmup"] is True
+    assert k["config"]["factor_masking_after_warmup"] is False
+    epoch1 = [[e for e in r["curve"] if e["epochs_done"] == 1.0][0] for r in (k, a)]
+    assert epoch1[0]["test_loss"] == epoch1[1]["test_loss"]
+    assert epoch1[0]["train_loss"] == epoch1[1]["train_loss"]
+    assert a["replicas_identical"]
+    assert a["replica_hashes"][0] != k["replica_hashes"][0]
+
+
 @pytest.mark.parametrize("args,named", [
     (["--residual-stats", "true", "--precision", "fp16"], "needs --precision fp32"),
     (["--residual-stats", "true", "--method", "dense"], "--residual-stats needs a sparse method"),
@@ -193,6 +212,10 @@ def test_factor_masking_off_keeps_the_velocity(tmp_path):
     (["--density-warmup-epochs", "1", "--warmup-initial-density", "0"], "--warmup-initial-density"),
     (["--warmup-initial-density", "1.5"], "--warmup-initial-density"),
     (["--factor-masking", "maybe"], "--factor-masking"),
+    (["--factor-masking-after-warmup", "true", "--factor-masking", "false"],
+     "--factor-masking-after-warmup"),
+    (["--factor-masking-after-warmup", "true", "--density-warmup-epochs", "1"],
+     "--factor-masking false"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", *args)

@@ -200,6 +200,11 @@ public:
   [[nodiscard]] float momentum() const noexcept { return momentum_; }
   //! Whether sent elements' velocities are zeroed (gradcomp::momentum_correction::factor_masking).
   [[nodiscard]] bool factor_masking() const noexcept { return factor_masking_; }
+  //! @brief Switches factor masking from the next call on (e.g. off during a density warm-up,
+  //! where masking would leave little momentum, on after it: gradcomp-train
+  //! `--factor-masking-after-warmup`). The velocity and the residual are kept, so conservation
+  //! stays exact. No effect without momentum correction. O(1).
+  void set_factor_masking(bool on) noexcept { factor_masking_ = on; }
   //! Zeroes the residual and the velocity (e.g. after a learning-rate change or a checkpoint
   //! restore).
   void reset() noexcept {

@@ -747,6 +747,19 @@ public:
       }
     }
   }
+  //! @brief Switches DGC's momentum factor masking (gradcomp::momentum_correction::factor_masking)
+  //! for every layer's (or group's) error feedback, e.g. on when a density warm-up ends. The
+  //! velocities and residuals are kept: conservation stays exact. Takes effect from the next
+  //! iteration; no effect without momentum correction. Call between iterations. O(layers x
+  //! parts).
+  //! @throws std::logic_error if an iteration is under way.
+  void set_factor_masking(bool on) {
+    require_between_iterations("set_factor_masking");
+    factor_masking_ = on;
+    for (auto& f : feedback_) {
+      f.set_factor_masking(on);
+    }
+  }
   //! @brief Sets one density per layer (forward order; every part of a layer gets its layer's),
   //! e.g. from gradcomp::adaptive_densities. compression_scope::per_layer only. Call between
   //! iterations; takes effect from the next one. O(layers x parts).
