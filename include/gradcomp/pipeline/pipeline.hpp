@@ -13,59 +13,36 @@
 #include <gradcomp/compressor/dense.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
-#include <gradcomp/detail/parallel.hpp>
-#include <gradcomp/detail/thread_cpu_time.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/pipeline/detail/backward_timer.hpp>
+#include <gradcomp/pipeline/clock.hpp>
+#include <gradcomp/pipeline/compression_scope.hpp>
+#include <gradcomp/pipeline/detail/communication_thread.hpp>
+#include <gradcomp/pipeline/detail/group_exchange.hpp>
+#include <gradcomp/pipeline/detail/group_layout.hpp>
+#include <gradcomp/pipeline/detail/pipeline_checkpoint.hpp>
+#include <gradcomp/pipeline/detail/replanning.hpp>
 #include <gradcomp/pipeline/grouping_policy.hpp>
 #include <gradcomp/pipeline/iteration_stats.hpp>
 #include <gradcomp/pipeline/transport.hpp>
 #include <gradcomp/schedule/grouping.hpp>
-#include <gradcomp/sparse/concatenate.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
-#include <concepts>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <limits>
-#include <mutex>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 namespace gradcomp {
-
-namespace pipeline_policy {
-
-//! @brief A clock for the pipeline's timestamps: a std::chrono clock (std::chrono::is_clock_v)
-//! that is steady. Its now() is called on the training thread and on the communication thread,
-//! so it must be thread-safe. std::chrono::steady_clock (the default); tests may pass a clock
-//! they advance themselves.
-template <class C>
-concept monotonic_clock = std::chrono::is_clock_v<C> && C::is_steady;
-
-} // namespace pipeline_policy
-
-//! @brief Where the pipeline's error feedback and selection apply.
-//! * per_layer (default): every layer has its own residual and compressor state, and selects
-//!   k = density x its size; a group's message is its layers' messages side by side. Results
-//!   do not depend on the grouping.
-//! * per_group: a group's layers are concatenated (forward order) and compressed as one
-//!   gradient with one residual and one compressor state: k = density x the group's size, so
-//!   the group's largest values win wherever they are (S1's merged-layer sparsification; the
-//!   same selection per message as DDP/Horovod-style bucketed compression). Results depend on
-//!   the grouping. Costs one copy of each gradient into a staging buffer (4 bytes per element).
-enum class compression_scope { per_layer, per_group };
 
 //! @brief Compresses layer gradients as they become ready and averages them across workers
 //! group by group on a communication thread (S1's WFBP with merged layers).
@@ -155,7 +132,6 @@ template <compressor Compressor,
           pipeline_policy::grouping_policy Grouping = pipeline_policy::fixed_grouping,
           pipeline_policy::monotonic_clock Clock = std::chrono::steady_clock>
 class pipeline {
-  static constexpr bool can_replan = pipeline_policy::replanning_policy<Grouping>;
   static constexpr bool multi_part = pipeline_policy::multi_part_transport<Transport>;
   // the in-place path (see the class): a lossless dense compressor over an in-place transport
   static constexpr bool in_place_capable = !multi_part &&
@@ -196,8 +172,8 @@ public:
            Transport& transport,
            momentum_correction mc = {},
            compression_scope scope = compression_scope::per_layer)
-      : numel_(std::move(layer_numel)), transport_(&transport), policy_(keep(grouping)),
-        scope_(scope), prototype_(prototype), momentum_(static_cast<float>(mc.momentum)),
+      : numel_(std::move(layer_numel)), transport_(&transport), policy_(grouping), scope_(scope),
+        prototype_(prototype), momentum_(static_cast<float>(mc.momentum)),
         factor_masking_(mc.factor_masking) {
     gradcomp::detail::require(!numel_.empty(), "pipeline: no layers");
     const std::size_t layers = numel_.size();
@@ -209,19 +185,9 @@ public:
                                 "pipeline: ", parts_, " parts per rank x ", layers,
                                 " layers overflow std::size_t");
     }
-    if constexpr (can_replan) {
-      grouping_ = policy_.groups(std::span<const std::size_t>(numel_));
-    } else {
-      grouping_ = grouping.groups(std::span<const std::size_t>(numel_));
-    }
+    grouping_ = policy_.first_grouping(grouping, std::span<const std::size_t>(numel_));
     schedule::validate(grouping_, layers);
-    if constexpr (can_replan) {
-      const auto warmup = static_cast<std::size_t>(policy_.warmup_iterations());
-      gradcomp::detail::require(
-          warmup <= std::numeric_limits<std::size_t>::max() / sizeof(double) / (layers + 2),
-          "pipeline: warmup_iterations() ", warmup, " is too large for ", layers, " layers");
-      times_.start(layers, warmup);
-    }
+    policy_.start(replan_, layers);
     const std::size_t slots = parts_ * layers;
     if (scope_ == compression_scope::per_layer) {
       feedback_.reserve(slots);
@@ -256,10 +222,10 @@ public:
     }
     layer_messages_.resize(slots);
     reported_.assign(slots, false);
-    group_of_.resize(layers);
-    offset_of_.resize(layers);
-    build_groups(grouping_, groups_, group_of_, offset_of_);
-    ready_.assign(groups_.size(), false);
+    group_layout layout = layout_of(grouping_);
+    groups_.swap(layout.groups);
+    group_of_.swap(layout.group_of);
+    offset_of_.swap(layout.offset_of);
     current_.layers.assign(slots, selection_stats{});
     if (scope_ == compression_scope::per_group) {
       current_.groups.assign(parts_ * groups_.size(), selection_stats{});
@@ -268,7 +234,8 @@ public:
       current_.numel += n * parts_;
     }
     last_ = current_;
-    comm_thread_ = std::thread([this] { communicate(); });
+    comm_.start(groups_.size(),
+                [this](std::size_t group, bool skip) { return exchange(group, skip); });
   }
 
   pipeline(const pipeline&) = delete;
@@ -276,14 +243,7 @@ public:
 
   //! Stops the communication thread (after the operation it runs, if any). A started
   //! iteration is abandoned.
-  ~pipeline() {
-    {
-      const std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    work_cv_.notify_all();
-    comm_thread_.join();
-  }
+  ~pipeline() { comm_.stop(); }
 
   //! @brief Optional: marks the start of this iteration's backward pass (call it right before
   //! loss.backward()). Only used while the pipeline measures backward times (a replanning
@@ -298,8 +258,8 @@ public:
   void begin_backward() {
     gradcomp::detail::require(!started_ || parts_ > 1, "pipeline: begin_backward() after "
                                                        "gradient_ready() in the same iteration");
-    if (times_.measuring()) {
-      times_.mark(clock::now());
+    if (replan_.times.measuring()) {
+      replan_.times.mark(clock::now());
     }
   }
 
@@ -355,9 +315,9 @@ public:
                               ": gradient has ", g.size(), " elements, the layer has ",
                               numel_[layer]);
     const auto t0 = clock::now();
-    const bool measure = times_.measuring();
+    const bool measure = replan_.times.measuring();
     if (measure) {
-      times_.record(layer, t0);
+      replan_.times.record(layer, t0);
     }
     if (in_place_) {
       current_.layers[slot] = copy_in_place(layer, g);
@@ -378,39 +338,27 @@ public:
     if (--state.pending == 0) {
       for (std::size_t p = 0; p < parts_ && !in_place_; ++p) {
         if (scope_ == compression_scope::per_layer) {
-          sparse_message& message = state.messages[p];
-          begin_concatenation(message, state.numel);
-          for (std::size_t i = 0; i < state.layers.size(); ++i) {
-            const std::size_t l = state.layers[i];
-            append_concatenated(message, layer_messages_[p * numel_.size() + l], offset_of_[l],
-                                i == 0);
-          }
+          gradcomp::detail::concatenate_layers(
+              state.messages[p], state,
+              std::span<const sparse_message>(layer_messages_).subspan(p * numel_.size()),
+              offset_of_);
         } else {
           try {
             compress_group(p, g_index);
           } catch (const nonfinite_error& e) {
             ++state.pending; // the group is not complete: finish() names the layer
             reported_[slot] = false;
-            std::size_t l = state.layers.front();
-            for (const std::size_t candidate : state.layers) {
-              if (offset_of_[candidate] <= e.index()) {
-                l = candidate;
-              }
-            }
+            const std::size_t l = gradcomp::detail::layer_at(state, offset_of_, e.index());
             throw_nonfinite(e, p, l, e.index() - static_cast<std::size_t>(offset_of_[l]));
           }
         }
       }
-      {
-        const std::lock_guard lock(mutex_);
-        ready_[g_index] = true;
-      }
-      work_cv_.notify_one();
+      comm_.mark_ready(g_index);
     }
     const auto t1 = clock::now();
     current_.compress_seconds += std::chrono::duration<double>(t1 - t0).count();
     if (measure) {
-      times_.mark(t1);
+      replan_.times.mark(t1);
     }
   }
 
@@ -478,14 +426,14 @@ public:
   [[nodiscard]] std::size_t layers() const noexcept { return numel_.size(); }
   //! True once the pipeline switched to a re-planned grouping (from the iteration after the
   //! warm-up on). O(1).
-  [[nodiscard]] bool replanned() const noexcept { return replanned_; }
+  [[nodiscard]] bool replanned() const noexcept { return replan_.replanned; }
   //! @brief The measured backward seconds per layer (forward order): for each layer, the
   //! median over the warm-up iterations (the mean of the two middle values for an even count)
   //! of its backward time as gradient_ready() defines it, on this rank's Clock. Empty until
   //! the warm-up ended (and always without re-planning); stays set after a failed replan().
   //! O(1).
   [[nodiscard]] std::span<const double> measured_backward_seconds() const noexcept {
-    return times_.medians();
+    return replan_.times.medians();
   }
   //! Layer `layer`'s error feedback (its residual, its compressor), compression_scope::
   //! per_layer only, one part per rank. Not while an iteration runs.
@@ -614,24 +562,10 @@ public:
   //! @throws std::logic_error if an iteration is under way.
   void save_state(state_writer& w) const requires has_binary_state<Compressor> {
     require_between_iterations("save_state");
-    w.tag("pipeline");
-    w.u64(numel_.size());
-    for (const std::size_t n : numel_) {
-      w.u64(n);
-    }
-    w.u64(parts_);
-    w.flag(scope_ == compression_scope::per_group);
-    w.f32(momentum_);
+    shape().save_state(w);
     prototype_.save_state(w);
-    w.tag("grouping");
-    w.u64(grouping_.size());
-    for (const schedule::layer_group& g : grouping_) {
-      w.u64(g.begin);
-      w.u64(g.end);
-    }
-    w.flag(replanned_);
-    w.flag(replan_tried_);
-    times_.save_state(w);
+    gradcomp::detail::save_grouping(w, grouping_);
+    replan_.save_state(w);
     if (scope_ == compression_scope::per_layer) {
       for (const auto& f : feedback_) {
         f.save_state(w);
@@ -659,45 +593,12 @@ public:
   //! std::logic_error if an iteration is under way.
   void load_state(state_reader& r) requires has_binary_state<Compressor> {
     require_between_iterations("load_state");
-    r.expect_tag("pipeline");
-    r.expect_u64("pipeline layers", numel_.size());
-    for (std::size_t l = 0; l < numel_.size(); ++l) {
-      r.expect_u64(gradcomp::detail::concat("pipeline layer ", l, " elements"), numel_[l]);
-    }
-    r.expect_u64("pipeline parts per rank", parts_);
-    if (r.flag("pipeline compression scope") != (scope_ == compression_scope::per_group)) {
-      throw state_error("gradcomp state: the checkpoint's compression scope differs from this "
-                        "pipeline's (per_layer vs per_group)");
-    }
-    gradcomp::detail::expect_momentum(r, "pipeline momentum", momentum_);
+    shape().expect(r);
     Compressor prototype = prototype_;
     prototype.load_state(r);
-    r.expect_tag("grouping");
-    const std::uint64_t count = r.u64("grouping size");
-    if (count == 0 || count > numel_.size()) {
-      throw state_error(gradcomp::detail::concat("gradcomp state: a grouping of ", count,
-                                                 " groups for ", numel_.size(), " layers"));
-    }
-    schedule::grouping grouping(static_cast<std::size_t>(count));
-    for (schedule::layer_group& g : grouping) {
-      g.begin = static_cast<std::size_t>(r.u64("group begin"));
-      g.end = static_cast<std::size_t>(r.u64("group end"));
-    }
-    if (!schedule::is_valid_grouping(grouping, numel_.size())) {
-      throw state_error(gradcomp::detail::concat("gradcomp state: the checkpoint's grouping of ",
-                                                 count, " groups is not valid for ", numel_.size(),
-                                                 " layers"));
-    }
-    const bool replanned = r.flag("pipeline replanned");
-    const bool replan_tried = r.flag("pipeline replan tried");
-    if (replanned && !replan_tried) {
-      throw state_error("gradcomp state: the pipeline's re-planning flags are not valid");
-    }
-    gradcomp::detail::backward_timer<Clock> times = times_;
-    times.load_state(r);
-    if (replan_tried && !times.complete()) {
-      throw state_error("gradcomp state: the pipeline re-planned before its warm-up ended");
-    }
+    schedule::grouping grouping = gradcomp::detail::load_grouping(r, numel_.size());
+    gradcomp::detail::replan_status<Clock> replan = replan_;
+    replan.load_state(r);
     std::vector<error_feedback<Compressor>> feedback = feedback_;
     for (auto& f : feedback) {
       f.load_state(r);
@@ -721,9 +622,7 @@ public:
     feedback_ = std::move(feedback);
     residual_ = std::move(residual);
     velocity_ = std::move(velocity);
-    times_ = std::move(times);
-    replanned_ = replanned;
-    replan_tried_ = replan_tried;
+    replan_ = std::move(replan);
     adopt(std::move(grouping), std::move(layout));
   }
 
@@ -791,20 +690,8 @@ public:
 
 private:
   using clock = Clock;
-
-  // Whether the transport reports its bytes: byte_counting_transport, and its counts_bytes()
-  // where it has one (gradcomp::any_transport over a transport without counters says no).
-  [[nodiscard]] bool counts_bytes() const {
-    if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
-      if constexpr (requires(const Transport& t) { t.counts_bytes(); }) {
-        return transport_->counts_bytes();
-      } else {
-        return true;
-      }
-    } else {
-      return false;
-    }
-  }
+  using group_state = gradcomp::detail::group_state<Compressor>;
+  using group_layout = gradcomp::detail::group_layout<Compressor>;
 
   //! @throws std::logic_error naming `what` if a layer of the current iteration was reported.
   void require_between_iterations(const char* what) const {
@@ -814,23 +701,10 @@ private:
     }
   }
 
-  struct group_state {
-    std::vector<std::size_t> layers; // forward indices, ascending
-    std::uint64_t numel = 0;
-    std::size_t pending = 0; // (part, layer) reports missing (caller's thread only)
-    // one per part: written by the caller before ready_, read by the comm thread
-    std::vector<sparse_message> messages;
-    std::vector<float> average; // written by the comm thread, read after finish()
-    // in place: this iteration's gradients (caller), summed by the transport (comm thread),
-    // then swapped with `average`
-    std::vector<float> staging;
-    // compression_scope::per_group: the group's compressor state, one per part
-    std::vector<Compressor> compressors;
-    // pipeline_policy::selecting_transport: the global selection of the group's last completed
-    // exchange (written by the comm thread, read after finish() waited)
-    std::vector<std::uint32_t> selected;
-    bool has_selection = false;
-  };
+  // The shape the checkpoint records (and checks on load).
+  [[nodiscard]] gradcomp::detail::pipeline_shape shape() const noexcept {
+    return {numel_, parts_, scope_ == compression_scope::per_group, momentum_};
+  }
 
   // " of part p" with several parts per rank, else nothing (for error texts).
   [[nodiscard]] std::string part_text(std::size_t part) const {
@@ -871,49 +745,6 @@ private:
            static_cast<std::size_t>(global_offset_[layer]);
   }
 
-  struct no_policy {};
-  using kept_policy = std::conditional_t<can_replan, Grouping, no_policy>;
-
-  static kept_policy keep(Grouping& grouping) {
-    if constexpr (can_replan) {
-      return kept_policy(std::move(grouping));
-    } else {
-      return no_policy{};
-    }
-  }
-
-  // The group state of grouping `g` (valid for numel_): zeroed averages, all layers pending.
-  void build_groups(const schedule::grouping& g,
-                    std::vector<group_state>& groups,
-                    std::vector<std::size_t>& group_of,
-                    std::vector<std::uint64_t>& offset_of) const {
-    const std::size_t layers = numel_.size();
-    groups.resize(g.size());
-    for (std::size_t i = 0; i < g.size(); ++i) {
-      group_state& state = groups[i];
-      // backward positions [begin, end) are forward indices L-1-begin down to L-end
-      const std::size_t first = schedule::forward_index(g[i].end - 1, layers);
-      const std::size_t last = schedule::forward_index(g[i].begin, layers);
-      std::uint64_t offset = 0;
-      for (std::size_t l = first; l <= last; ++l) {
-        state.layers.push_back(l);
-        group_of[l] = i;
-        offset_of[l] = offset;
-        offset += numel_[l];
-      }
-      state.numel = offset;
-      state.pending = state.layers.size() * parts_;
-      state.messages.resize(parts_);
-      state.average.assign(static_cast<std::size_t>(offset), 0.0f);
-      if (in_place_) {
-        state.staging.assign(static_cast<std::size_t>(offset), 0.0f);
-      }
-      if (scope_ == compression_scope::per_group) {
-        state.compressors.assign(parts_, prototype_);
-      }
-    }
-  }
-
   // compression_scope::per_group: compresses part `part` of group g_index's staged gradient
   // with its residual (and velocity) into the group's message of that part; per-layer
   // statistics from the message.
@@ -931,42 +762,21 @@ private:
     const selection_stats s = gradcomp::detail::compress_with_feedback(
         state.compressors[part], r, u, g, momentum_, factor_masking_, message);
     current_.groups[part * groups_.size() + g_index] = s;
-    // the message's indices are ascending: count those of each layer's range
-    std::size_t j = 0;
-    for (const std::size_t l : state.layers) {
-      selection_stats& ls = current_.layers[part * numel_.size() + l];
-      ls = selection_stats{};
-      ls.numel = numel_[l];
-      if (message.dense) {
-        ls.k_selected = numel_[l];
-        continue;
-      }
-      const std::uint64_t end = offset_of_[l] + numel_[l];
-      const std::size_t first = j;
-      while (j < message.indices.size() && message.indices[j] < end) {
-        ++j;
-      }
-      ls.k_selected = j - first;
-    }
+    gradcomp::detail::count_layer_selections(
+        message, state, numel_, offset_of_,
+        std::span<selection_stats>(current_.layers).subspan(part * numel_.size(), numel_.size()));
   }
 
-  // The in-place path: layer `layer`'s gradient into its group's staging buffer, as 0.0f + g
-  // (error feedback's sum with its zero residual: the same bits, -0.0f included); the
-  // statistics dense compression reports.
+  // The in-place path: layer `layer`'s gradient into its group's staging buffer
+  // (detail::copy_in_place); the statistics dense compression reports.
   selection_stats copy_in_place(std::size_t layer, std::span<const float> g) {
     if constexpr (in_place_capable) {
-      group_state& state = groups_[group_of_[layer]];
-      float* const out = state.staging.data() + offset_of_[layer];
-      gradcomp::detail::parallel_chunks(g.size(), prototype_.get_options().threads,
-                                        [&](std::size_t, std::size_t b, std::size_t e) {
-                                          for (std::size_t i = b; i < e; ++i) {
-                                            out[i] = 0.0f + g[i];
-                                          }
-                                        });
+      return gradcomp::detail::copy_in_place(groups_[group_of_[layer]].staging.data() +
+                                                 offset_of_[layer],
+                                             g, prototype_.get_options().threads);
+    } else {
+      return {}; // never called: in_place_ is false
     }
-    selection_stats s;
-    s.numel = s.k_target = s.k_selected = g.size();
-    return s;
   }
 
   // pipeline_policy::selecting_transport: every group's sent values outside its global
@@ -998,20 +808,14 @@ private:
   // finish() without the re-planning step.
   void finish_iteration() {
     const auto t0 = clock::now();
-    std::exception_ptr error;
-    {
-      std::unique_lock lock(mutex_);
-      done_cv_.wait(lock, [this] { return !busy_ && (next_ == groups_.size() || !ready_[next_]); });
-      error = std::exchange(error_, nullptr);
-      current_.communicate_seconds = std::exchange(comm_seconds_, 0.0);
-      current_.communicate_cpu_seconds = std::exchange(comm_cpu_seconds_, 0.0);
-      current_.bytes_sent = std::exchange(bytes_sent_, 0);
-      current_.bytes_received = std::exchange(bytes_received_, 0);
-      next_ = 0;
-      ready_.assign(groups_.size(), false);
-    }
+    const gradcomp::detail::exchange_report sums = comm_.collect();
+    const std::exception_ptr error = sums.error;
+    current_.communicate_seconds = sums.seconds;
+    current_.communicate_cpu_seconds = sums.cpu_seconds;
+    current_.bytes_sent = sums.bytes_sent;
+    current_.bytes_received = sums.bytes_received;
     current_.finish_wait_seconds = seconds_since(t0);
-    current_.bytes_reported = counts_bytes();
+    current_.bytes_reported = gradcomp::detail::transport_counts_bytes(*transport_);
     const std::size_t slots = reported_.size();
     std::size_t missing = slots;
     current_.selected = 0;
@@ -1035,59 +839,41 @@ private:
     if (error) {
       std::rethrow_exception(error);
     }
-    times_.iteration_done();
+    replan_.times.iteration_done();
   }
 
   // At the end of the warm-up: medians, replan(), validation, rebuild. Throws with the old
   // grouping kept.
   void maybe_replan() {
-    if constexpr (can_replan) {
-      if (!times_.complete() || replan_tried_) {
-        return;
-      }
-      replan_tried_ = true;
-      schedule::grouping next =
-          policy_.replan(std::span<const std::size_t>(numel_), times_.take_medians());
-      schedule::validate(next, numel_.size());
-      group_layout layout = layout_of(next);
-      for (std::size_t l = 0; l < numel_.size(); ++l) {
-        const auto a = averaged(l);
-        std::copy(a.begin(), a.end(),
-                  layout.groups[layout.group_of[l]].average.begin() +
-                      static_cast<std::ptrdiff_t>(layout.offset_of[l]));
-      }
-      adopt(std::move(next), std::move(layout));
-      replanned_ = true;
+    std::optional<schedule::grouping> next =
+        policy_.replan_if_due(replan_, std::span<const std::size_t>(numel_));
+    if (!next) {
+      return;
     }
+    group_layout layout = layout_of(*next);
+    for (std::size_t l = 0; l < numel_.size(); ++l) {
+      const auto a = averaged(l);
+      std::copy(a.begin(), a.end(),
+                layout.groups[layout.group_of[l]].average.begin() +
+                    static_cast<std::ptrdiff_t>(layout.offset_of[l]));
+    }
+    adopt(std::move(*next), std::move(layout));
+    replan_.replanned = true;
   }
-
-  // The group state of a grouping (built by layout_of, committed by adopt).
-  struct group_layout {
-    std::vector<group_state> groups;
-    std::vector<std::size_t> group_of;
-    std::vector<std::uint64_t> offset_of;
-  };
 
   // The group state of grouping `g` (valid for numel_): zeroed averages, all layers pending.
   [[nodiscard]] group_layout layout_of(const schedule::grouping& g) const {
-    group_layout layout;
-    layout.group_of.resize(numel_.size());
-    layout.offset_of.resize(numel_.size());
-    build_groups(g, layout.groups, layout.group_of, layout.offset_of);
-    return layout;
+    return gradcomp::detail::make_group_layout(g, std::span<const std::size_t>(numel_), parts_,
+                                               in_place_, scope_ == compression_scope::per_group,
+                                               prototype_);
   }
 
   // Makes `g` (with its `layout`) the grouping in use. Between iterations only: the
-  // communication thread is idle (next_ == 0, nothing ready) but may wake spuriously and read
-  // groups_ and ready_. Never throws but bad_alloc.
+  // communication thread is idle (collect() returned, nothing ready since) and reads groups_
+  // only for a group marked ready. Never throws but bad_alloc.
   void adopt(schedule::grouping g, group_layout layout) {
-    std::vector<bool> ready(layout.groups.size(), false);
-    {
-      const std::lock_guard lock(mutex_);
-      groups_.swap(layout.groups);
-      ready_.swap(ready);
-      next_ = 0;
-    }
+    comm_.restart(layout.groups.size());
+    groups_.swap(layout.groups);
     group_of_.swap(layout.group_of);
     offset_of_.swap(layout.offset_of);
     grouping_.swap(g);
@@ -1103,7 +889,7 @@ private:
   void reset_iteration() {
     reported_.assign(reported_.size(), false);
     started_ = false;
-    times_.next_iteration();
+    replan_.times.next_iteration();
     for (group_state& state : groups_) {
       state.pending = state.layers.size() * parts_;
     }
@@ -1114,77 +900,23 @@ private:
     }
   }
 
-  // The communication thread: groups in order, one at a time.
-  void communicate() {
-    std::unique_lock lock(mutex_);
-    for (;;) {
-      work_cv_.wait(lock, [this] { return stop_ || (next_ < groups_.size() && ready_[next_]); });
-      if (stop_) {
-        return;
-      }
-      group_state& state = groups_[next_];
-      const bool skip = error_ != nullptr;
-      busy_ = true;
-      lock.unlock();
-      double seconds = 0.0;
-      double cpu_seconds = 0.0;
-      std::size_t sent = 0;
-      std::size_t received = 0;
-      std::exception_ptr error;
-      state.has_selection = false;
-      if (!skip) {
-        const auto t0 = clock::now();
-        const double cpu0 = gradcomp::detail::thread_cpu_seconds();
-        try {
-          if constexpr (multi_part) {
-            transport_->start(std::span<const sparse_message>(state.messages),
-                              std::span<float>(state.average));
-          } else if (in_place_) {
-            if constexpr (in_place_capable) {
-              transport_->start_in_place(std::span<float>(state.staging));
-            }
-          } else {
-            transport_->start(state.messages.front(), std::span<float>(state.average));
-          }
-          transport_->wait();
-          if (in_place_) {
-            state.average.swap(state.staging);
-          }
-          if constexpr (pipeline_policy::selecting_transport<Transport>) {
-            if (const std::vector<std::uint32_t>* g = transport_->selected_indices()) {
-              state.selected.assign(g->begin(), g->end());
-              state.has_selection = true;
-            }
-          }
-          if constexpr (pipeline_policy::byte_counting_transport<Transport>) {
-            sent = transport_->bytes_sent();
-            received = transport_->bytes_received();
-          }
-        } catch (...) {
-          error = std::current_exception();
-        }
-        seconds = seconds_since(t0);
-        cpu_seconds = cpu0 < 0.0 ? -1.0 : gradcomp::detail::thread_cpu_seconds() - cpu0;
-      }
-      lock.lock();
-      comm_seconds_ += seconds;
-      comm_cpu_seconds_ =
-          comm_cpu_seconds_ < 0.0 || cpu_seconds < 0.0 ? -1.0 : comm_cpu_seconds_ + cpu_seconds;
-      bytes_sent_ += sent;
-      bytes_received_ += received;
-      if (error && !error_) {
-        error_ = error;
-      }
-      busy_ = false;
-      ++next_;
-      done_cv_.notify_all();
+  // The communication thread's work for group `index` (skip: an earlier group of the iteration
+  // failed): the transport's exchange of its messages, or of its buffer in place, timed.
+  gradcomp::detail::exchange_report exchange(std::size_t index, bool skip) {
+    group_state& state = groups_[index];
+    state.has_selection = false;
+    if (skip) {
+      return {};
     }
+    return gradcomp::detail::timed_exchange<clock>([&](gradcomp::detail::exchange_report& r) {
+      gradcomp::detail::exchange_group<in_place_capable>(*transport_, state, in_place_, r);
+    });
   }
 
   // fixed at construction
   std::vector<std::size_t> numel_;
   Transport* transport_;
-  [[no_unique_address]] kept_policy policy_;
+  [[no_unique_address]] gradcomp::detail::kept_grouping_policy<Grouping> policy_;
   // set at construction, replaced once by a re-plan (caller's thread, comm thread idle)
   schedule::grouping grouping_;
   std::vector<std::size_t> group_of_;
@@ -1201,25 +933,12 @@ private:
   std::vector<std::uint64_t> global_offset_;         // per_group: layer's first element
   std::vector<float> staged_, residual_, velocity_;  // per_group: parts x all layers
   bool started_ = false;                             // a layer was reported in this iteration
-  gradcomp::detail::backward_timer<Clock> times_;    // re-planning warm-up (never without it)
-  bool replan_tried_ = false;
-  bool replanned_ = false;
+  gradcomp::detail::replan_status<Clock> replan_;    // re-planning warm-up and status
   std::vector<sparse_message> layer_messages_;
   std::vector<bool> reported_;
   pipeline_iteration_stats current_, last_;
-  std::vector<group_state> groups_;
-  // shared with the communication thread, under mutex_
-  std::mutex mutex_;
-  std::condition_variable work_cv_, done_cv_;
-  std::vector<bool> ready_;
-  std::size_t next_ = 0;
-  bool busy_ = false;
-  bool stop_ = false;
-  std::exception_ptr error_;
-  double comm_seconds_ = 0.0;
-  double comm_cpu_seconds_ = 0.0; // negative: no per-thread CPU clock
-  std::size_t bytes_sent_ = 0, bytes_received_ = 0;
-  std::thread comm_thread_; // last: starts after every other member exists
+  std::vector<group_state> groups_;             // read by the comm thread for a group marked ready
+  gradcomp::detail::communication_thread comm_; // last: started after every other member exists
 };
 
 } // namespace gradcomp
