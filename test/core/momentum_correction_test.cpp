@@ -32,6 +32,43 @@ bool same_message(const sparse_message& a, const sparse_message& b) {
          a.values_type == b.values_type && a.indices == b.indices && same_bits(a.values, b.values);
 }
 
+// The sort-and-truncate reference of one momentum-corrected call, independent of the
+// compressors: u = m u + g; acc = r + u; the k largest |acc| by a full sort are sent (returned
+// dense); r = acc where not sent, 0 where sent; u zeroed where sent if `masking`.
+std::vector<float> reference_call(std::vector<float>& u,
+                                  std::vector<float>& r,
+                                  const std::vector<float>& g,
+                                  float m,
+                                  double density,
+                                  bool masking) {
+  const std::size_t n = g.size();
+  std::vector<float> acc(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    u[i] = m * u[i] + g[i];
+    acc[i] = r[i] + u[i];
+  }
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    order[i] = i;
+  }
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
+  const auto k = std::max<std::size_t>(
+      1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
+  std::vector<float> expected(n, 0.0f);
+  for (std::size_t j = 0; j < k; ++j) {
+    expected[order[j]] = acc[order[j]];
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool was_sent = expected[i] != 0.0f;
+    r[i] = was_sent ? 0.0f : acc[i];
+    if (masking && was_sent) {
+      u[i] = 0.0f;
+    }
+  }
+  return expected;
+}
+
 // Runs the fused call and the reference composition side by side on two copies of `c`.
 template <class Compressor>
 void check_against_composition(
@@ -155,8 +192,7 @@ TEST_CASE("error_feedback with momentum correction keeps the velocity and masks 
 TEST_CASE("without factor masking the velocity is momentum SGD's and only the accumulation is "
           "cleared (against sort-and-truncate)",
           "[momentum]") {
-  // reference, independent of the compressors: u = m u + g; acc = r + u; the k largest |acc|
-  // by a full sort are sent; r = acc where not sent, 0 where sent; u is never masked
+  // reference_call without masking: u is never zeroed
   const std::size_t n = GENERATE(1, 10, 3000);
   const float m = GENERATE(0.5f, 0.9f);
   const double density = 0.02;
@@ -164,32 +200,15 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
   error_feedback<exact_top_k> ef(n, exact_top_k(density),
                                  momentum_correction{.momentum = m, .factor_masking = false});
   CHECK(!ef.factor_masking());
-  std::vector<float> u(n, 0.0f), r(n, 0.0f), acc(n), sent(n);
+  std::vector<float> u(n, 0.0f), r(n, 0.0f), sent(n);
   sparse_message msg;
   for (int it = 0; it < 6; ++it) {
     CAPTURE(it);
     const auto g = test::make_values(distribution::normal, n, 700 + it);
-    for (std::size_t i = 0; i < n; ++i) {
-      u[i] = m * u[i] + g[i];
-      acc[i] = r[i] + u[i];
-    }
-    std::vector<std::size_t> order(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      order[i] = i;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
-    const auto k = std::max<std::size_t>(
-        1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
-    std::vector<float> expected(n, 0.0f);
-    for (std::size_t j = 0; j < k; ++j) {
-      expected[order[j]] = acc[order[j]];
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      r[i] = expected[i] != 0.0f ? 0.0f : acc[i];
-    }
+    const std::vector<float> expected = reference_call(u, r, g, m, density, false);
     ef.compress(g, msg);
-    REQUIRE(msg.nnz() == k);
+    REQUIRE(msg.nnz() == std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(
+                                                      density * static_cast<double>(n)))));
     decompress(msg, sent);
     REQUIRE(same_bits(sent, expected));
     REQUIRE(same_bits(ef.residual(), r));
@@ -200,15 +219,14 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
 TEST_CASE("set_factor_masking switches masking from the next call and keeps the state "
           "(against sort-and-truncate)",
           "[momentum]") {
-  // reference: u = m u + g; acc = r + u; the k largest |acc| by a full sort are sent; r = acc
-  // where not sent, 0 where sent; u zeroed where sent only from iteration 3 on (masking on)
+  // reference_call with masking from iteration 3 on (u zeroed where sent from then)
   const std::size_t n = GENERATE(10, 3000);
   const float m = 0.9f;
   const double density = 0.02;
   CAPTURE(n);
   error_feedback<exact_top_k> ef(n, exact_top_k(density),
                                  momentum_correction{.momentum = m, .factor_masking = false});
-  std::vector<float> u(n, 0.0f), r(n, 0.0f), acc(n), sent(n);
+  std::vector<float> u(n, 0.0f), r(n, 0.0f), sent(n);
   sparse_message msg;
   for (int it = 0; it < 6; ++it) {
     CAPTURE(it);
@@ -218,29 +236,7 @@ TEST_CASE("set_factor_masking switches masking from the next call and keeps the 
     }
     CHECK(ef.factor_masking() == masking);
     const auto g = test::make_values(distribution::normal, n, 1700 + it);
-    for (std::size_t i = 0; i < n; ++i) {
-      u[i] = m * u[i] + g[i];
-      acc[i] = r[i] + u[i];
-    }
-    std::vector<std::size_t> order(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      order[i] = i;
-    }
-    std::sort(order.begin(), order.end(),
-              [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
-    const auto k = std::max<std::size_t>(
-        1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
-    std::vector<float> expected(n, 0.0f);
-    for (std::size_t j = 0; j < k; ++j) {
-      expected[order[j]] = acc[order[j]];
-    }
-    for (std::size_t i = 0; i < n; ++i) {
-      const bool was_sent = expected[i] != 0.0f;
-      r[i] = was_sent ? 0.0f : acc[i];
-      if (masking && was_sent) {
-        u[i] = 0.0f;
-      }
-    }
+    const std::vector<float> expected = reference_call(u, r, g, m, density, masking);
     ef.compress(g, msg);
     decompress(msg, sent);
     REQUIRE(same_bits(sent, expected));
