@@ -28,7 +28,8 @@
 
 namespace gradcomp_train {
 
-//! --density-warmup-epochs, --warmup-initial-density, --clip-norm, --adaptive-density.
+//! --density-warmup-epochs, --warmup-initial-density, --warmup-stepped,
+//! --factor-masking-after-warmup, --clip-norm, --adaptive-density, --residual-stats.
 struct fidelity_settings {
   //! DGC's density warm-up over this many epochs, from warmup_initial_density down to --density
   //! (exponentially; one density per epoch unless warmup_stepped is false); 0 = off.

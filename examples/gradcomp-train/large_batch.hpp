@@ -29,7 +29,7 @@
 
 namespace gradcomp_train {
 
-//! --precision, --loss-scale, --optimizer, --warmup-epochs, --trust-coefficient,
+//! --precision, --loss-scale, --optimizer, --warmup-epochs, --lr-decay, --trust-coefficient,
 //! --weight-decay and the testing option --inject-overflow-at.
 struct large_batch_settings {
   std::string precision = "fp32";  //!< type of every sent value: fp32, fp16 or bf16
