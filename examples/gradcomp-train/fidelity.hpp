@@ -185,8 +185,10 @@ public:
     }
     current_ = total;
     if (s_.mask_after_warmup) {
-      const bool masking = static_cast<double>(i) >=
-                           s_.density_warmup_epochs * static_cast<double>(iterations_per_epoch_);
+      // the warm-up is over where density_warmup::at_iteration gives the final density: the
+      // same epoch, computed the same way
+      const bool masking = static_cast<double>(i) / static_cast<double>(iterations_per_epoch_) >=
+                           s_.density_warmup_epochs;
       if (masking != masking_) {
         exchange.set_factor_masking(masking);
         masking_ = masking;
