@@ -84,7 +84,7 @@ inline std::vector<std::pair<std::string, std::string>> result_options(const tra
           {"--loss-scale", lb.loss_scale},
           {"--optimizer", lb.optimizer},
           {"--warmup-epochs", num(lb.warmup_epochs)},
-          {"--lr-decay", lr_decays(lb) ? "poly" : "none"},
+          {"--lr-decay", lr_decay_text(lb)}, // step: with its epochs and factor
           {"--trust-coefficient", num(lb.trust_coefficient)},
           {"--weight-decay", num(lb.weight_decay)},
           {"--density-warmup-epochs", num(fs.density_warmup_epochs)},

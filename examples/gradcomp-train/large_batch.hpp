@@ -13,6 +13,9 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -25,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/tool_support.hpp"
 #include "exchange.hpp"
 
 namespace gradcomp_train {
@@ -36,11 +40,13 @@ struct large_batch_settings {
   std::string loss_scale = "none"; //!< none, dynamic, or a fixed scale (a positive number)
   std::string optimizer = "sgd";   //!< sgd (LibTorch's momentum SGD) or lars
   double warmup_epochs = 0.0;      //!< linear learning-rate warm-up, epochs (>= 0)
-  //! After the warm-up: auto (poly for lars, none for sgd), none (constant) or poly (power 2 to
-  //! 0 at the end of training).
+  //! After the warm-up: auto (poly for lars, none for sgd), none (constant), poly (power 2 to
+  //! 0 at the end of training) or step (x lr_decay_factor at each of lr_decay_epochs).
   std::string lr_decay = "auto";
-  double trust_coefficient = 0.001; //!< LARS's eta
-  double weight_decay = 5e-4;       //!< LARS's beta (not on 1-D tensors: biases, batch norm)
+  std::vector<double> lr_decay_epochs; //!< step: the epochs (ascending) the rate drops at
+  double lr_decay_factor = 0.1;        //!< step: the multiplier at each of them, in (0, 1]
+  double trust_coefficient = 0.001;    //!< LARS's eta
+  double weight_decay = 5e-4;          //!< LARS's beta (not on 1-D tensors: biases, batch norm)
   //! Testing: at this global iteration (0-based) the last rank puts +infinity into the first
   //! element of each gradient it reports; -1 = never.
   std::int64_t inject_overflow_at = -1;
@@ -48,11 +54,61 @@ struct large_batch_settings {
 
 inline const std::vector<std::string> precision_names = {"fp32", "fp16", "bf16"};
 inline const std::vector<std::string> optimizer_names = {"sgd", "lars"};
-inline const std::vector<std::string> lr_decay_names = {"auto", "none", "poly"};
+inline const std::vector<std::string> lr_decay_names = {"auto", "none", "poly", "step"};
 
-//! Whether the learning rate decays after the warm-up: --lr-decay poly, or auto with lars.
-inline bool lr_decays(const large_batch_settings& s) {
-  return s.lr_decay == "poly" || (s.lr_decay == "auto" && s.optimizer == "lars");
+//! The decay after the warm-up --lr-decay asks for: none, poly or step (auto: poly with lars,
+//! none with sgd).
+inline std::string effective_lr_decay(const large_batch_settings& s) {
+  if (s.lr_decay == "auto") {
+    return s.optimizer == "lars" ? "poly" : "none";
+  }
+  return s.lr_decay;
+}
+
+//! The decay as the checkpoint and the report record it: none, poly, or "step at E1,E2 x F"
+//! (the epochs and the factor, each the shortest text that reads back to the same double).
+inline std::string lr_decay_text(const large_batch_settings& s) {
+  const std::string d = effective_lr_decay(s);
+  if (d != "step") {
+    return d;
+  }
+  const auto text = [](double v) {
+    std::array<char, 32> b{};
+    const auto r = std::to_chars(b.data(), b.data() + b.size(), v);
+    return std::string(b.data(), r.ptr);
+  };
+  std::string t = "step at ";
+  for (std::size_t i = 0; i < s.lr_decay_epochs.size(); ++i) {
+    t += (i == 0 ? "" : ",") + text(s.lr_decay_epochs[i]);
+  }
+  return t + " x " + text(s.lr_decay_factor);
+}
+
+//! The iteration from which on epoch fraction `epochs` counts as reached: floor(epochs x
+//! iterations_per_epoch), as --warmup-epochs counts its steps (a drop at the warm-up's length
+//! is its end).
+inline std::size_t first_iteration_at(double epochs, std::int64_t iterations_per_epoch) {
+  return static_cast<std::size_t>(epochs * static_cast<double>(iterations_per_epoch));
+}
+
+//! "" or why --lr-decay-epochs cannot be a step schedule at `iterations_per_epoch`: two of its
+//! epochs falling on the same iteration (check_options() checked the rest). The same on every
+//! rank.
+inline std::string lr_decay_problem(const large_batch_settings& s,
+                                    std::int64_t iterations_per_epoch) {
+  if (effective_lr_decay(s) != "step") {
+    return {};
+  }
+  for (std::size_t i = 1; i < s.lr_decay_epochs.size(); ++i) {
+    const std::size_t at = first_iteration_at(s.lr_decay_epochs[i], iterations_per_epoch);
+    if (at == first_iteration_at(s.lr_decay_epochs[i - 1], iterations_per_epoch)) {
+      return gradcomp_tools::format("--lr-decay-epochs %g and %g fall on the same iteration %zu "
+                                    "(%lld iterations per epoch)",
+                                    s.lr_decay_epochs[i - 1], s.lr_decay_epochs[i], at,
+                                    static_cast<long long>(iterations_per_epoch));
+    }
+  }
+  return {};
 }
 
 //! The value type called `name` (one of precision_names).
@@ -84,31 +140,42 @@ inline std::optional<gradcomp::loss_scale> make_loss_scale(const std::string& s)
 }
 
 //! The per-step learning rate: linear warm-up over the first `warmup_epochs` (from base / W to
-//! base over W iterations), then constant or polynomial decay of power 2 to 0 at the end of
-//! training (gradcomp::warmup_poly_schedule; lr_decays(): --lr-decay poly, or lars by default,
-//! as [YOU17] train it; docs/references.md).
+//! base over W iterations), then constant, polynomial decay of power 2 to 0 at the end of
+//! training (gradcomp::warmup_poly_schedule; --lr-decay poly, or lars by default, as [YOU17]
+//! train it; docs/references.md), or step decay (gradcomp::warmup_step_schedule; --lr-decay step:
+//! x --lr-decay-factor from iteration floor(E x I) on for each E of --lr-decay-epochs).
 class learning_rate_schedule {
 public:
   learning_rate_schedule(double base,
                          const large_batch_settings& s,
                          std::int64_t iterations_per_epoch,
                          int epochs)
-      : decay_(lr_decays(s)) {
+      : decay_(effective_lr_decay(s)) {
     const auto total = static_cast<std::size_t>(iterations_per_epoch) * epochs;
     auto warmup = static_cast<std::size_t>(s.warmup_epochs * iterations_per_epoch);
     warmup = std::min(warmup, total == 0 ? 0 : total - 1);
-    schedule_ = {
-        .base = base, .warmup_steps = warmup, .total_steps = std::max<std::size_t>(total, 1)};
-    schedule_.validate();
+    poly_ = {.base = base, .warmup_steps = warmup, .total_steps = std::max<std::size_t>(total, 1)};
+    poly_.validate();
+    step_ = {.base = base, .warmup_steps = warmup, .milestones = {}, .factor = s.lr_decay_factor};
+    if (decay_ == "step") {
+      for (const double e : s.lr_decay_epochs) { // lr_decay_problem() checked them
+        step_.milestones.push_back(first_iteration_at(e, iterations_per_epoch));
+      }
+      step_.validate();
+    }
   }
   [[nodiscard]] double at(std::int64_t iteration) const {
     const auto s = static_cast<std::size_t>(iteration);
-    return s < schedule_.warmup_steps || decay_ ? schedule_.at(s) : schedule_.base;
+    if (decay_ == "step") {
+      return step_.at(s);
+    }
+    return s < poly_.warmup_steps || decay_ == "poly" ? poly_.at(s) : poly_.base;
   }
 
 private:
-  bool decay_;
-  gradcomp::warmup_poly_schedule schedule_;
+  std::string decay_;
+  gradcomp::warmup_poly_schedule poly_;
+  gradcomp::warmup_step_schedule step_;
 };
 
 //! The update applied to the averaged, unscaled gradients in .grad: LibTorch's SGD (momentum

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cmath>
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -263,10 +265,19 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1e6));
   app.add_option("--lr-decay", lb.lr_decay,
                  "after the warm-up: none (constant --lr), poly (decay as (1 - t)^2 to 0 at the "
-                 "end of training, t the fraction of the steps after the warm-up) or auto (poly "
-                 "for lars, none for sgd)")
+                 "end of training, t the fraction of the steps after the warm-up), step (x "
+                 "--lr-decay-factor at each of --lr-decay-epochs) or auto (poly for lars, none "
+                 "for sgd)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::lr_decay_names));
+  app.add_option("--lr-decay-epochs", lb.lr_decay_epochs,
+                 "--lr-decay step: the epochs (ascending, comma-separated, fractions allowed) "
+                 "from whose first iteration on the rate is multiplied by --lr-decay-factor")
+      ->delimiter(',');
+  app.add_option("--lr-decay-factor", lb.lr_decay_factor,
+                 "--lr-decay step: the multiplier at each of --lr-decay-epochs, in (0, 1]")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--trust-coefficient", lb.trust_coefficient, "lars: eta")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
@@ -341,11 +352,35 @@ inline void check_options(const train_options& o) {
   }
   if (o.sync == "async" &&
       (lb.precision != "fp32" || lb.loss_scale != "none" || lb.optimizer != "sgd" ||
-       lb.warmup_epochs != 0.0 || lb.lr_decay == "poly")) {
+       lb.warmup_epochs != 0.0 || lb.lr_decay == "poly" || lb.lr_decay == "step")) {
     throw CLI::ValidationError("--sync", "async trains with fp32 values and plain SGD: "
                                          "--precision, --loss-scale, --optimizer, "
-                                         "--warmup-epochs and --lr-decay poly are for --sync "
-                                         "sync");
+                                         "--warmup-epochs and --lr-decay poly and step are for "
+                                         "--sync sync");
+  }
+  if (lb.lr_decay == "step") {
+    if (lb.lr_decay_epochs.empty()) {
+      throw CLI::ValidationError("--lr-decay", "step needs --lr-decay-epochs (the epochs the "
+                                               "rate drops at)");
+    }
+    for (std::size_t i = 0; i < lb.lr_decay_epochs.size(); ++i) {
+      const double e = lb.lr_decay_epochs[i];
+      if (!std::isfinite(e) || e < lb.warmup_epochs || e <= 0.0 ||
+          (i > 0 && e <= lb.lr_decay_epochs[i - 1])) {
+        throw CLI::ValidationError(
+            "--lr-decay-epochs",
+            format("%g: each epoch must be positive, at or after --warmup-epochs %g and above "
+                   "the one before it",
+                   e, lb.warmup_epochs));
+      }
+    }
+    if (!(lb.lr_decay_factor > 0.0)) {
+      throw CLI::ValidationError("--lr-decay-factor",
+                                 format("%g is outside (0, 1]", lb.lr_decay_factor));
+    }
+  } else if (!lb.lr_decay_epochs.empty()) {
+    throw CLI::ValidationError("--lr-decay-epochs",
+                               "needs --lr-decay step (--lr-decay is '" + lb.lr_decay + "')");
   }
   if (o.parallel == "hybrid" &&
       (o.sync != "sync" || o.transport.name == "coded" || o.transport.name == "none" ||

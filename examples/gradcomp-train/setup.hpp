@@ -103,6 +103,11 @@ inline int set_up(sync_setup& s) {
   // --factor-masking false keeps the velocity of sent elements (gradcomp::momentum_correction)
   s.mc = gradcomp::momentum_correction{s.correction ? o.momentum : 0.0, o.factor_masking};
   s.data.cut(s.ranks, o.batch_size);
+  if (const std::string why = lr_decay_problem(o.large_batch, s.data.iterations_per_epoch);
+      !why.empty()) { // the same on every rank
+    s.say("error: " + why);
+    return exit_bad_input;
+  }
   return 0;
 }
 

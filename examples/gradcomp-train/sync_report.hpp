@@ -183,7 +183,7 @@ inline nlohmann::json report_json(const sync_setup& s,
   config["loss_scale"] = o.large_batch.loss_scale;
   config["optimizer"] = o.large_batch.optimizer;
   config["warmup_epochs"] = o.large_batch.warmup_epochs;
-  config["lr_decay"] = lr_decays(o.large_batch) ? "poly" : "none";
+  config["lr_decay"] = lr_decay_text(o.large_batch);
   if (o.large_batch.optimizer == "lars") {
     config["trust_coefficient"] = o.large_batch.trust_coefficient;
     config["weight_decay"] = o.large_batch.weight_decay;

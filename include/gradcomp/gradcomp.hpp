@@ -32,6 +32,7 @@
 #include <gradcomp/hybrid/overlap_plan.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 #include <gradcomp/optimizer/lars.hpp>
+#include <gradcomp/optimizer/lr_schedule.hpp>
 #include <gradcomp/precision/loss_scale.hpp>
 #include <gradcomp/sparse/concatenate.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>

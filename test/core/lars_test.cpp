@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // LARS (optimizer/lars.hpp) against its formula worked by hand and against an independent
 // double-precision reference over several steps; S4's no-weight-decay rule, lambda = 1 without
-// adaptation, the warm-up + poly schedule, and bad input named in the exception.
+// adaptation, and bad input named in the exception.
 #include <gradcomp/optimizer/lars.hpp>
 
 #include <catch2/catch.hpp>
@@ -113,23 +113,6 @@ TEST_CASE("lars: S4's rule leaves biases and batch-norm parameters undecayed", "
   // lambda = eta / beta = 0.1; v = 0.1 * 0.1 * w
   CHECK(w[0] == Approx(1.0 - 0.01).epsilon(1e-6));
   CHECK(w[1] == Approx(-2.0 + 0.02).epsilon(1e-6));
-}
-
-TEST_CASE("lars: the warm-up and polynomial decay schedule", "[lars]") {
-  const warmup_poly_schedule s{.base = 0.4, .warmup_steps = 4, .total_steps = 12, .power = 2.0};
-  CHECK(s.at(0) == Approx(0.1));
-  CHECK(s.at(1) == Approx(0.2));
-  CHECK(s.at(3) == Approx(0.4));
-  CHECK(s.at(4) == Approx(0.4));
-  CHECK(s.at(8) == Approx(0.1)); // 0.4 (1 - 4/8)^2
-  CHECK(s.at(11) == Approx(0.4 / 64.0));
-  CHECK(s.at(12) == 0.0);
-  CHECK(s.at(1000) == 0.0);
-  const warmup_poly_schedule none{.base = 1.0, .warmup_steps = 0, .total_steps = 10, .power = 1.0};
-  CHECK(none.at(0) == 1.0);
-  CHECK(none.at(5) == Approx(0.5));
-  const warmup_poly_schedule bad{.base = 1.0, .warmup_steps = 10, .total_steps = 10};
-  CHECK_THROWS_WITH(bad.at(0), Contains("total_steps 10") && Contains("warmup_steps 10"));
 }
 
 TEST_CASE("lars: bad input is named", "[lars][errors]") {

@@ -58,6 +58,12 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
                     "--density", "0.5", "--resume", str(folder))
     assert denser.returncode != 0
     assert "the checkpoint was written with --density 0.01, this run has 0.5" in denser.stderr
+    decayed, _ = run(tmp_path, "decayed", 2, "--method", "exact_topk", "--transport",
+                     "allgather", "--lr-decay", "step", "--lr-decay-epochs", "1", "--resume",
+                     str(folder))
+    assert decayed.returncode != 0
+    assert "the checkpoint was written with --lr-decay none, this run has step at 1 x 0.1" \
+        in decayed.stderr
 
 
 @needs_train

@@ -4,7 +4,8 @@
 
 The density warm-up's per-epoch densities follow DGC's schedule (d0 (dT/d0)^(e/E), d0 DGC's 0.25
 or --warmup-initial-density) and the achieved density follows them down; the learning-rate
-warm-up (--warmup-epochs) works with SGD, and --lr-decay poly then decays it as (1 - t)^2.
+warm-up (--warmup-epochs) works with SGD, --lr-decay poly then decays it as (1 - t)^2 and
+--lr-decay step multiplies it by --lr-decay-factor from each of --lr-decay-epochs on.
 Clipping with a tiny norm clips every iteration and changes the result, while a threshold never
 reached gives bit-identical replicas to no clipping (deferring the hooks to the end of backward
 changes nothing). Adaptive density sends the same total as the uniform density with unequal
@@ -95,6 +96,37 @@ def test_lr_decay_poly_follows_one_minus_t_squared(tmp_path, decay):
     expected = [0.04 / 4, 0.04, 0.04 * 0.5 ** 2] if decay == "poly" else [0.01, 0.04, 0.04]
     assert rates == pytest.approx(expected, rel=1e-12)
     assert r["replicas_identical"]
+
+
+def test_lr_decay_step_multiplies_at_each_epoch(tmp_path):
+    # --warmup-epochs 1 of 3 epochs (4 iterations each), then x 0.5 from the first iteration of
+    # epochs 1 and 2 on: base / 4, base / 2, base / 4 at the epoch starts
+    p, report = run(tmp_path, "step", "--density", "0.01", "--density-warmup-epochs", "1",
+                    "--warmup-epochs", "1", "--lr-decay", "step", "--lr-decay-epochs", "1,2", "--lr-decay-factor", "0.5",
+                    epochs=3)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["config"]["lr_decay"] == "step at 1,2 x 0.5"
+    rates = [e["learning_rate"] for e in r["fidelity"]["epochs"]]
+    assert rates == pytest.approx([0.01, 0.02, 0.01], rel=1e-12)
+    assert r["replicas_identical"]
+
+
+def test_lr_decay_step_inside_an_epoch(tmp_path):
+    # a drop at epoch 1.5 leaves the first epoch and a half as the constant rate has them, and
+    # changes what follows (the density warm-up only for the report's per-epoch rates)
+    warm = ["--density", "0.05", "--density-warmup-epochs", "1"]
+    p, constant = run(tmp_path, "constant", *warm, epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    p, step = run(tmp_path, "step", *warm, "--lr-decay", "step", "--lr-decay-epochs", "1.5",
+                  epochs=2)
+    assert p.returncode == 0, p.stdout + p.stderr
+    c, s = load(constant), load(step)
+    assert [e["learning_rate"] for e in s["fidelity"]["epochs"]] == pytest.approx([0.04, 0.04])
+    first = [[e for e in r["curve"] if e["epochs_done"] == 1.0][0] for r in (c, s)]
+    assert first[0]["test_loss"] == first[1]["test_loss"]
+    assert s["replicas_identical"]
+    assert s["replica_hashes"][0] != c["replica_hashes"][0]
 
 
 def test_clipping_with_a_tiny_norm_changes_the_result(tmp_path):
@@ -216,6 +248,16 @@ def test_factor_masking_after_warmup_switches_at_the_warmups_end(tmp_path):
      "--factor-masking-after-warmup"),
     (["--factor-masking-after-warmup", "true", "--density-warmup-epochs", "1"],
      "--factor-masking false"),
+    (["--lr-decay", "step"], "needs --lr-decay-epochs"),
+    (["--lr-decay-epochs", "1"], "needs --lr-decay step"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "2,1"], "above the one before it"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "0.5", "--warmup-epochs", "1"],
+     "--warmup-epochs 1"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1", "--lr-decay-factor", "0"],
+     "--lr-decay-factor"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1", "--lr-decay-factor", "1.5"],
+     "--lr-decay-factor"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1,1.1"], "fall on the same iteration 4"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", *args)

@@ -126,6 +126,8 @@ def test_lars_with_warmup_learns(tmp_path):
     (["--sync", "async", "--transport", "ps", "--optimizer", "lars"], "async trains with fp32"),
     (["--lr-decay", "cosine"], "cosine"),
     (["--sync", "async", "--transport", "ps", "--lr-decay", "poly"], "--lr-decay poly"),
+    (["--sync", "async", "--transport", "ps", "--lr-decay", "step", "--lr-decay-epochs", "1"],
+     "--lr-decay poly and step"),
 ])
 def test_bad_values_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", 2, *args)

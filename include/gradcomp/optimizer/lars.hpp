@@ -5,7 +5,7 @@
 //! with, on any float spans (one call per layer), in fp32 storage with double norms.
 //!
 //! Per layer, with global learning rate gamma, trust coefficient eta, weight decay beta and
-//! momentum m:
+//! momentum m (the schedules it is used with: lr_schedule.hpp):
 //!
 //!   lambda = eta ||w|| / (||g|| + beta ||w||)      (1 when ||w|| = 0 or the denominator is 0)
 //!   v      = m v + gamma lambda (g + beta w)
@@ -17,6 +17,7 @@
 #pragma once
 
 #include <gradcomp/error.hpp>
+#include <gradcomp/optimizer/lr_schedule.hpp>
 
 #include <cmath>
 #include <cstddef>
@@ -107,38 +108,5 @@ inline double lars_step(std::span<float> weights,
   }
   return ratio;
 }
-
-//! @brief Learning rate with linear warm-up then polynomial decay ([YOU17] pair LARS with "poly"
-//! decay of power 2; [GOYAL17]'s gradual warm-up):
-//! at(s) = base (s + 1) / warmup_steps for s < warmup_steps, then
-//! base (1 - (s - warmup_steps) / (total_steps - warmup_steps))^power, 0 from total_steps on.
-struct warmup_poly_schedule {
-  double base = 0.1;            //!< peak learning rate, >= 0 and finite
-  std::size_t warmup_steps = 0; //!< steps of linear warm-up (0: none)
-  std::size_t total_steps = 1;  //!< > warmup_steps
-  double power = 2.0;           //!< decay exponent, >= 0
-
-  //! @throws std::invalid_argument naming the field if the schedule is malformed.
-  void validate() const {
-    detail::require(std::isfinite(base) && base >= 0.0, "warmup_poly_schedule: base ", base,
-                    " must be finite and >= 0");
-    detail::require(total_steps > warmup_steps, "warmup_poly_schedule: total_steps ", total_steps,
-                    " must exceed warmup_steps ", warmup_steps);
-    detail::require(power >= 0.0, "warmup_poly_schedule: power ", power, " is negative");
-  }
-  //! The learning rate of step s (0-based). O(1). @throws what validate() throws.
-  [[nodiscard]] double at(std::size_t s) const {
-    validate();
-    if (s < warmup_steps) {
-      return base * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
-    }
-    if (s >= total_steps) {
-      return 0.0;
-    }
-    const double left = 1.0 - static_cast<double>(s - warmup_steps) /
-                                  static_cast<double>(total_steps - warmup_steps);
-    return base * std::pow(left, power);
-  }
-};
 
 } // namespace gradcomp
