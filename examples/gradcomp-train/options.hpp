@@ -271,8 +271,9 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str()
       ->check(CLI::IsMember(gt::lr_decay_names));
   app.add_option("--lr-decay-epochs", lb.lr_decay_epochs,
-                 "--lr-decay step: the epochs (ascending, comma-separated, fractions allowed) "
-                 "from whose first iteration on the rate is multiplied by --lr-decay-factor")
+                 "--lr-decay step: the epochs E (ascending, comma-separated, fractions "
+                 "allowed): from iteration floor(E x iterations per epoch) on the rate is "
+                 "multiplied by --lr-decay-factor")
       ->delimiter(',');
   app.add_option("--lr-decay-factor", lb.lr_decay_factor,
                  "--lr-decay step: the multiplier at each of --lr-decay-epochs, in (0, 1]")
