@@ -366,12 +366,12 @@ inline void check_options(const train_options& o) {
     }
     for (std::size_t i = 0; i < lb.lr_decay_epochs.size(); ++i) {
       const double e = lb.lr_decay_epochs[i];
-      if (!std::isfinite(e) || e < lb.warmup_epochs || e <= 0.0 ||
+      if (!std::isfinite(e) || e < lb.warmup_epochs || e <= 0.0 || e > 1e6 ||
           (i > 0 && e <= lb.lr_decay_epochs[i - 1])) {
         throw CLI::ValidationError(
             "--lr-decay-epochs",
-            format("%g: each epoch must be positive, at or after --warmup-epochs %g and above "
-                   "the one before it",
+            format("%g: each epoch must be positive, at most 1e6, at or after --warmup-epochs "
+                   "%g and above the one before it",
                    e, lb.warmup_epochs));
       }
     }

@@ -258,6 +258,7 @@ def test_factor_masking_after_warmup_switches_at_the_warmups_end(tmp_path):
     (["--lr-decay", "step", "--lr-decay-epochs", "1", "--lr-decay-factor", "1.5"],
      "--lr-decay-factor"),
     (["--lr-decay", "step", "--lr-decay-epochs", "1,1.1"], "fall on the same iteration 4"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1e30"], "at most 1e6"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     p, _ = run(tmp_path, "bad", *args)
