@@ -85,8 +85,8 @@ inline std::string lr_decay_text(const large_batch_settings& s) {
 }
 
 //! The iteration from which on epoch fraction `epochs` counts as reached: floor(epochs x
-//! iterations_per_epoch), as --warmup-epochs counts its steps (a drop at the warm-up's length
-//! is its end).
+//! iterations_per_epoch): the learning-rate warm-up's length in steps and each step decay's
+//! first iteration (a drop at the warm-up's length is its end).
 inline std::size_t first_iteration_at(double epochs, std::int64_t iterations_per_epoch) {
   return static_cast<std::size_t>(epochs * static_cast<double>(iterations_per_epoch));
 }
@@ -152,7 +152,7 @@ public:
                          int epochs)
       : decay_(effective_lr_decay(s)) {
     const auto total = static_cast<std::size_t>(iterations_per_epoch) * epochs;
-    auto warmup = static_cast<std::size_t>(s.warmup_epochs * iterations_per_epoch);
+    auto warmup = first_iteration_at(s.warmup_epochs, iterations_per_epoch);
     warmup = std::min(warmup, total == 0 ? 0 : total - 1);
     poly_ = {.base = base, .warmup_steps = warmup, .total_steps = std::max<std::size_t>(total, 1)};
     poly_.validate();

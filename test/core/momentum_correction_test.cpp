@@ -32,6 +32,12 @@ bool same_message(const sparse_message& a, const sparse_message& b) {
          a.values_type == b.values_type && a.indices == b.indices && same_bits(a.values, b.values);
 }
 
+// Elements exact top-k sends at `density` of n: ceil(density n), at least 1.
+std::size_t reference_k(double density, std::size_t n) {
+  return std::max<std::size_t>(
+      1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
+}
+
 // The sort-and-truncate reference of one momentum-corrected call, independent of the
 // compressors: u = m u + g; acc = r + u; the k largest |acc| by a full sort are sent (returned
 // dense); r = acc where not sent, 0 where sent; u zeroed where sent if `masking`.
@@ -53,8 +59,7 @@ std::vector<float> reference_call(std::vector<float>& u,
   }
   std::sort(order.begin(), order.end(),
             [&](std::size_t a, std::size_t b) { return std::fabs(acc[a]) > std::fabs(acc[b]); });
-  const auto k = std::max<std::size_t>(
-      1, static_cast<std::size_t>(std::ceil(density * static_cast<double>(n))));
+  const std::size_t k = reference_k(density, n);
   std::vector<float> expected(n, 0.0f);
   for (std::size_t j = 0; j < k; ++j) {
     expected[order[j]] = acc[order[j]];
@@ -207,8 +212,7 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
     const auto g = test::make_values(distribution::normal, n, 700 + it);
     const std::vector<float> expected = reference_call(u, r, g, m, density, false);
     ef.compress(g, msg);
-    REQUIRE(msg.nnz() == std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(
-                                                      density * static_cast<double>(n)))));
+    REQUIRE(msg.nnz() == reference_k(density, n));
     decompress(msg, sent);
     REQUIRE(same_bits(sent, expected));
     REQUIRE(same_bits(ef.residual(), r));

@@ -15,6 +15,19 @@
 
 namespace gradcomp {
 
+namespace detail {
+//! The linear warm-up both schedules share: base (s + 1) / warmup_steps for step s <
+//! warmup_steps (the caller checks that). O(1).
+[[nodiscard]] inline double linear_warmup(double base, std::size_t s, std::size_t warmup_steps) {
+  return base * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+}
+//! Checks a schedule's peak rate `base` (finite, >= 0), naming `schedule` and the value.
+inline void check_base_rate(const char* schedule, double base) {
+  require(std::isfinite(base) && base >= 0.0, schedule, ": base ", base,
+          " must be finite and >= 0");
+}
+} // namespace detail
+
 //! @brief Learning rate with linear warm-up then polynomial decay ([YOU17] pair LARS with "poly"
 //! decay of power 2; [GOYAL17]'s gradual warm-up):
 //! at(s) = base (s + 1) / warmup_steps for s < warmup_steps, then
@@ -27,8 +40,7 @@ struct warmup_poly_schedule {
 
   //! @throws std::invalid_argument naming the field if the schedule is malformed.
   void validate() const {
-    detail::require(std::isfinite(base) && base >= 0.0, "warmup_poly_schedule: base ", base,
-                    " must be finite and >= 0");
+    detail::check_base_rate("warmup_poly_schedule", base);
     detail::require(total_steps > warmup_steps, "warmup_poly_schedule: total_steps ", total_steps,
                     " must exceed warmup_steps ", warmup_steps);
     detail::require(power >= 0.0, "warmup_poly_schedule: power ", power, " is negative");
@@ -37,7 +49,7 @@ struct warmup_poly_schedule {
   [[nodiscard]] double at(std::size_t s) const {
     validate();
     if (s < warmup_steps) {
-      return base * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+      return detail::linear_warmup(base, s, warmup_steps);
     }
     if (s >= total_steps) {
       return 0.0;
@@ -63,8 +75,7 @@ struct warmup_step_schedule {
   //! finite, factor is outside (0, 1], or a milestone falls inside the warm-up or does not
   //! follow the one before it.
   void validate() const {
-    detail::require(std::isfinite(base) && base >= 0.0, "warmup_step_schedule: base ", base,
-                    " must be finite and >= 0");
+    detail::check_base_rate("warmup_step_schedule", base);
     detail::require(factor > 0.0 && factor <= 1.0, "warmup_step_schedule: factor ", factor,
                     " is outside (0, 1]");
     for (std::size_t j = 0; j < milestones.size(); ++j) {
@@ -80,7 +91,7 @@ struct warmup_step_schedule {
   [[nodiscard]] double at(std::size_t s) const {
     validate();
     if (s < warmup_steps) {
-      return base * static_cast<double>(s + 1) / static_cast<double>(warmup_steps);
+      return detail::linear_warmup(base, s, warmup_steps);
     }
     const auto passed =
         std::count_if(milestones.begin(), milestones.end(), [s](std::size_t m) { return m <= s; });
