@@ -6,9 +6,9 @@ measured against in the same invocation (scripts/main-job.sh, scripts/reproduce.
 Trains exactly what gradcomp-train trains with the same options: the same networks (built in
 the same order after torch.manual_seed(seed), so the initial weights are identical), the same
 normalised Fashion-MNIST tensors, the same sample order and shards (examples/common/
-sample_order.hpp, reproduced below), batch, learning rate, momentum, epochs and evaluation
-points; and writes a report in gradcomp-train's JSON layout, so scripts/compare-runs.py puts the
-runs side by side. Gradient exchange (--exchange):
+sample_order.hpp, reproduced below), batch, learning rate (and its step decay: --lr-decay),
+momentum, epochs and evaluation points; and writes a report in gradcomp-train's JSON layout,
+so scripts/compare-runs.py puts the runs side by side. Gradient exchange (--exchange):
 
   dense     DDP's default allreduce hook (buckets of --bucket-mib MiB, DDP's first bucket 1 MiB)
   fp16      DDP's fp16_compress_hook (default_hooks)
@@ -245,6 +245,15 @@ def parse_args(argv):
                     help="evaluate on the first N test samples (0: all 10,000)")
     ap.add_argument("--lr", type=float, default=0.04)
     ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--lr-decay", choices=["none", "step"], default="none",
+                    help="none (constant --lr) or step (x --lr-decay-factor from iteration "
+                         "floor(E x iterations per epoch) on, for each E of --lr-decay-epochs): "
+                         "gradcomp-train's --lr-decay step")
+    ap.add_argument("--lr-decay-epochs", type=epoch_list, default=[],
+                    help="--lr-decay step: the epochs E, ascending, comma-separated (fractions "
+                         "allowed)")
+    ap.add_argument("--lr-decay-factor", type=float, default=0.1,
+                    help="--lr-decay step: the multiplier at each of --lr-decay-epochs, in (0, 1]")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--evals-per-epoch", type=int, default=4)
     ap.add_argument("--bucket-mib", type=float, default=25.0, help="DDP's bucket_cap_mb")
@@ -291,10 +300,77 @@ def parse_args(argv):
     for name in ("train_limit", "test_limit"):
         if getattr(a, name) < 0:
             ap.error(f"--{name.replace('_', '-')} {getattr(a, name)} is below 0")
+    problem = lr_decay_problem(a)
+    if problem:
+        ap.error(problem)
     if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
         ap.error(f"--powersgd-start-iter {a.powersgd_start_iter} is below 2 (PyTorch's minimum "
                  "with error feedback and warm start)")
     return a
+
+
+def epoch_list(text):
+    """--lr-decay-epochs: comma-separated finite numbers in [0, 1e6]."""
+    out = []
+    for part in text.split(","):
+        try:
+            v = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"'{part}' is not a number") from None
+        if not (math.isfinite(v) and 0 <= v <= 1e6):
+            raise argparse.ArgumentTypeError(f"{part} is outside [0, 1e6]")
+        out.append(v)
+    return out
+
+
+def lr_decay_problem(a):
+    """"" or why the step decay's options do not fit together (gradcomp-train's checks,
+    examples/gradcomp-train/options.hpp)."""
+    if a.lr_decay == "step" and not a.lr_decay_epochs:
+        return "--lr-decay step needs --lr-decay-epochs"
+    if a.lr_decay != "step" and a.lr_decay_epochs:
+        return "--lr-decay-epochs needs --lr-decay step"
+    for before, e in zip(a.lr_decay_epochs, a.lr_decay_epochs[1:]):
+        if not e > before:
+            return f"--lr-decay-epochs {e:g} is not above the one before it, {before:g}"
+    if not 0 < a.lr_decay_factor <= 1:
+        return f"--lr-decay-factor {a.lr_decay_factor:g} is outside (0, 1]"
+    return ""
+
+
+def first_iteration_at(epochs, iterations_per_epoch):
+    """The iteration from which on epoch fraction `epochs` counts as reached: floor(epochs x
+    iterations_per_epoch), as gradcomp-train computes it (examples/gradcomp-train/large_batch.hpp)."""
+    return int(epochs * float(iterations_per_epoch))
+
+
+def step_milestones(a, iterations_per_epoch):
+    """The 0-based iterations at which --lr-decay step multiplies the rate by its factor; exits 2
+    (on every rank: each computes the same) when two epochs fall on one iteration."""
+    if a.lr_decay != "step":
+        return []
+    at = [first_iteration_at(e, iterations_per_epoch) for e in a.lr_decay_epochs]
+    for i in range(1, len(at)):
+        if at[i] == at[i - 1]:
+            print(f"ddp_train: --lr-decay-epochs {a.lr_decay_epochs[i - 1]:g} and "
+                  f"{a.lr_decay_epochs[i]:g} fall on the same iteration {at[i]} "
+                  f"({iterations_per_epoch} iterations per epoch)", file=sys.stderr)
+            sys.exit(2)
+    return at
+
+
+def shortest(v):
+    """The shortest text that reads back to the same double, as C++'s std::to_chars writes it."""
+    t = repr(float(v))
+    return t[:-2] if t.endswith(".0") else t
+
+
+def lr_decay_text(a):
+    """The decay as gradcomp-train's report records it: none or "step at E1,E2 x F"."""
+    if a.lr_decay != "step":
+        return "none"
+    return ("step at " + ",".join(shortest(e) for e in a.lr_decay_epochs) + " x " +
+            shortest(a.lr_decay_factor))
 
 
 def true_false(text):
@@ -415,6 +491,7 @@ def main(argv=None):
     KEEP_ALIVE.append(model)
     optimizer = torch.optim.SGD(net.parameters(), lr=a.lr,
                                 momentum=0.0 if correction else a.momentum)
+    milestones = step_milestones(a, iterations_per_epoch)
     F = torch.nn.functional
     iface = a.iface if a.iface and a.iface != "lo" else ""
     measured_bytes = bool(iface) and interface_bytes(iface, "tx") is not None
@@ -457,6 +534,10 @@ def main(argv=None):
             x, y = train_x.index_select(0, index), train_y.index_select(0, index)
             tx0 = interface_bytes(iface, "tx") if measured_bytes else 0
             rx0 = interface_bytes(iface, "rx") if measured_bytes else 0
+            # --lr-decay step: the rate of this (0-based) iteration, gradcomp-train's rule
+            lr = a.lr * a.lr_decay_factor ** sum(1 for m in milestones if global_iteration >= m)
+            for group in optimizer.param_groups:
+                group["lr"] = lr
             t0 = time.perf_counter()
             optimizer.zero_grad(set_to_none=True)
             out = model(x)
@@ -552,7 +633,8 @@ def main(argv=None):
                    else "ddp-gloo", "merge": merge, "model": a.model, "epochs": a.epochs,
                    "batch_size_per_rank": a.batch_size, "train_samples": n,
                    "test_samples": len(test_x), "iterations_per_epoch": iterations_per_epoch,
-                   "lr": a.lr, "momentum": a.momentum, "seed": a.seed,
+                   "lr": a.lr, "lr_decay": lr_decay_text(a), "momentum": a.momentum,
+                   "seed": a.seed,
                    "torch_threads_per_rank": a.threads, "parameters": numel,
                    "parameter_tensors": len(params), "blas": blas, "data": a.data,
                    "torch_version": torch.__version__,

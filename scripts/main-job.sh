@@ -3,7 +3,9 @@
 # The project's main job (docs/results.md): installs what is missing, builds gradcomp-train,
 # creates the emulated 4-host cluster at 1 Gbit/s (scripts/emulated-cluster.sh; needs root: without
 # it, 4 plain local ranks, and it says so) and trains ddp-baseline.md's CNN on Fashion-MNIST with
-# the same seed, data order and epochs, one run after the other in this invocation:
+# the same seed, data order, epochs and learning-rate schedule (0.04, x 0.1 from epoch 1.5 on:
+# --lr-decay step --lr-decay-epochs 1.5 in every run, gradcomp's and PyTorch's; docs/fidelity.md),
+# one run after the other in this invocation:
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
 #   gradcomp, compressed:  --method reused_threshold --density 0.01 --transport allgather
@@ -21,9 +23,11 @@
 # results/main-job/{comparison.md,accuracy-vs-time.svg,*.json,*.md}.
 #
 #   scripts/main-job.sh [--epochs E] [--ranks P] [--train-limit N] [--local] [--no-floor]
-#                       [--no-ddp] [--out DIR] [-- EXTRA gradcomp-train OPTIONS for every
-#                       gradcomp run]
-# (--train-limit N: the first N training samples only, in every run: a quick check.)
+#                       [--no-ddp] [--lr-decay-epochs E1,E2,...|none] [--out DIR]
+#                       [-- EXTRA gradcomp-train OPTIONS for every gradcomp run]
+# (--train-limit N: the first N training samples only, in every run: a quick check.
+# --lr-decay-epochs: the epochs the rate drops x 0.1 at, in every run; default 1.5; none: a
+# constant rate, as the main job ran until 2026-12-02.)
 # Takes about 30 minutes on a 2-core machine with the default 2 epochs (build and apt
 # excluded); --no-ddp leaves the four PyTorch runs out (about 15 minutes).
 set -euo pipefail
@@ -37,6 +41,7 @@ local_only=0
 floor=1
 ddp=1
 out=results/main-job
+lr_decay_epochs=1.5
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -46,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --local) local_only=1; shift ;;
     --no-floor) floor=0; shift ;;
     --no-ddp) ddp=0; shift ;;
+    --lr-decay-epochs) lr_decay_epochs=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -60,8 +66,13 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code thes
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/examples/gradcomp-train
 runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit")
+if [[ $lr_decay_epochs != none ]]; then # both programs take the same options, the same rule
+  runs_common+=(--lr-decay step --lr-decay-epochs "$lr_decay_epochs")
+fi
 training_runs_setup "$ranks" "$local_only" "$out"
-echo "main-job: $runs_mode; $epochs epochs per run; results in $runs_out" >&2
+schedule="learning rate 0.04"
+[[ $lr_decay_epochs == none ]] || schedule+=", x 0.1 from epoch $lr_decay_epochs on"
+echo "main-job: $runs_mode; $epochs epochs per run; $schedule; results in $runs_out" >&2
 
 run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --transport ring \
   --merge optimal "${extra[@]}"
@@ -83,5 +94,5 @@ if [[ $ddp == 1 ]]; then
   fi
 fi
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
-  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run" \
+  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run; $schedule" \
   "${runs_reports[@]}"

@@ -70,6 +70,32 @@ def test_bad_arguments_exit_2():
     assert p.returncode == 2 and "--test-limit -1 is below 0" in p.stderr
 
 
+@pytest.mark.parametrize("args,message", [
+    (["--lr-decay", "step"], "--lr-decay step needs --lr-decay-epochs"),
+    (["--lr-decay-epochs", "1"], "--lr-decay-epochs needs --lr-decay step"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "2,1"],
+     "--lr-decay-epochs 1 is not above the one before it, 2"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1", "--lr-decay-factor", "0"],
+     "--lr-decay-factor 0 is outside (0, 1]"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1", "--lr-decay-factor", "1.5"],
+     "--lr-decay-factor 1.5 is outside (0, 1]"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "-1"], "-1 is outside [0, 1e6]"),
+    (["--lr-decay", "step", "--lr-decay-epochs", "1,x"], "'x' is not a number"),
+])
+def test_bad_lr_decay_exits_2_naming_it(args, message):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"), *args],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and message in p.stderr, p.stderr
+
+
+def test_lr_decay_text_and_milestones_follow_gradcomp_train():
+    a = ddp_train.parse_args(["--lr-decay", "step", "--lr-decay-epochs", "1.5,3",
+                              "--lr-decay-factor", "0.5"])
+    assert ddp_train.lr_decay_text(a) == "step at 1.5,3 x 0.5"
+    assert ddp_train.step_milestones(a, 469) == [703, 1407]  # floor(1.5 x 469), 3 x 469
+    assert ddp_train.lr_decay_text(ddp_train.parse_args([])) == "none"
+
+
 def run_ddp(tmp_path, name, *args, port):
     report = tmp_path / f"{name}.json"
     cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
@@ -142,6 +168,31 @@ def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     assert cpp["curve"][0]["test_accuracy"] == ours_py["curve"][0]["test_accuracy"]
     # the same batches, optimizer and kernels: measured bit-identical after training too
     assert cpp["curve"][1]["test_loss"] == pytest.approx(ours_py["curve"][1]["test_loss"], rel=1e-6)
+
+
+@pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
+                    reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
+def test_step_decay_matches_gradcomp_train(tmp_path):
+    """--lr-decay step --lr-decay-epochs 0.5 in both programs (8 iterations per epoch: the rate
+    drops from iteration 4 on): no-communication runs end with the same test loss, which the
+    constant rate does not give."""
+    decay = ["--lr-decay", "step", "--lr-decay-epochs", "0.5", "--lr-decay-factor", "0.1"]
+    _, py = run_ddp(tmp_path, "py", "--exchange", "none", *decay, port=29622)
+    ends = {}
+    for name, extra in (("step", decay), ("constant", [])):
+        report = tmp_path / f"cpp-{name}.json"
+        p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
+                            "single", "--train-limit", "512", "--test-limit", "1000", "--epochs",
+                            "1", "--evals-per-epoch", "1", "--report", str(report), *extra],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        with open(report) as f:
+            ends[name] = json.load(f)
+    assert py["config"]["lr_decay"] == ends["step"]["config"]["lr_decay"] == "step at 0.5 x 0.1"
+    end = py["curve"][1]["test_loss"]
+    assert ends["step"]["curve"][1]["test_loss"] == pytest.approx(end, rel=1e-6)
+    assert ends["constant"]["curve"][1]["test_loss"] != pytest.approx(end, rel=1e-3)
 
 
 @pytest.mark.skipif(not os.path.isdir(DATA), reason="dataset-fashion-mnist is not installed")
