@@ -261,3 +261,74 @@ TEMPLATE_TEST_CASE("gtopk, oktopk: the pipeline over the exchange returns what G
     REQUIRE(std::abs(grads_sum[i] - (p * applied_sum[i] + residual[i])) < 1e-3);
   }
 }
+
+TEMPLATE_TEST_CASE("gtopk, oktopk: per group, the values outside G go back to the group's residual",
+                   "[gtopk][oktopk]",
+                   mpi::gtopk_exchange,
+                   mpi::oktopk_exchange) {
+  // compression_scope::per_group: one error feedback per group on its layers' concatenated
+  // gradient (forward order), gTop-k on its message, and the values outside G back in the
+  // group's residual; the pipeline's per-layer residuals are slices of it
+  const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
+  const schedule::grouping groups{{0, 2}, {2, 3}, {3, 6}};
+  const double density = 0.05;
+  const mpi::communicator comm(MPI_COMM_WORLD);
+  const mpi::communicator reference_comm(MPI_COMM_WORLD);
+  const int p = comm.size();
+  TestType exchange(comm, density);
+  pipeline<exact_top_k, TestType> pipe(sizes, pipeline_policy::fixed_grouping{groups},
+                                       exact_top_k(density), exchange, {},
+                                       compression_scope::per_group);
+  std::vector<error_feedback<exact_top_k>> reference; // one per group, sending order
+  for (const auto& g : groups) {
+    std::size_t total = 0;
+    for (std::size_t b = g.begin; b < g.end; ++b) {
+      total += sizes[sizes.size() - 1 - b];
+    }
+    reference.emplace_back(total, exact_top_k(density));
+  }
+  typename TestType::allreduce_type reference_allreduce(reference_comm);
+  std::size_t returned_total = 0;
+  for (int it = 0; it < 4; ++it) {
+    CAPTURE(it);
+    std::vector<std::vector<float>> grads;
+    for (std::size_t l = 0; l < sizes.size(); ++l) {
+      grads.push_back(
+          test::rank_values(sizes[l], comm.rank(), 100 * static_cast<unsigned>(it) + l));
+    }
+    for (std::size_t l = sizes.size(); l-- > 0;) {
+      pipe.gradient_ready(l, grads[l]);
+    }
+    pipe.finish();
+    std::size_t returned = 0;
+    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
+      const std::size_t first = sizes.size() - groups[gi].end;
+      const std::size_t last = sizes.size() - 1 - groups[gi].begin;
+      std::vector<float> concatenated;
+      for (std::size_t l = first; l <= last; ++l) {
+        concatenated.insert(concatenated.end(), grads[l].begin(), grads[l].end());
+      }
+      sparse_message message;
+      reference[gi].compress(concatenated, message);
+      sparse_message global;
+      reference_allreduce(message, k_for_density(concatenated.size(), density), global);
+      returned += reference[gi].return_unselected(message, global.indices, 0);
+      std::vector<float> average(concatenated.size(), 0.0f);
+      for (std::size_t j = 0; j < global.indices.size(); ++j) {
+        average[global.indices[j]] = global.values[j] / static_cast<float>(p);
+      }
+      std::size_t offset = 0;
+      for (std::size_t l = first; l <= last; ++l) {
+        const auto want = [&](std::span<const float> all) { return all.subspan(offset, sizes[l]); };
+        REQUIRE(test::same_bits(pipe.averaged(l), want(average)));
+        REQUIRE(test::same_bits(pipe.residual(l), want(reference[gi].residual())));
+        offset += sizes[l];
+      }
+    }
+    CHECK(pipe.last_stats().unselected == returned);
+    returned_total += returned;
+  }
+  if (p > 1) {
+    CHECK(returned_total > 0); // G left some sent values out: the path ran
+  }
+}

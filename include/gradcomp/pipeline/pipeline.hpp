@@ -18,6 +18,7 @@
 #include <gradcomp/pipeline/compression_scope.hpp>
 #include <gradcomp/pipeline/detail/communication_thread.hpp>
 #include <gradcomp/pipeline/detail/group_exchange.hpp>
+#include <gradcomp/pipeline/detail/group_feedback.hpp>
 #include <gradcomp/pipeline/detail/group_layout.hpp>
 #include <gradcomp/pipeline/detail/pipeline_checkpoint.hpp>
 #include <gradcomp/pipeline/detail/replanning.hpp>
@@ -198,20 +199,8 @@ public:
       }
     } else {
       gradcomp::detail::check_momentum_correction<Compressor>(mc);
-      global_offset_.resize(layers);
-      for (std::size_t l = 0; l < layers; ++l) {
-        global_offset_[l] = total_numel_;
-        total_numel_ += numel_[l];
-      }
-      gradcomp::detail::require(
-          total_numel_ <= std::numeric_limits<std::size_t>::max() / parts_ / sizeof(float),
-          "pipeline: ", parts_, " parts of ", total_numel_, " elements do not fit in memory");
-      const auto all = static_cast<std::size_t>(total_numel_) * parts_;
-      staged_.assign(all, 0.0f);
-      residual_.assign(all, 0.0f);
-      if (momentum_ > 0.0f) {
-        velocity_.assign(all, 0.0f);
-      }
+      group_feedback_ = gradcomp::detail::group_feedback(std::span<const std::size_t>(numel_),
+                                                         parts_, momentum_ > 0.0f);
     }
     if constexpr (in_place_capable) {
       in_place_ =
@@ -328,8 +317,7 @@ public:
         throw_nonfinite(e, part, layer, e.index());
       }
     } else {
-      std::copy(g.begin(), g.end(),
-                staged_.begin() + static_cast<std::ptrdiff_t>(part_offset(part, layer)));
+      group_feedback_.stage(part, layer, g);
     }
     reported_[slot] = true;
     started_ = true;
@@ -469,7 +457,7 @@ public:
     if (scope_ == compression_scope::per_layer) {
       return feedback_[part * numel_.size() + layer].residual();
     }
-    return std::span<const float>(residual_).subspan(part_offset(part, layer), numel_[layer]);
+    return group_feedback_.residual(part, layer, numel_[layer]);
   }
   //! The momentum-correction velocity of `layer` (empty without momentum correction), either
   //! scope, one part per rank. O(1). @throws std::invalid_argument if layer is out of range or
@@ -486,10 +474,7 @@ public:
     if (scope_ == compression_scope::per_layer) {
       return feedback_[part * numel_.size() + layer].velocity();
     }
-    if (velocity_.empty()) {
-      return {};
-    }
-    return std::span<const float>(velocity_).subspan(part_offset(part, layer), numel_[layer]);
+    return group_feedback_.velocity(part, layer, numel_[layer]);
   }
   //! Multiplies every residual and velocity (every part and layer, either scope) by `factor`:
   //! after a loss-scale change (loss_scale_step::factor) they stay in the new scale's units.
@@ -500,8 +485,7 @@ public:
     for (auto& f : feedback_) {
       f.rescale(factor);
     }
-    gradcomp::detail::scale_in_place(residual_, factor);
-    gradcomp::detail::scale_in_place(velocity_, factor);
+    group_feedback_.rescale(factor);
   }
   //! Zeroes every NaN and infinity in the residuals and velocities (every part and layer, either
   //! scope) and returns how many there were: after a step skipped for overflow (loss_scale), so
@@ -509,8 +493,7 @@ public:
   //! O(total elements). @throws std::logic_error if an iteration is under way.
   std::size_t drop_non_finite_state() {
     require_between_iterations("drop_non_finite_state");
-    std::size_t count =
-        gradcomp::detail::zero_non_finite(residual_) + gradcomp::detail::zero_non_finite(velocity_);
+    std::size_t count = group_feedback_.drop_non_finite();
     for (auto& f : feedback_) {
       count += f.drop_non_finite();
     }
@@ -542,10 +525,8 @@ public:
     }
     for (const group_state& state : groups_) {
       for (std::size_t p = 0; p < parts_; ++p) {
-        const std::size_t begin = part_offset(p, state.layers.front());
-        count += gradcomp::detail::add_sent(
-            std::span<float>(residual_.data() + begin, static_cast<std::size_t>(state.numel)),
-            state.messages[p]);
+        count += group_feedback_.add_sent(p, state.layers.front(),
+                                          static_cast<std::size_t>(state.numel), state.messages[p]);
       }
     }
     return count;
@@ -576,8 +557,7 @@ public:
           c.save_state(w);
         }
       }
-      w.floats(residual_);
-      w.floats(velocity_);
+      group_feedback_.save_state(w);
     }
   }
 
@@ -604,8 +584,7 @@ public:
       f.load_state(r);
     }
     group_layout layout = layout_of(grouping);
-    std::vector<float> residual(residual_.size());
-    std::vector<float> velocity(velocity_.size());
+    std::pair<std::vector<float>, std::vector<float>> buffers;
     if (scope_ == compression_scope::per_group) {
       for (group_state& state : layout.groups) {
         for (Compressor& c : state.compressors) {
@@ -613,15 +592,15 @@ public:
           c.load_state(r);
         }
       }
-      r.floats_into("pipeline residuals", residual);
-      r.floats_into("pipeline velocities", velocity);
+      buffers = group_feedback_.read_state(r);
     }
     r.require_end(); // a pipeline's state is a whole payload (gradcomp::load_state)
     // everything read: commit
     prototype_ = std::move(prototype);
     feedback_ = std::move(feedback);
-    residual_ = std::move(residual);
-    velocity_ = std::move(velocity);
+    if (scope_ == compression_scope::per_group) {
+      group_feedback_.adopt(std::move(buffers));
+    }
     replan_ = std::move(replan);
     adopt(std::move(grouping), std::move(layout));
   }
@@ -738,29 +717,15 @@ private:
                               " is out of range (", numel_.size(), " layers)");
   }
 
-  // compression_scope::per_group: where layer `layer` of `part` starts in staged_, residual_
-  // and velocity_ (parts side by side, each all layers in forward order).
-  [[nodiscard]] std::size_t part_offset(std::size_t part, std::size_t layer) const noexcept {
-    return static_cast<std::size_t>(total_numel_) * part +
-           static_cast<std::size_t>(global_offset_[layer]);
-  }
-
   // compression_scope::per_group: compresses part `part` of group g_index's staged gradient
   // with its residual (and velocity) into the group's message of that part; per-layer
   // statistics from the message.
   void compress_group(std::size_t part, std::size_t g_index) {
     group_state& state = groups_[g_index];
     sparse_message& message = state.messages[part];
-    const std::size_t begin = part_offset(part, state.layers.front());
-    const auto n = static_cast<std::size_t>(state.numel);
-    std::span<float> r(residual_.data() + begin, n);
-    std::span<float> u; // empty without momentum correction
-    if (!velocity_.empty()) {
-      u = std::span<float>(velocity_.data() + begin, n);
-    }
-    const std::span<const float> g(staged_.data() + begin, n);
-    const selection_stats s = gradcomp::detail::compress_with_feedback(
-        state.compressors[part], r, u, g, momentum_, factor_masking_, message);
+    const selection_stats s = group_feedback_.compress(
+        state.compressors[part], part, state.layers.front(), static_cast<std::size_t>(state.numel),
+        momentum_, factor_masking_, message);
     current_.groups[part * groups_.size() + g_index] = s;
     gradcomp::detail::count_layer_selections(
         message, state, numel_, offset_of_,
@@ -795,10 +760,9 @@ private:
             count += feedback_[l].return_unselected(layer_messages_[l], g, offset_of_[l]);
           }
         } else {
-          const std::size_t begin = part_offset(0, state.layers.front());
-          count += gradcomp::detail::add_unselected(
-              std::span<float>(residual_.data() + begin, static_cast<std::size_t>(state.numel)),
-              state.messages.front(), g, 0);
+          count += group_feedback_.add_unselected(state.layers.front(),
+                                                  static_cast<std::size_t>(state.numel),
+                                                  state.messages.front(), g);
         }
       }
     }
@@ -925,13 +889,11 @@ private:
   bool in_place_ = false; // the in-place path (see the class); fixed at construction
   Compressor prototype_;
   float momentum_;
-  bool factor_masking_;           // momentum_correction::factor_masking
-  std::size_t parts_ = 1;         // messages per rank and operation
-  std::uint64_t total_numel_ = 0; // per_group: elements of all layers (one part)
+  bool factor_masking_;   // momentum_correction::factor_masking
+  std::size_t parts_ = 1; // messages per rank and operation
   // caller's thread; per (part, layer) state at index part x layers + layer
   std::vector<error_feedback<Compressor>> feedback_; // per_layer
-  std::vector<std::uint64_t> global_offset_;         // per_group: layer's first element
-  std::vector<float> staged_, residual_, velocity_;  // per_group: parts x all layers
+  gradcomp::detail::group_feedback group_feedback_;  // per_group: parts x all layers
   bool started_ = false;                             // a layer was reported in this iteration
   gradcomp::detail::replan_status<Clock> replan_;    // re-planning warm-up and status
   std::vector<sparse_message> layer_messages_;
