@@ -278,6 +278,10 @@ def parse_args(argv):
     ap.add_argument("--factor-masking", type=true_false, default=True,
                     help="with momentum correction: zero the velocity of sent values (true, "
                          "DGC's) or keep it (false)")
+    ap.add_argument("--merge-buckets", type=true_false, default=False,
+                    help="--exchange gradcomp: the messages of all of an iteration's buckets in "
+                         "one all_gather at its last bucket (HookState(merge_buckets=True); "
+                         "true/false)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
@@ -400,7 +404,7 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,
                              threads=a.threads, density_warmup=warmup,
-                             factor_masking=a.factor_masking)
+                             factor_masking=a.factor_masking, merge_buckets=a.merge_buckets)
         return state, gc.sparse_allgather_hook
     if a.exchange == "gradcomp-ring":
         return gc.HookState(method="fp32", threads=a.threads), gc.ring_allreduce_hook
@@ -649,6 +653,7 @@ def main(argv=None):
                    if hook_state is not None and hook_state.density_warmup else None,
                    "momentum_correction": correction,
                    "factor_masking": correction and a.factor_masking,
+                   "merge_buckets": a.merge_buckets if a.exchange == "gradcomp" else None,
                    "optimizer_momentum": 0.0 if correction else a.momentum},
         "curve": curve,
         "final_test_accuracy": final_accuracy,

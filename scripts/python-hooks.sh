@@ -14,6 +14,9 @@
 #                          the same with DGC's density warm-up (25 % in epoch 1, then 1 %) and
 #                          momentum correction keeping the velocity (HookState(factor_masking=
 #                          False); gradcomp-train's best configuration, docs/fidelity.md)
+#   DDP + gradcomp hook, buckets merged
+#                          the first with HookState(merge_buckets=True): every bucket
+#                          compressed as it arrives, one all_gather per iteration at the last
 #   DDP + gradcomp ring    gradcomp.torch.ring_allreduce_hook (fp32), DDP's default buckets
 #   DDP + gradcomp fp16    gradcomp.torch.fp16_hook, DDP's default buckets
 # then scripts/compare-runs.py: ms per iteration, bytes sent per rank, accuracy after each
@@ -24,7 +27,7 @@
 #                           [--hook-args "ARGS"] [--evals-per-epoch N] [--out DIR]
 #
 # --quick: 12,000 training samples, 1 epoch, 2 evaluations (about 3 minutes on 2 cores).
-# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 25 minutes).
+# Without it: all 60,000 samples, 2 epochs, 4 evaluations per epoch (about 28 minutes).
 # --no-build: use build/python as it is (otherwise the gradcomp_python target is built first).
 # --seed S: every run's seed (initial weights, data order, sampling; default 1).
 # --hook-epochs E: the sparse gradcomp hooks' runs train E epochs (default: as the others), so
@@ -87,6 +90,9 @@ run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcom
 run_ddp gradcomp-kept "DDP + gradcomp hook, reused_threshold 0.01, warm-up, velocity kept" \
   --exchange gradcomp --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}" \
   --density-warmup-epochs 1 --factor-masking false
+run_ddp gradcomp-merged "DDP + gradcomp hook, reused_threshold 0.01, buckets merged" \
+  --exchange gradcomp --method reused_threshold --density 0.01 --epochs "${hook_epochs:-$epochs}" \
+  --merge-buckets true ${hook_extra[@]+"${hook_extra[@]}"}
 run_ddp gradcomp-ring "DDP + gradcomp ring hook (fp32)" --exchange gradcomp-ring
 run_ddp gradcomp-fp16 "DDP + gradcomp fp16 hook" --exchange gradcomp-fp16
 

@@ -140,6 +140,14 @@ class _Layout:
         self.capacity = 0
 
 
+class _Capacity:
+    """merge_buckets: the merged all_gather's payload bytes per rank in one round (0: sizes
+    first), as _Layout.capacity is for one bucket."""
+
+    def __init__(self):
+        self.capacity = 0
+
+
 def _positive_int(name, value):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} {value!r} is not an integer >= 1")
@@ -184,6 +192,15 @@ class HookState:
         density_warmup: a ``DensityWarmup`` (DGC's density warm-up from its initial density
             down to ``density``), or None (default: ``density`` from the first iteration);
             sparse methods only. The iteration it counts from is kept by ``state_dict()``.
+        merge_buckets: ``sparse_allgather_hook`` only. False (default): each bucket's messages
+            travel in their own all_gather as soon as the bucket is compressed. True: each
+            bucket is still compressed as DDP hands it over (overlapping the rest of
+            backward), but the messages of all of an iteration's buckets travel in **one**
+            all_gather once its last bucket arrives (S1's merging of consecutive layers, at the
+            level of DDP's buckets: one collective's latency per iteration instead of one per
+            bucket, which pays where the collectives are latency-bound, e.g. ranks sharing
+            cores); the earlier buckets' futures complete with the last one's. The averages are
+            bit for bit those of the default (the same messages, decoded in the same order).
 
     Raises:
         ValueError: naming the argument and its limit.
@@ -193,7 +210,7 @@ class HookState:
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
                  history_limit=10000, levels=15, quantization_bucket=None,
-                 density_warmup=None, factor_masking=True):
+                 density_warmup=None, factor_masking=True, merge_buckets=False):
         if method not in METHODS:
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -211,6 +228,8 @@ class HookState:
             raise ValueError(f"momentum {momentum!r} is outside [0, 1)")
         if not isinstance(factor_masking, bool):
             raise ValueError(f"factor_masking {factor_masking!r} is not True or False")
+        if not isinstance(merge_buckets, bool):
+            raise ValueError(f"merge_buckets {merge_buckets!r} is not True or False")
         if nonfinite not in ("propagate", "raise"):
             raise ValueError(f"nonfinite {nonfinite!r} is not one of propagate, raise (skip_step "
                              f"needs the step skipped on every rank: gradcomp-train or the C++ "
@@ -248,6 +267,9 @@ class HookState:
         self.levels = levels
         self.quantization_bucket = quantization_bucket
         self.density_warmup = density_warmup
+        self.merge_buckets = merge_buckets
+        self._held = []  # merge_buckets: this iteration's compressed buckets, in arrival order
+        self._merged_capacity = _Capacity()
         self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
         self.world_size = dist.get_world_size(self.process_group)
@@ -369,14 +391,36 @@ class HookState:
         while True:
             work, buffer, params, index, last, future = self._queue.get()
             try:
-                work(buffer, params, index)
-                if last:
-                    self._end_iteration()
-                future.set_result(buffer)
+                if self.merge_buckets:
+                    self._run_merged(work, buffer, params, index, last, future)
+                else:
+                    work(buffer, params, index)
+                    if last:
+                        self._end_iteration()
+                    future.set_result(buffer)
             except BaseException as e:  # handed to DDP, which raises it in backward
-                future.set_exception(e)
+                held, self._held = self._held, []
+                for _, _, _, f in held:
+                    if not f.done():
+                        f.set_exception(e)
+                if not future.done():
+                    future.set_exception(e)
             finally:
                 self._queue.task_done()
+
+    def _run_merged(self, work, buffer, params, index, last, future):
+        """merge_buckets: compress the bucket now, exchange every held bucket at the last."""
+        if getattr(work, "__func__", None) is not HookState._sparse_allgather:
+            raise ValueError("merge_buckets is for sparse_allgather_hook (the ring hooks run one "
+                             "allreduce per bucket)")
+        self._held.append((self._compress_bucket(buffer, params, index), buffer, params, future))
+        if not last:
+            return
+        held, self._held = self._held, []
+        self._exchange_merged(held)
+        self._end_iteration()
+        for _, b, _, f in held:
+            f.set_result(b)
 
     def _count(self, **values):
         for k, v in values.items():
@@ -437,6 +481,53 @@ class HookState:
 
     # ---- the exchanges ----------------------------------------------------------------
     def _sparse_allgather(self, buffer, params, index):
+        wire, layout, st = self._compress_bucket(buffer, params, index)
+        t0 = time.perf_counter()
+        gathered, sizes, offset, rounds, sent = self._gather_messages(wire, layout)
+        _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(),
+                             float(self.world_size), offset)
+        # headroom for the next call's sizes; every rank computes it from the same sizes
+        layout.capacity = int(sizes.max()) * 5 // 4 + 64
+        self._count_compressed(st)
+        self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)
+
+    def _exchange_merged(self, held):
+        """merge_buckets: one gathered message per rank for the buckets `held` (the B sizes as
+        int64, then the B encoded messages), then each bucket's messages decoded and averaged
+        into its buffer in rank order, as _sparse_allgather does per bucket."""
+        p = self.world_size
+        t0 = time.perf_counter()
+        head = torch.tensor([w.size for (w, _, _), _, _, _ in held], dtype=torch.int64)
+        combined = np.concatenate([head.view(torch.uint8).numpy()] +
+                                  [w for (w, _, _), _, _, _ in held])
+        gathered, sizes, offset, rounds, sent = self._gather_messages(combined,
+                                                                      self._merged_capacity)
+        rows = gathered.view(p, -1)
+        heads = rows[:, offset:offset + head.numel() * _SIZE_BYTES].contiguous()
+        heads = heads.view(torch.int64).view(p, head.numel())
+        start = torch.full((p,), offset + head.numel() * _SIZE_BYTES, dtype=torch.int64)
+        for b, (_, buffer, _, _) in enumerate(held):
+            bucket_sizes = heads[:, b].contiguous()
+            width = max(int(bucket_sizes.max()), 1)
+            messages = torch.zeros(p, width, dtype=torch.uint8)
+            for r in range(p):
+                at, n = int(start[r]), int(bucket_sizes[r])
+                messages[r, :n] = rows[r, at:at + n]
+            start += bucket_sizes
+            _core.decode_average(messages.view(-1).numpy(), bucket_sizes.numpy(), buffer.numpy(),
+                                 float(p), 0)
+        self._merged_capacity.capacity = int(sizes.max()) * 5 // 4 + 64
+        for (_, _, st), _, _, _ in held:
+            self._count_compressed(st)
+        self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)
+
+    def _count_compressed(self, st):
+        self._count(buckets=1, numel=st["numel"], k_selected=st["k_selected"],
+                    wire_bytes=st["wire_bytes"], compression_seconds=st["compression_seconds"])
+
+    def _compress_bucket(self, buffer, params, index):
+        """The bucket's encoded message (error feedback on its parameters' residuals), its
+        layout and the compression's statistics."""
         layout = self._layout(params, index, buffer.numel(), self.method)
         p = self.world_size
         velocity = layout.velocity.numpy() if layout.velocity is not None else None
@@ -451,15 +542,7 @@ class HookState:
             self._iteration["target_density"] = target
         wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy(), velocity,
                                               self.momentum, self.factor_masking)
-        t0 = time.perf_counter()
-        gathered, sizes, offset, rounds, sent = self._gather_messages(wire, layout)
-        _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(), float(p), offset)
-        # headroom for the next call's sizes; every rank computes it from the same sizes
-        layout.capacity = int(sizes.max()) * 5 // 4 + 64
-        self._count(buckets=1, numel=st["numel"], k_selected=st["k_selected"],
-                    wire_bytes=st["wire_bytes"], sent_bytes=sent, collectives=rounds,
-                    compression_seconds=st["compression_seconds"],
-                    exchange_seconds=time.perf_counter() - t0)
+        return wire, layout, st
 
     def _gather_messages(self, wire, layout):
         """Gathers every rank's encoded message. In one all_gather when the messages fit the

@@ -88,6 +88,22 @@ def main():
         result["outputs"] = run_buckets(state, hook, params, rank, 3)
         result["history"] = state.history
         result["residuals"] = [s.clone() for s in state.state_dict()["residuals"]]
+    elif scenario.startswith("merged:"):
+        # the same buckets through the default and through merge_buckets=True
+        _, method = scenario.split(":")
+        for name, merge in (("plain", False), ("merged", True)):
+            momentum = 0.9 if method in gc.SPARSE_METHODS else None
+            state = gc.HookState(method=method, density=0.05, momentum=momentum,
+                                 merge_buckets=merge)
+            result[name] = run_buckets(state, gc.sparse_allgather_hook, params, rank, 3)
+            result[name + "_history"] = state.history
+            result[name + "_residuals"] = [s.clone() for s in state.state_dict()["residuals"]]
+        state = gc.HookState(method="fp32", merge_buckets=True)
+        try:
+            run_buckets(state, gc.ring_allreduce_hook, params, rank, 1)
+            result["ring"] = "ok"
+        except Exception as e:
+            result["ring"] = f"{type(e).__name__}: {e}"
     elif scenario.startswith("resume:"):
         rebuilds = scenario == "resume:rebuilds"
         # with momentum correction where the layouts stay (bit-identity covers the velocity);
@@ -148,7 +164,7 @@ def main():
         result["outcomes"] = outcomes
         result["history"] = state.history
     elif scenario.startswith("ddp:"):
-        _, hook_name, method = scenario.split(":")
+        _, hook_name, method, *merge = scenario.split(":")
         torch.manual_seed(0)
         # 2.2 MB of parameters: DDP's first iteration has one bucket, its rebuilt buckets
         # (first one 1 MiB, then bucket_cap_mb) several
@@ -157,7 +173,7 @@ def main():
                                     torch.nn.Linear(1024, 256), torch.nn.ReLU(),
                                     torch.nn.Linear(256, 10))
         ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.25)
-        state = gc.HookState(method=method, density=0.05)
+        state = gc.HookState(method=method, density=0.05, merge_buckets=merge == ["merged"])
         ddp.register_comm_hook(state, getattr(gc, hook_name))
         opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
         g = torch.Generator().manual_seed(rank)

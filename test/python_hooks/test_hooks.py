@@ -235,6 +235,43 @@ def test_ddp_with_several_buckets_keeps_replicas_identical(tmp_path, scenario):
     assert all(h["numel"] == sum(p.numel() for p in ranks[0]["params"]) for h in hist)
 
 
+@pytest.mark.parametrize("method", ["exact_topk", "reused_threshold", "qsgd"])
+def test_merged_buckets_average_bit_for_bit_as_per_bucket_in_one_collective(tmp_path, method):
+    """merge_buckets=True: the same averages and residuals as one all_gather per bucket, bit for
+    bit, through the bucket rebuild, with one collective per iteration once its capacity is
+    known (the first iteration: sizes first, then the messages) instead of one per bucket."""
+    ranks = run(f"merged:{method}", 3, tmp_path)
+    for r, res in enumerate(ranks):
+        for it, (a, b) in enumerate(zip(res["plain"], res["merged"])):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), f"rank {r} iteration {it}"
+        assert all(torch.equal(x, y) for x, y in zip(res["plain_residuals"],
+                                                     res["merged_residuals"]))
+        merged, plain = res["merged_history"], res["plain_history"]
+        assert [h["collectives"] for h in merged] == [2, 1, 1]
+        assert [h["buckets"] for h in merged] == [h["buckets"] for h in plain] == [2, 3, 3]
+        assert min(h["collectives"] for h in plain[1:]) >= 3  # one per bucket at least
+        for h, g in zip(merged, plain):
+            assert h["k_selected"] == g["k_selected"] and h["wire_bytes"] == g["wire_bytes"]
+        assert res["ring"] == ("ValueError: merge_buckets is for sparse_allgather_hook (the ring "
+                               "hooks run one allreduce per bucket)")
+
+
+def test_merged_buckets_under_ddp_train_as_per_bucket(tmp_path):
+    """DDP with several buckets over gloo: merge_buckets=True trains to the same parameters, bit
+    for bit, as the default, identical on every rank, in fewer collectives."""
+    (tmp_path / "m").mkdir()
+    (tmp_path / "p").mkdir()
+    merged = run("ddp:sparse_allgather_hook:reused_threshold:merged", 3, tmp_path / "m")
+    plain = run("ddp:sparse_allgather_hook:reused_threshold", 3, tmp_path / "p")
+    for r in range(3):
+        assert all(torch.equal(a, b) for a, b in zip(merged[r]["params"], plain[0]["params"]))
+    # one all_gather per iteration, two where the messages outgrew the capacity (sizes first);
+    # per bucket at least one per bucket
+    m = [h["collectives"] for h in merged[0]["history"]]
+    p = [h["collectives"] for h in plain[0]["history"]]
+    assert all(c <= 2 for c in m) and all(a < b for a, b in zip(m[1:], p[1:])), (m, p)
+
+
 def test_decode_rejects_a_corrupted_message():
     import numpy as np
     c = gc._core.Compressor("exact_topk", 0.1)
@@ -278,6 +315,7 @@ def single_rank(tmp_path):
     ({"method": "qsgd", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods"),
     ({"density_warmup": 4}, "density_warmup 4 is not None nor a gradcomp.torch.DensityWarmup"),
     ({"factor_masking": 1}, "factor_masking 1 is not True or False"),
+    ({"merge_buckets": "yes"}, "merge_buckets 'yes' is not True or False"),
 ])
 def test_bad_arguments_raise_value_error_naming_the_value(single_rank, kwargs, message):
     with pytest.raises(ValueError, match=message):
