@@ -61,6 +61,35 @@ std::vector<sparse_set> gather(const sparse_message& m, std::size_t k) {
   return sets;
 }
 
+// The pipeline cases: six layers in three groups (backward positions), gTop-k's density.
+const std::vector<std::size_t> case_sizes{300, 17, 1000, 1, 64, 5};
+const schedule::grouping case_groups{{0, 2}, {2, 3}, {3, 6}};
+constexpr double case_density = 0.05;
+
+// A pipeline case's communicators (the exchange's, and the reference's own) and exchange.
+template <class Exchange>
+struct pipeline_case {
+  mpi::communicator comm{MPI_COMM_WORLD};
+  mpi::communicator reference_comm{MPI_COMM_WORLD};
+  int p = comm.size();
+  Exchange exchange{comm, case_density};
+};
+
+// Iteration `it`'s layer gradients on `rank` (forward order), reported to `pipe` in backward
+// order, then finish(); returns them.
+template <class Pipeline>
+std::vector<std::vector<float>> run_iteration(Pipeline& pipe, int rank, int it) {
+  std::vector<std::vector<float>> grads;
+  for (std::size_t l = 0; l < case_sizes.size(); ++l) {
+    grads.push_back(test::rank_values(case_sizes[l], rank, 100 * static_cast<unsigned>(it) + l));
+  }
+  for (std::size_t l = case_sizes.size(); l-- > 0;) {
+    pipe.gradient_ready(l, grads[l]);
+  }
+  pipe.finish();
+  return grads;
+}
+
 } // namespace
 
 TEST_CASE("gtopk: the tree's global top-k and its sums, on every rank", "[gtopk]") {
@@ -170,35 +199,26 @@ TEMPLATE_TEST_CASE("gtopk, oktopk: the pipeline over the exchange returns what G
                    mpi::oktopk_exchange) {
   // per layer: each layer's error feedback (exact top-k), the group's message their
   // concatenation, gTop-k on it, and every layer's values outside G back in its residual
-  const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
-  const schedule::grouping groups{{0, 2}, {2, 3}, {3, 6}};
-  const double density = 0.05;
-  const mpi::communicator comm(MPI_COMM_WORLD);
-  const mpi::communicator reference_comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  TestType exchange(comm, density);
+  const std::vector<std::size_t>& sizes = case_sizes;
+  const schedule::grouping& groups = case_groups;
+  const double density = case_density;
+  pipeline_case<TestType> c;
+  const mpi::communicator& comm = c.comm;
+  const int p = c.p;
   pipeline<exact_top_k, TestType> pipe(sizes, pipeline_policy::fixed_grouping{groups},
-                                       exact_top_k(density), exchange);
+                                       exact_top_k(density), c.exchange);
   std::vector<error_feedback<exact_top_k>> reference;
   for (const std::size_t n : sizes) {
     reference.emplace_back(n, exact_top_k(density));
   }
-  typename TestType::allreduce_type reference_allreduce(reference_comm);
+  typename TestType::allreduce_type reference_allreduce(c.reference_comm);
   std::vector<double> gradient_total, applied_total;
   for (int it = 0; it < 4; ++it) {
     CAPTURE(it);
-    std::vector<std::vector<float>> grads;
-    for (std::size_t l = 0; l < sizes.size(); ++l) {
-      grads.push_back(
-          test::rank_values(sizes[l], comm.rank(), 100 * static_cast<unsigned>(it) + l));
-      for (const float g : grads.back()) {
-        gradient_total.push_back(g);
-      }
+    const std::vector<std::vector<float>> grads = run_iteration(pipe, comm.rank(), it);
+    for (const auto& g : grads) {
+      gradient_total.insert(gradient_total.end(), g.begin(), g.end());
     }
-    for (std::size_t l = sizes.size(); l-- > 0;) {
-      pipe.gradient_ready(l, grads[l]);
-    }
-    pipe.finish();
     std::size_t returned = 0;
     for (const auto& g : groups) {
       const std::size_t first = sizes.size() - g.end;
@@ -269,41 +289,27 @@ TEMPLATE_TEST_CASE("gtopk, oktopk: per group, the values outside G go back to th
   // compression_scope::per_group: one error feedback per group on its layers' concatenated
   // gradient (forward order), gTop-k on its message, and the values outside G back in the
   // group's residual; the pipeline's per-layer residuals are slices of it
-  const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64, 5};
-  const schedule::grouping groups{{0, 2}, {2, 3}, {3, 6}};
-  const double density = 0.05;
-  const mpi::communicator comm(MPI_COMM_WORLD);
-  const mpi::communicator reference_comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  TestType exchange(comm, density);
-  pipeline<exact_top_k, TestType> pipe(sizes, pipeline_policy::fixed_grouping{groups},
-                                       exact_top_k(density), exchange, {},
+  pipeline_case<TestType> c;
+  pipeline<exact_top_k, TestType> pipe(case_sizes, pipeline_policy::fixed_grouping{case_groups},
+                                       exact_top_k(case_density), c.exchange, {},
                                        compression_scope::per_group);
   std::vector<error_feedback<exact_top_k>> reference; // one per group, sending order
-  for (const auto& g : groups) {
+  for (const auto& g : case_groups) {
     std::size_t total = 0;
     for (std::size_t b = g.begin; b < g.end; ++b) {
-      total += sizes[sizes.size() - 1 - b];
+      total += case_sizes[case_sizes.size() - 1 - b];
     }
-    reference.emplace_back(total, exact_top_k(density));
+    reference.emplace_back(total, exact_top_k(case_density));
   }
-  typename TestType::allreduce_type reference_allreduce(reference_comm);
+  typename TestType::allreduce_type reference_allreduce(c.reference_comm);
   std::size_t returned_total = 0;
   for (int it = 0; it < 4; ++it) {
     CAPTURE(it);
-    std::vector<std::vector<float>> grads;
-    for (std::size_t l = 0; l < sizes.size(); ++l) {
-      grads.push_back(
-          test::rank_values(sizes[l], comm.rank(), 100 * static_cast<unsigned>(it) + l));
-    }
-    for (std::size_t l = sizes.size(); l-- > 0;) {
-      pipe.gradient_ready(l, grads[l]);
-    }
-    pipe.finish();
+    const std::vector<std::vector<float>> grads = run_iteration(pipe, c.comm.rank(), it);
     std::size_t returned = 0;
-    for (std::size_t gi = 0; gi < groups.size(); ++gi) {
-      const std::size_t first = sizes.size() - groups[gi].end;
-      const std::size_t last = sizes.size() - 1 - groups[gi].begin;
+    for (std::size_t gi = 0; gi < case_groups.size(); ++gi) {
+      const std::size_t first = case_sizes.size() - case_groups[gi].end;
+      const std::size_t last = case_sizes.size() - 1 - case_groups[gi].begin;
       std::vector<float> concatenated;
       for (std::size_t l = first; l <= last; ++l) {
         concatenated.insert(concatenated.end(), grads[l].begin(), grads[l].end());
@@ -311,24 +317,26 @@ TEMPLATE_TEST_CASE("gtopk, oktopk: per group, the values outside G go back to th
       sparse_message message;
       reference[gi].compress(concatenated, message);
       sparse_message global;
-      reference_allreduce(message, k_for_density(concatenated.size(), density), global);
+      reference_allreduce(message, k_for_density(concatenated.size(), case_density), global);
       returned += reference[gi].return_unselected(message, global.indices, 0);
       std::vector<float> average(concatenated.size(), 0.0f);
       for (std::size_t j = 0; j < global.indices.size(); ++j) {
-        average[global.indices[j]] = global.values[j] / static_cast<float>(p);
+        average[global.indices[j]] = global.values[j] / static_cast<float>(c.p);
       }
       std::size_t offset = 0;
       for (std::size_t l = first; l <= last; ++l) {
-        const auto want = [&](std::span<const float> all) { return all.subspan(offset, sizes[l]); };
+        const auto want = [&](std::span<const float> all) {
+          return all.subspan(offset, case_sizes[l]);
+        };
         REQUIRE(test::same_bits(pipe.averaged(l), want(average)));
         REQUIRE(test::same_bits(pipe.residual(l), want(reference[gi].residual())));
-        offset += sizes[l];
+        offset += case_sizes[l];
       }
     }
     CHECK(pipe.last_stats().unselected == returned);
     returned_total += returned;
   }
-  if (p > 1) {
+  if (c.p > 1) {
     CHECK(returned_total > 0); // G left some sent values out: the path ran
   }
 }
