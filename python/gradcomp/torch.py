@@ -416,9 +416,10 @@ class HookState:
         self._held.append((self._compress_bucket(buffer, params, index), buffer, params, future))
         if not last:
             return
-        held, self._held = self._held, []
-        self._exchange_merged(held)
+        # held until done: whatever fails on the way fails every held future (_run)
+        self._exchange_merged(self._held)
         self._end_iteration()
+        held, self._held = self._held, []
         for _, b, _, f in held:
             f.set_result(b)
 
@@ -529,7 +530,6 @@ class HookState:
         """The bucket's encoded message (error feedback on its parameters' residuals), its
         layout and the compression's statistics."""
         layout = self._layout(params, index, buffer.numel(), self.method)
-        p = self.world_size
         velocity = layout.velocity.numpy() if layout.velocity is not None else None
         if layout.compressor is None:  # fp32 through the allgather: send the values as they are
             layout.compressor = _core.Compressor("fp32", 1.0)

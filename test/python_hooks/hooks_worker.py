@@ -143,8 +143,9 @@ def main():
                                       False)[3:]
     elif scenario.startswith("nonfinite:"):
         # every rank: a NaN in parameter 2 (alone in the last bucket of the rebuilt layout)
-        _, hook_name, method = scenario.split(":")
-        state = gc.HookState(method=method, density=0.05, nonfinite="raise", history_limit=1)
+        _, hook_name, method, *merge = scenario.split(":")
+        state = gc.HookState(method=method, density=0.05, nonfinite="raise", history_limit=1,
+                             merge_buckets=merge == ["merged"])
         hook = getattr(gc, hook_name)
         outcomes = []
         for it in range(2):

@@ -55,6 +55,17 @@ def test_nonfinite_raise_names_the_element_on_every_rank(tmp_path, hook, method)
         assert [h["iteration"] for h in r["history"]] == [0]  # iteration 1 did not complete
 
 
+def test_merged_buckets_fail_every_held_bucket_with_the_last(tmp_path):
+    """merge_buckets=True: the NaN in iteration 1's last bucket fails that bucket and the two
+    held before it (none was sent: the merged all_gather never starts), on every rank."""
+    ranks = run("nonfinite:sparse_allgather_hook:exact_topk:merged", 2, tmp_path)
+    for r in ranks:
+        assert r["outcomes"][:2] == ["ok"] * 2, r["outcomes"]
+        assert all(o.startswith("NonfiniteError: gradcomp: non-finite value nan at index 5 of "
+                                "64") for o in r["outcomes"][2:]) and len(r["outcomes"]) == 5
+        assert [h["iteration"] for h in r["history"]] == [0]
+
+
 def k_for_density(n, density):
     """gradcomp::k_for_density: ceil(density x n) in [1, n], near-integers taken as integers."""
     exact = density * n
