@@ -268,7 +268,9 @@ class HookState:
         self.quantization_bucket = quantization_bucket
         self.density_warmup = density_warmup
         self.merge_buckets = merge_buckets
-        self._held = []  # merge_buckets: this iteration's compressed buckets, in arrival order
+        # merge_buckets: this iteration's ((message, layout, stats), bucket buffer, future), in
+        # arrival order
+        self._held = []
         self._merged_capacity = _Capacity()
         self._iterations = 0
         self.process_group = process_group if process_group is not None else dist.new_group()
@@ -400,7 +402,7 @@ class HookState:
                     future.set_result(buffer)
             except BaseException as e:  # handed to DDP, which raises it in backward
                 held, self._held = self._held, []
-                for _, _, _, f in held:
+                for _, _, f in held:
                     if not f.done():
                         f.set_exception(e)
                 if not future.done():
@@ -413,14 +415,14 @@ class HookState:
         if getattr(work, "__func__", None) is not HookState._sparse_allgather:
             raise ValueError("merge_buckets is for sparse_allgather_hook (the ring hooks run one "
                              "allreduce per bucket)")
-        self._held.append((self._compress_bucket(buffer, params, index), buffer, params, future))
+        self._held.append((self._compress_bucket(buffer, params, index), buffer, future))
         if not last:
             return
         # held until done: whatever fails on the way fails every held future (_run)
         self._exchange_merged(self._held)
         self._end_iteration()
         held, self._held = self._held, []
-        for _, b, _, f in held:
+        for _, b, f in held:
             f.set_result(b)
 
     def _count(self, **values):
@@ -498,16 +500,16 @@ class HookState:
         into its buffer in rank order, as _sparse_allgather does per bucket."""
         p = self.world_size
         t0 = time.perf_counter()
-        head = torch.tensor([w.size for (w, _, _), _, _, _ in held], dtype=torch.int64)
+        head = torch.tensor([w.size for (w, _, _), _, _ in held], dtype=torch.int64)
         combined = np.concatenate([head.view(torch.uint8).numpy()] +
-                                  [w for (w, _, _), _, _, _ in held])
+                                  [w for (w, _, _), _, _ in held])
         gathered, sizes, offset, rounds, sent = self._gather_messages(combined,
                                                                       self._merged_capacity)
         rows = gathered.view(p, -1)
         heads = rows[:, offset:offset + head.numel() * _SIZE_BYTES].contiguous()
         heads = heads.view(torch.int64).view(p, head.numel())
         start = torch.full((p,), offset + head.numel() * _SIZE_BYTES, dtype=torch.int64)
-        for b, (_, buffer, _, _) in enumerate(held):
+        for b, (_, buffer, _) in enumerate(held):
             bucket_sizes = heads[:, b].contiguous()
             width = max(int(bucket_sizes.max()), 1)
             messages = torch.zeros(p, width, dtype=torch.uint8)
@@ -518,7 +520,7 @@ class HookState:
             _core.decode_average(messages.view(-1).numpy(), bucket_sizes.numpy(), buffer.numpy(),
                                  float(p), 0)
         self._merged_capacity.capacity = int(sizes.max()) * 5 // 4 + 64
-        for (_, _, st), _, _, _ in held:
+        for (_, _, st), _, _ in held:
             self._count_compressed(st)
         self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)
 
