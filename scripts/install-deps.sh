@@ -21,6 +21,7 @@ full_packages=(
   dataset-fashion-mnist iproute2
   python3-numpy python3-torch python3-pytest python3-matplotlib
   python3-dev pybind11-dev python3-pybind11
+  python3-venv python3-pip python3-setuptools python3-wheel
   doxygen
 )
 

@@ -1,3 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-#define CATCH_CONFIG_MAIN
-#include <catch2/catch.hpp>
+// Catch2's runner (v2 or v3: test/common/catch.hpp).
+#define CATCH_CONFIG_RUNNER
+#include "common/catch.hpp"
+
+int main(int argc, char** argv) {
+  return Catch::Session().run(argc, argv);
+}

@@ -5,6 +5,7 @@
 // average them), on NumPy views of CPU tensors (tensor.numpy() shares the memory: no copy). The
 // GIL is released while a call computes. Errors: std::invalid_argument -> ValueError (pybind11's
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
+// build_info() reports how this extension was compiled (python -m gradcomp.info prints it).
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/by_name.hpp>
 #include <gradcomp/compressor/density_schedule.hpp>
@@ -28,6 +29,26 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+// What build_info() reports. The extension compiles gradcomp's core headers only: it links
+// neither MPI nor a BLAS nor CUDA, so these are 0 unless a build defines them otherwise.
+#ifndef GRADCOMP_PYTHON_WITH_MPI
+#define GRADCOMP_PYTHON_WITH_MPI 0
+#endif
+#ifndef GRADCOMP_PYTHON_WITH_BLAS
+#define GRADCOMP_PYTHON_WITH_BLAS 0
+#endif
+#ifndef GRADCOMP_PYTHON_WITH_CUDA
+#define GRADCOMP_PYTHON_WITH_CUDA 0
+#endif
+// The build that compiled the extension: "cmake" (python/CMakeLists.txt) or "setuptools"
+// (setup.py), and its build type (CMake's configuration; setup.py's "Release").
+#ifndef GRADCOMP_PYTHON_BUILD_SYSTEM
+#define GRADCOMP_PYTHON_BUILD_SYSTEM "unknown"
+#endif
+#ifndef GRADCOMP_PYTHON_BUILD_TYPE
+#define GRADCOMP_PYTHON_BUILD_TYPE "unknown"
+#endif
 
 namespace py = pybind11;
 
@@ -302,6 +323,51 @@ std::uint64_t decode_average(const byte_array& gathered,
   return received;
 }
 
+//! gradcomp._core.build_info(): how this extension was compiled (see its docstring below).
+py::dict build_info() {
+  py::dict d;
+#if defined(__clang__)
+  d["compiler"] = "Clang";
+  d["compiler_version"] = std::string(__clang_version__);
+#elif defined(__GNUC__)
+  d["compiler"] = "GCC";
+  d["compiler_version"] = std::string(__VERSION__);
+#elif defined(_MSC_VER)
+  d["compiler"] = "MSVC";
+  d["compiler_version"] = std::to_string(_MSC_FULL_VER);
+#else
+  d["compiler"] = "unknown";
+  d["compiler_version"] = "unknown";
+#endif
+  d["cplusplus"] = static_cast<long>(__cplusplus);
+  d["build_system"] = GRADCOMP_PYTHON_BUILD_SYSTEM;
+  d["build_type"] = GRADCOMP_PYTHON_BUILD_TYPE;
+#if defined(__OPTIMIZE__)
+  d["optimized"] = true; // GCC / Clang: compiled with -O1 or higher
+#else
+  d["optimized"] = false;
+#endif
+#if defined(NDEBUG)
+  d["assertions"] = false;
+#else
+  d["assertions"] = true;
+#endif
+#if defined(_OPENMP)
+  d["openmp"] = true;
+#else
+  d["openmp"] = false;
+#endif
+  d["mpi"] = GRADCOMP_PYTHON_WITH_MPI != 0;
+  d["blas"] = GRADCOMP_PYTHON_WITH_BLAS != 0;
+  d["cuda"] = GRADCOMP_PYTHON_WITH_CUDA != 0;
+  d["pybind11_version"] = std::to_string(PYBIND11_VERSION_MAJOR) + "." +
+                          std::to_string(PYBIND11_VERSION_MINOR) + "." +
+                          std::to_string(PYBIND11_VERSION_PATCH);
+  d["python_headers"] = PY_VERSION;
+  d["gradcomp_version"] = std::string(gradcomp::version_string);
+  return d;
+}
+
 } // namespace
 
 PYBIND11_MODULE(_core, m) {
@@ -353,4 +419,14 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
         py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"),
         py::arg("offset") = 0);
+  m.def("build_info", &build_info,
+        "How this extension was compiled, as a dict of str / int / bool (raises nothing):\n"
+        "compiler ('GCC', 'Clang', 'MSVC' or 'unknown') and compiler_version (the compiler's own\n"
+        "version string); cplusplus (the value of __cplusplus, e.g. 202002 for C++20);\n"
+        "build_system ('cmake', 'setuptools' or 'unknown') and build_type (CMake's\n"
+        "configuration, setup.py's 'Release'); optimized (compiled with -O1 or higher);\n"
+        "assertions (NDEBUG not defined); openmp (_OPENMP defined); mpi, blas, cuda (whether\n"
+        "the extension was built with gradcomp's MPI, BLAS or CUDA parts: False, it compiles the\n"
+        "core headers only); pybind11_version; python_headers (the Python headers' version it\n"
+        "was compiled against); gradcomp_version (the headers' version_string).");
 }

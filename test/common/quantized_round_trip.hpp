@@ -9,7 +9,7 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <bit>
 #include <cstddef>
@@ -51,7 +51,7 @@ std::vector<std::byte> corrupted(const std::vector<std::byte>& good, Edit&& edit
 
 //! Checks that decoding `wire` throws a message containing `why`.
 inline void require_rejected(const std::vector<std::byte>& wire, const std::string& why) {
-  CHECK_THROWS_WITH(decode(wire), Catch::Matchers::Contains(why));
+  CHECK_THROWS_WITH(decode(wire), Catch::Contains(why));
 }
 
 } // namespace gradcomp::test

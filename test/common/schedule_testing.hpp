@@ -6,7 +6,7 @@
 
 #include <gradcomp/schedule/grouping.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <string>
 

@@ -6,7 +6,7 @@
 // against counts taken by simulating the ring; bad parameters.
 #include <gradcomp/coded.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cstdint>

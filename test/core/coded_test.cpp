@@ -8,7 +8,7 @@
 // evaluation; bad parameters.
 #include <gradcomp/coded.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

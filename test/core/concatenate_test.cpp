@@ -4,7 +4,7 @@
 // only for dense parts without a gap, and rejects parts out of order or out of range.
 #include <gradcomp/sparse/concatenate.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <random>
 #include <stdexcept>

@@ -4,7 +4,7 @@
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/cost/volume.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <array>
 #include <limits>

@@ -2,7 +2,7 @@
 // message_cost (cost/transport.hpp) against hand-computed values.
 #include <gradcomp/cost/transport.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstdint>

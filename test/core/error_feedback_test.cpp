@@ -3,7 +3,7 @@
 // iterations: sent + new residual == old residual + grad, element by element.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <bit>
 #include <cmath>

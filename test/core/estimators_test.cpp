@@ -7,7 +7,7 @@
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/compressor/sampled_threshold.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 

@@ -4,7 +4,7 @@
 // for any thread count.
 #include <gradcomp/compressor/exact_top_k.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <bit>
 #include <cmath>

@@ -4,7 +4,7 @@
 #include <gradcomp/sparse/detail/float16.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -5,7 +5,7 @@
 #include <gradcomp/hybrid/overlap_plan.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <vector>

@@ -6,7 +6,7 @@
 #include <gradcomp/hybrid/column_split.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <numeric>

@@ -2,7 +2,7 @@
 // k = ceil(density x n) clamped to [1, n]; invalid densities are rejected by name.
 #include <gradcomp/compressor/compressor.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <limits>

@@ -4,7 +4,7 @@
 // adaptation, and bad input named in the exception.
 #include <gradcomp/optimizer/lars.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <stdexcept>

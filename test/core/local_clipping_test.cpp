@@ -4,7 +4,7 @@
 // threshold divided by sqrt(N); and clipping before error feedback conserves the clipped values.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <bit>
 #include <cmath>

@@ -4,7 +4,7 @@
 // passes each milestone; bad schedules named in the exception.
 #include <gradcomp/optimizer/lr_schedule.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstddef>
 #include <vector>

@@ -6,7 +6,7 @@
 // and the refusals.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

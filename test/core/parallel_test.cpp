@@ -3,7 +3,7 @@
 // concurrent callers are serialised safely.
 #include <gradcomp/detail/parallel.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <atomic>
 #include <stdexcept>

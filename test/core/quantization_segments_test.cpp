@@ -7,7 +7,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstdint>

@@ -9,7 +9,7 @@
 // per scale, and falls back to fp32 for other levels.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

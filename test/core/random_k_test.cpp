@@ -6,7 +6,7 @@
 // chooses, and bad densities named.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <vector>

@@ -6,7 +6,7 @@
 // elements' ages = iterations since that contribution, inclusive; norms by direct sums.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -4,7 +4,7 @@
 // error-feedback accumulation, across caps that overflow and thresholds 0 and above all.
 #include <gradcomp/compressor/detail/scan_kernel.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <bit>
 #include <random>

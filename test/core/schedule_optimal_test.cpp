@@ -4,7 +4,7 @@
 // every other strategy is a valid grouping and never beats it.
 #include <gradcomp/schedule.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cmath>

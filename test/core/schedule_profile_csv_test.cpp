@@ -3,7 +3,7 @@
 // message, and the round trip writer -> reader.
 #include <gradcomp/schedule/profile_csv.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <sstream>
 #include <stdexcept>

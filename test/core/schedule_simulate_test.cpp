@@ -3,7 +3,7 @@
 // merging as in eq. 6), in both compression placements, and its argument checks.
 #include <gradcomp/schedule.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstdint>
 #include <limits>

@@ -4,7 +4,7 @@
 // DDP-style buckets, S4's two segments, and plan() by name.
 #include <gradcomp/schedule.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstdint>
 #include <stdexcept>

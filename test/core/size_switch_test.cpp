@@ -3,7 +3,7 @@
 // feedback, and its results equal the chosen compressor's.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <random>
 #include <vector>

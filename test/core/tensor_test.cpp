@@ -3,7 +3,7 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <array>
 #include <span>

@@ -3,7 +3,7 @@
 // sizes, and rejection of every malformed message with a wire_error (never UB).
 #include <gradcomp/sparse/wire.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstring>
 #include <limits>

@@ -11,7 +11,7 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/cuda/batched_top_k.cuh>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -10,7 +10,7 @@
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/cuda/batched_reused_threshold.cuh>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -16,7 +16,7 @@
 #include <gradcomp/compressor/sampled_threshold.hpp>
 #include <gradcomp/cuda/compressors.cuh>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -2,7 +2,7 @@
 // Catch2 main of the GPU tests: without a CUDA device it says so and exits 77, which ctest
 // reports as skipped (SKIP_RETURN_CODE), not passed.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstdio>
 #include <cuda_runtime_api.h>

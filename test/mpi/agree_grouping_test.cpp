@@ -6,7 +6,7 @@
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <stdexcept>
 #include <vector>

@@ -8,7 +8,7 @@
 // rank runs every test; with one rank (no worker possible) only the option checks run.
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <chrono>

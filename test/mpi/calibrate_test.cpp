@@ -4,7 +4,7 @@
 #include <gradcomp/mpi.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include "mpi_test_util.hpp"
 

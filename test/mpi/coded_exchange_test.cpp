@@ -11,7 +11,7 @@
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstdint>

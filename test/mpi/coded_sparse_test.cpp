@@ -13,7 +13,7 @@
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -9,7 +9,7 @@
 #include <gradcomp/mpi/calibrate_column_parallel.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -14,7 +14,7 @@
 #include <gradcomp/mpi/oktopk_exchange.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <bit>

@@ -7,7 +7,7 @@
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -2,7 +2,7 @@
 // Catch2 runner for the MPI tests: initialises MPI, runs the same test sequence on every rank
 // (each test is collective), and fails the process if any rank failed.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 #include <mpi.h>
 
 int main(int argc, char** argv) {

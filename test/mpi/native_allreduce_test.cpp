@@ -4,7 +4,7 @@
 // collectives instead of freeing them (checked through a PMPI override of MPI_Request_free).
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <atomic>
 #include <chrono>

@@ -11,7 +11,7 @@
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <limits>

@@ -8,7 +8,7 @@
 // every test.
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 #include <gradcomp/compressor/powersgd.hpp>
 #include <gradcomp/mpi/powersgd_allreduce.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstddef>

@@ -6,7 +6,7 @@
 // Collective: every rank runs every test.
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <chrono>
 #include <cmath>

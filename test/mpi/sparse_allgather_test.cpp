@@ -4,7 +4,7 @@
 // dense-length mismatch, a malformed message) that every rank reports.
 #include <gradcomp/mpi.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 #include <climits>
 
 #include <algorithm>

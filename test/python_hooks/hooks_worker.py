@@ -14,6 +14,9 @@ import torch
 import torch.distributed as dist
 
 import gradcomp.torch as gc
+import package_under_test  # this file's directory is sys.path[0] (run) or on it (imported)
+
+package_under_test.check_installed(gc)  # GRADCOMP_TEST_INSTALLED=1: not the repository's copy
 
 
 class Bucket:

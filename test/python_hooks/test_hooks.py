@@ -4,7 +4,9 @@ pure-PyTorch top-k with per-parameter residuals (bit for bit), conservation of e
 error feedback for every compressor, the ring against the plain average, a resumed state against
 an uninterrupted one, DDP itself with several buckets over gloo, and bad arguments.
 
-Needs the built package: ctest sets GRADCOMP_PYTHON_PACKAGE_DIR (<build>/python)."""
+Needs the built package: ctest sets GRADCOMP_PYTHON_PACKAGE_DIR (<build>/python); with
+GRADCOMP_TEST_INSTALLED=1 the installed one (package_under_test.py)."""
+import importlib
 import math
 import os
 import pathlib
@@ -14,18 +16,22 @@ import sys
 import pytest
 import torch
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PACKAGE_DIR = os.environ.get("GRADCOMP_PYTHON_PACKAGE_DIR", str(ROOT / "build" / "python"))
-sys.path.insert(0, PACKAGE_DIR)
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
+import package_under_test  # noqa: E402  (which gradcomp: the build tree's or the installed)
 
-gc = pytest.importorskip("gradcomp.torch")
+sys.path[:0] = package_under_test.search_path()
+if package_under_test.INSTALLED:
+    gc = importlib.import_module("gradcomp.torch")
+    package_under_test.check_installed(gc)
+else:
+    gc = pytest.importorskip("gradcomp.torch")
 import hooks_worker as worker  # noqa: E402  (the scenarios' inputs, shared with the ranks)
 
 
 def run(scenario, size, tmp_path):
-    env = dict(os.environ, WORLD_SIZE=str(size), INIT_FILE=str(tmp_path / "init"),
-               PYTHONPATH=PACKAGE_DIR, OMP_NUM_THREADS="1")
+    env = package_under_test.subprocess_env(
+        dict(os.environ, WORLD_SIZE=str(size), INIT_FILE=str(tmp_path / "init"),
+             OMP_NUM_THREADS="1"))
     procs = [subprocess.Popen([sys.executable, worker.__file__, scenario, str(tmp_path)],
                               env=dict(env, RANK=str(r)), stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True) for r in range(size)]

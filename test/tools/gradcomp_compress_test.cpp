@@ -4,7 +4,7 @@
 // lines, its exit status and its stderr.
 #include <gradcomp/gradcomp.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 #include <nlohmann/json.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>

@@ -4,7 +4,7 @@
 // exit status and single stderr line for bad command lines and bad profiles.
 #include <gradcomp/schedule.hpp>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 #include <nlohmann/json.hpp>
 
 #include <filesystem>

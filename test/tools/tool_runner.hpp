@@ -4,7 +4,7 @@
 // exit status, plus whole-file reads and writes.
 #pragma once
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <cstdlib>
 #include <filesystem>

@@ -2,7 +2,7 @@
 // The LibTorch examples' sample order (examples/common/sample_order.hpp): golden values that
 // scripts/ddp_train.py must reproduce too (test/python/test_ddp_train.py asserts the same), a
 // permutation, and DistributedSampler's layout of the shards.
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cstdint>

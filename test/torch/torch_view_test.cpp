@@ -7,7 +7,7 @@
 
 #include <torch/torch.h>
 
-#include <catch2/catch.hpp>
+#include "../common/catch.hpp"
 
 #include <vector>
 
