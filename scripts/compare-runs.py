@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Side-by-side comparison of training runs measured in one invocation (the main job's last step).
 
-    scripts/compare-runs.py --out DIR [--since UNIX_SECONDS] [--target-label LABEL] REPORT.json...
+    scripts/compare-runs.py --out DIR [--since UNIX_SECONDS]
+                            [--target-accuracy A | --target-label LABEL] REPORT.json...
 
 Each report is a gradcomp-train --report or a scripts/ddp_train.py --report (PyTorch DDP, same
 layout, "peer": "pytorch-ddp"). Every figure comes from these reports: no number recorded on
@@ -13,8 +14,9 @@ invocation).
 Roles are read from each report's config: transport "none" is a no-communication floor; method
 "dense" (gradcomp) or DDP's "dense" exchange is a dense baseline; everything else is compared with
 every dense baseline (iteration time) and with the target accuracy (time to reach it). The target
-is the final test accuracy of the run labelled --target-label (default: the PyTorch DDP dense run,
-else the first dense run). Prints a Markdown table and summary (also DIR/comparison.md) and writes
+is --target-accuracy A (a fraction: the runs trained to it, each stopping when it got there; the
+headline is every run's time to it against every other run's), else the final test accuracy of
+the run labelled --target-label (default: the PyTorch DDP dense run, else the first dense run). Prints a Markdown table and summary (also DIR/comparison.md) and writes
 DIR/accuracy-vs-time.svg (with --x epochs: DIR/accuracy-vs-epochs.svg, the curves against epochs
 trained, for runs whose iterations differ in cost; with --bars also DIR/per-iteration.svg, ms per
 iteration and bytes sent per rank per iteration as bars). Python 3 and matplotlib (Debian:
@@ -76,9 +78,13 @@ def fmt_pct(a):
     return "-" if a is None else f"{100 * a:.2f} %"
 
 
-def pick_target(reports, label, common=False):
-    """The run whose final accuracy is the target, or with `common` a stand-in whose final
-    accuracy is the highest accuracy every run with communication reaches."""
+def pick_target(reports, label, common=False, accuracy=0.0):
+    """The run whose final accuracy is the target, or a stand-in whose final accuracy is
+    `accuracy` (a fixed target) or with `common` the highest accuracy every run with
+    communication reaches."""
+    if accuracy > 0:
+        return {"label": "the target", "final_test_accuracy": accuracy, "curve": [],
+                "config": {}, "per_iteration": {}, "fixed_target": True}
     if common:
         reached = min(max(p["test_accuracy"] for p in r["curve"]) for r in reports
                       if not is_floor(r))
@@ -113,7 +119,12 @@ def table(reports, target_run):
     for e in range(1, epochs + 1):
         row(f"test accuracy after epoch {e}", [fmt_pct(epoch_accuracy(r, e)) for r in reports])
     row("training seconds (evaluation excluded)", [f"{r['train_seconds']:.1f}" for r in reports])
-    target_name = ("the highest accuracy every run reaches" if not target_run["curve"]
+    row("evaluation seconds", [fmt(r.get("eval_seconds"), ".1f") for r in reports])
+    row("wall seconds (the whole run: start-up and evaluations included)",
+        [f"{r['wall_seconds']:.1f}" for r in reports])
+    fixed = target_run.get("fixed_target", False)
+    target_name = ("the target" if fixed
+                   else "the highest accuracy every run reaches" if not target_run["curve"]
                    else f"{target_run['label']}'s final accuracy")
     row(f"training seconds to reach {100 * target:.2f} % ({target_name})",
         [fmt(time_to_accuracy(r, target), ".1f", " s") if not is_floor(r) else "-"
@@ -181,7 +192,11 @@ def table(reports, target_run):
     floors = [r for r in reports if is_floor(r)]
     # the run whose time to the target the others are divided by: the target's own run, or with a
     # common target the first report
-    ref = target_run if target_run["curve"] else reports[0]
+    if fixed:  # the headline: every run's time to the target against every other run's
+        text += time_to_target_matrix(reports, target)
+        ref = next((r for r in reports if is_ddp(r) and is_dense(r)), reports[0])
+    else:
+        ref = target_run if target_run["curve"] else reports[0]
     target_time = time_to_accuracy(ref, target)
     for r in reports:
         if is_floor(r) or r is ref:
@@ -215,7 +230,25 @@ def table(reports, target_run):
     return text
 
 
-def accuracy_plot(reports, path, x_key="train_seconds"):
+def time_to_target_matrix(reports, target):
+    """Markdown: each run's training time to `target` and its ratio to every other run's (the
+    row run's time / the column run's; "-" where either does not reach it)."""
+    runs = [r for r in reports if not is_floor(r)]
+    times = [time_to_accuracy(r, target) for r in runs]
+    text = (f"**Time to {100 * target:.2f} % test accuracy** (training seconds, evaluations "
+            "excluded; each cell: the row's time / the column's):\n\n")
+    text += "| run | time to target | " + " | ".join(r["label"] for r in runs) + " |\n"
+    text += "|---" * (len(runs) + 2) + "|\n"
+    for r, t in zip(runs, times):
+        cells = [("-" if t is None or u is None or s is r else f"{t / u:.2f}x")
+                 for s, u in zip(runs, times)]
+        text += (f"| {r['label']} | " + (f"{t:.1f} s" if t is not None else
+                                        f"not reached in {get(r, 'config', 'epochs')} epochs")
+                 + " | " + " | ".join(cells) + " |\n")
+    return text + "\n"
+
+
+def accuracy_plot(reports, path, x_key="train_seconds", target=None):
     """Test accuracy against training seconds (or epochs) per run, as an SVG (matplotlib, Agg);
     DDP runs dashed. The vertical range starts at the lowest accuracy above 50 % (rounded down
     to 5 %); lower points are drawn at the frame's edge."""
@@ -242,6 +275,10 @@ def accuracy_plot(reports, path, x_key="train_seconds"):
         ys = [min(max(p["test_accuracy"], ymin), ymax) for p in r["curve"]]
         ax.plot(xs, ys, "--" if is_ddp(r) else "-", marker="o", markersize=3.5, linewidth=2,
                 color=colors[i % len(colors)], label=r["label"])
+    if target:
+        ax.axhline(target, color="#444444", linewidth=1, linestyle=":")
+        ax.annotate(f"target {100 * target:.1f} %", (xmax, target), xytext=(-4, 3),
+                    textcoords="offset points", ha="right", fontsize=8, color="#444444")
     ax.set_xlim(0, xmax)
     ax.set_ylim(ymin, ymax)
     step = 0.05 if ymax - ymin <= 0.3 else 0.1  # ticks at round percentages
@@ -302,6 +339,8 @@ def main():
     ap.add_argument("--since", type=float, default=None,
                     help="refuse reports written before this moment (seconds since the epoch)")
     ap.add_argument("--target-label", default="", help="the run whose final accuracy is the target")
+    ap.add_argument("--target-accuracy", type=float, default=0.0,
+                    help="a fixed target test accuracy (fraction) that the runs trained to")
     ap.add_argument("--target-common", action="store_true",
                     help="target: the highest accuracy that every run with communication reaches")
     ap.add_argument("--title", default="", help="a line printed above the table")
@@ -324,13 +363,19 @@ def main():
             print(f"compare-runs: cannot read {p}: {e}", file=sys.stderr)
             return 2
     os.makedirs(a.out, exist_ok=True)
-    text = (a.title + "\n\n" if a.title else "") + table(reports, pick_target(reports, a.target_label, a.target_common))
+    if not 0.0 <= a.target_accuracy <= 1.0:
+        print(f"compare-runs: --target-accuracy {a.target_accuracy} is outside [0, 1]",
+              file=sys.stderr)
+        return 2
+    target = pick_target(reports, a.target_label, a.target_common, a.target_accuracy)
+    text = (a.title + "\n\n" if a.title else "") + table(reports, target)
     print(text, end="")
     with open(os.path.join(a.out, "comparison.md"), "w") as f:
         f.write(text)
     svg_name = "accuracy-vs-time.svg" if a.x == "time" else "accuracy-vs-epochs.svg"
     accuracy_plot(reports, os.path.join(a.out, svg_name),
-                  "train_seconds" if a.x == "time" else "epochs_done")
+                  "train_seconds" if a.x == "time" else "epochs_done",
+                  a.target_accuracy or None)
     written = [os.path.join(a.out, n) for n in ("comparison.md", svg_name)]
     if a.bars:
         written.append(os.path.join(a.out, "per-iteration.svg"))

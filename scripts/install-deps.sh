@@ -12,7 +12,7 @@ core_packages=(
   build-essential cmake ninja-build pkg-config
   catch2 libbenchmark-dev
   libxtensor-dev libcli11-dev nlohmann-json3-dev
-  clang-14 libclang-rt-14-dev clang-format
+  clang clang-14 libclang-rt-14-dev clang-format
   zlib1g-dev python3
 )
 full_packages=(

@@ -3,9 +3,11 @@
 # The project's main job (docs/results.md): installs what is missing, builds gradcomp-train,
 # creates the emulated 4-host cluster at 1 Gbit/s (scripts/emulated-cluster.sh; needs root: without
 # it, 4 plain local ranks, and it says so) and trains ddp-baseline.md's CNN on Fashion-MNIST with
-# the same seed, data order, epochs and learning-rate schedule (0.04, x 0.1 from epoch 1.5 on:
+# the same seed, data order and learning-rate schedule (0.04, x 0.1 from epoch 1.5 on:
 # --lr-decay step --lr-decay-epochs 1.5 in every run, gradcomp's and PyTorch's; docs/fidelity.md),
-# one run after the other in this invocation:
+# each run until it reaches the target test accuracy (default 90.5 %, --target-accuracy) or the
+# cap (default 3 epochs, --epochs), evaluating every 1/8 epoch (evaluation time excluded from the
+# training time), one run after the other in this invocation:
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
 #   gradcomp, compressed:  --method reused_threshold --density 0.01 --transport allgather
@@ -18,23 +20,27 @@
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
 #   and its own no-communication floor
-# then prints them side by side (scripts/compare-runs.py: speedups against every dense run, time
-# to DDP dense's final accuracy, all between runs of this invocation) and writes
-# results/main-job/{comparison.md,accuracy-vs-time.svg,*.json,*.md}.
+# then prints them side by side (scripts/compare-runs.py: every run's time to the target against
+# every other run's, speedups per iteration against every dense run, accuracy at equal epochs,
+# wall time beside training time, all between runs of this invocation) and writes
+# results/main-job/{comparison.md,accuracy-vs-time.svg (with the target line),*.json,*.md}.
 #
-#   scripts/main-job.sh [--epochs E] [--ranks P] [--train-limit N] [--local] [--no-floor]
-#                       [--no-ddp] [--lr-decay-epochs E1,E2,...|none] [--out DIR]
+#   scripts/main-job.sh [--target-accuracy A|none] [--epochs E] [--ranks P] [--train-limit N]
+#                       [--local] [--no-floor] [--no-ddp] [--lr-decay-epochs E1,E2,...|none]
+#                       [--out DIR]
 #                       [-- EXTRA gradcomp-train OPTIONS for every gradcomp run]
 # (--train-limit N: the first N training samples only, in every run: a quick check.
 # --lr-decay-epochs: the epochs the rate drops x 0.1 at, in every run; default 1.5; none: a
-# constant rate, as the main job ran until 2026-12-02.)
-# Takes about 30 minutes on a 2-core machine with the default 2 epochs (build and apt
-# excluded); --no-ddp leaves the four PyTorch runs out (about 15 minutes).
+# constant rate, as the main job ran until 2026-12-02. --target-accuracy: a fraction, default
+# 0.905; none: every run trains all --epochs. The floors never reach it: they run the cap.)
+# Takes about 30-40 minutes on a 2-core machine (the floors run the 3-epoch cap; build and apt
+# excluded); --no-ddp leaves the four PyTorch runs out (about half of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
 
-epochs=2
+epochs=3
+target=0.905
 ranks=4
 train_limit=0
 local_only=0
@@ -46,6 +52,7 @@ extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
     --epochs) epochs=${2:?}; shift 2 ;;
+    --target-accuracy) target=${2:?}; shift 2 ;;
     --ranks) ranks=${2:?}; shift 2 ;;
     --train-limit) train_limit=${2:?}; shift 2 ;;
     --local) local_only=1; shift ;;
@@ -65,14 +72,21 @@ cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/examples/gradcomp-train
-runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit")
+runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 8)
+target_text="every run trains $epochs epochs"
+compare_target=()
+if [[ $target != none ]]; then # both programs stop at the first evaluation reaching it
+  runs_common+=(--target-accuracy "$target")
+  compare_target=(--target-accuracy "$target")
+  target_text="each run until $(awk -v t="$target" 'BEGIN { printf "%.2f", 100 * t }') % test accuracy or $epochs epochs"
+fi
 if [[ $lr_decay_epochs != none ]]; then # both programs take the same options, the same rule
   runs_common+=(--lr-decay step --lr-decay-epochs "$lr_decay_epochs")
 fi
 training_runs_setup "$ranks" "$local_only" "$out"
 schedule="learning rate 0.04"
 [[ $lr_decay_epochs == none ]] || schedule+=", x 0.1 from epoch $lr_decay_epochs on"
-echo "main-job: $runs_mode; $epochs epochs per run; $schedule; results in $runs_out" >&2
+echo "main-job: $runs_mode; $target_text; $schedule; results in $runs_out" >&2
 
 run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --transport ring \
   --merge optimal "${extra[@]}"
@@ -93,6 +107,6 @@ if [[ $ddp == 1 ]]; then
     run_ddp ddp-floor "PyTorch, no communication (floor)" --exchange none
   fi
 fi
-"$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" \
-  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $epochs epochs per run; $schedule" \
+"$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" "${compare_target[@]}" \
+  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $target_text; $schedule" \
   "${runs_reports[@]}"

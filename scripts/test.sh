@@ -42,9 +42,9 @@ summary() {
   local total=$((SECONDS - suite_start))
   echo "== stage times"
   for i in "${!stage_names[@]}"; do
-    printf '  %-58s %4d s\n' "${stage_names[$i]}" "${stage_seconds[$i]}"
+    printf '  %5d s  %s\n' "${stage_seconds[$i]}" "${stage_names[$i]}"
   done
-  printf '  %-58s %4d s (%d min %02d s)\n' "total" "$total" $((total / 60)) $((total % 60))
+  printf '  %5d s  total (%d min %02d s)\n' "$total" $((total / 60)) $((total % 60))
 }
 trap 'status=$?; if ((status != 0)); then echo "== FAILED in stage: $stage_name"; fi; summary' EXIT
 

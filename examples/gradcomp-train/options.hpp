@@ -144,6 +144,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "checkpoint is written first; 0 = train every epoch)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+  app.add_option("--target-accuracy", o.target_accuracy,
+                 "train until the first evaluation whose test accuracy reaches this fraction, "
+                 "--epochs being the cap (0 = train every epoch); the report gives the time to "
+                 "it (time_to_target_seconds; evaluations every 1/--evals-per-epoch epoch)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0));
   app.add_option("--label", o.label, "name of the run in the report");
   app.add_option("--threads", o.threads, "LibTorch and compressor threads per rank")
       ->capture_default_str()
@@ -350,6 +356,9 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError(
         "--sync", "async runs through the parameter server: pass --transport ps (not '" +
                       o.transport.name + "')");
+  }
+  if (o.sync == "async" && o.target_accuracy > 0) {
+    throw CLI::ValidationError("--target-accuracy", "training to a target is for --sync sync");
   }
   if (o.sync == "async" &&
       (lb.precision != "fp32" || lb.loss_scale != "none" || lb.optimizer != "sgd" ||

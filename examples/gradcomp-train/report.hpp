@@ -35,6 +35,15 @@ struct eval_point {
   evaluation test;
 };
 
+//! Rank 0's wall time of every evaluation in `points`, summed (seconds).
+inline double evaluation_seconds(const std::vector<eval_point>& points) {
+  double sum = 0;
+  for (const eval_point& p : points) {
+    sum += p.test.seconds;
+  }
+  return sum;
+}
+
 //! The report's "curve".
 inline nlohmann::json curve_json(const std::vector<eval_point>& points) {
   nlohmann::json curve = nlohmann::json::array();
@@ -45,7 +54,8 @@ inline nlohmann::json curve_json(const std::vector<eval_point>& points) {
                      {"train_seconds", p.train_seconds},
                      {"train_loss", p.train_loss},
                      {"test_accuracy", p.test.accuracy},
-                     {"test_loss", p.test.loss}});
+                     {"test_loss", p.test.loss},
+                     {"eval_seconds", p.test.seconds}});
   }
   return curve;
 }

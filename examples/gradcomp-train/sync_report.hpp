@@ -144,6 +144,19 @@ replan_json(const sync_setup& s, const merge_plan& plan, const sync_trainer& t) 
   return j;
 }
 
+//! The training time (evaluations excluded) at the first evaluation that reached
+//! --target-accuracy, or null (no target, or not reached within --epochs).
+inline nlohmann::json time_to_target_json(const sync_trainer& t) {
+  const eval_point* p = t.target_point();
+  return p != nullptr ? nlohmann::json(p->train_seconds) : nlohmann::json(nullptr);
+}
+
+//! The epochs done at the first evaluation that reached --target-accuracy, or null.
+inline nlohmann::json epochs_to_target_json(const sync_trainer& t) {
+  const eval_point* p = t.target_point();
+  return p != nullptr ? nlohmann::json(p->epochs_done) : nlohmann::json(nullptr);
+}
+
 inline nlohmann::json report_json(const sync_setup& s,
                                   const merge_plan& plan,
                                   const sync_update& u,
@@ -176,6 +189,7 @@ inline nlohmann::json report_json(const sync_setup& s,
   config["resumed_from"] = o.resume;
   config["resumed_at_iteration"] = t.resumed ? t.points.front().iteration : 0;
   config["stopped_early"] = t.stopped_early;
+  config["target_accuracy"] = s.o.target_accuracy;
   config["momentum_correction"] = s.correction;
   config["factor_masking"] = s.correction && o.factor_masking;
   config["compression_scope"] = o.method.scope;
@@ -197,6 +211,9 @@ inline nlohmann::json report_json(const sync_setup& s,
                            {"final_test_loss", r.final_eval.loss},
                            {"train_seconds", t.train_seconds},
                            {"wall_seconds", wall_seconds},
+                           {"eval_seconds", evaluation_seconds(t.points)},
+                           {"time_to_target_seconds", time_to_target_json(t)},
+                           {"epochs_to_target", epochs_to_target_json(t)},
                            {"per_iteration", per_iteration_json(r.mean_values, r.max_values)},
                            {"achieved_density", density},
                            {"guard_fallbacks", r.counts[2]},
@@ -275,8 +292,15 @@ inline std::string report_table(const sync_setup& s,
                     kept ? "for the plan in use" : "after re-planning",
                     1000 * replan["predicted_iteration_seconds"].get<double>());
   }
-  table +=
-      format("| training time / wall time | %.1f s / %.1f s |\n", t.train_seconds, wall_seconds);
+  table += format("| training time / evaluation time / wall time | %.1f s / %.1f s / %.1f s |\n",
+                  t.train_seconds, evaluation_seconds(t.points), wall_seconds);
+  if (o.target_accuracy > 0) {
+    const eval_point* p = t.target_point();
+    table += p != nullptr ? format("| time to %.2f %% test accuracy | %.1f s (epoch %.3f) |\n",
+                                   100 * o.target_accuracy, p->train_seconds, p->epochs_done)
+                          : format("| time to %.2f %% test accuracy | not reached in %d epochs |\n",
+                                   100 * o.target_accuracy, o.epochs);
+  }
   table += format("| replicas identical | %s (%s) |\n", r.identical ? "yes" : "NO",
                   hash_list_json(r.hashes).dump().c_str());
   table += format("| BLAS | %s |\n", s.blas.c_str());

@@ -131,6 +131,10 @@ public:
                                            static_cast<double>(s_.data.iterations_per_epoch),
                       0.0, 0.0, initial});
     barrier(s_.comm);
+    if (reached_target()) { // already there (a resumed run): nothing to train
+      stopped_early = true;
+      return;
+    }
     for (int epoch = position.epoch; epoch < o.epochs; ++epoch) {
       // this rank's shard, or with transport coded the whole permutation (every rank needs every
       // part's samples)
@@ -148,7 +152,8 @@ public:
         const bool last = it + 1 == s_.data.iterations_per_epoch;
         position = {last ? epoch + 1 : epoch, last ? 0 : it + 1, u_.global_iteration};
         const bool stop =
-            o.stop_after_iterations > 0 && u_.global_iteration >= o.stop_after_iterations;
+            (o.stop_after_iterations > 0 && u_.global_iteration >= o.stop_after_iterations) ||
+            reached_target();
         if (!o.checkpoint.empty() && !stop && o.checkpoint_every > 0 &&
             u_.global_iteration % o.checkpoint_every == 0) {
           save_checkpoint();
@@ -175,7 +180,23 @@ public:
 
   training_position position; //!< the next iteration to run
   bool resumed = false;       //!< --resume loaded a checkpoint
-  bool stopped_early = false; //!< --stop-after-iterations ended training
+  bool stopped_early = false; //!< --stop-after-iterations or --target-accuracy ended training
+
+  //! The first evaluation point whose test accuracy reached --target-accuracy, if any. The
+  //! same on every rank (the accuracy is a ratio of integer sums over all ranks).
+  [[nodiscard]] const eval_point* target_point() const {
+    if (s_.o.target_accuracy <= 0) {
+      return nullptr;
+    }
+    for (const eval_point& p : points) {
+      if (p.test.accuracy >= s_.o.target_accuracy) {
+        return &p;
+      }
+    }
+    return nullptr;
+  }
+  //! Whether --target-accuracy was reached (training then stops at that evaluation).
+  [[nodiscard]] bool reached_target() const { return target_point() != nullptr; }
 
   iteration_sums totals; //!< this rank's iterations
   //! --replan-after W: this rank's forward and update (pointing .grad at the averages plus the
@@ -425,6 +446,12 @@ private:
                    points.back().epochs_done, 100.0 * e.accuracy, e.loss, points.back().train_loss,
                    train_seconds,
                    1000.0 * totals.iteration / static_cast<double>(totals.iterations));
+      if (target_point() == &points.back()) {
+        std::fprintf(stderr,
+                     "gradcomp-train: the test accuracy reached --target-accuracy %.2f %% after "
+                     "%.1f s of training: training stops\n",
+                     100.0 * s_.o.target_accuracy, train_seconds);
+      }
     }
     barrier(s_.comm); // ranks leave evaluation together, so iteration timings stay comparable
   }

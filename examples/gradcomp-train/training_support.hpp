@@ -107,6 +107,9 @@ struct train_options {
   bool calibrate_under_load = true;
   double bucket_mib = 25.0;
   double require_accuracy = 0.0;
+  //! --target-accuracy: training stops at the first evaluation whose test accuracy reaches it
+  //! (a fraction; 0: train every --epochs, which is then the cap).
+  double target_accuracy = 0.0;
   bool momentum_correction = true;
   bool factor_masking = true; // --factor-masking: DGC zeroes the velocity of sent elements
   //! "sync" (every transport) or "async" (ASGD through mpi::async_parameter_server: the last
@@ -250,24 +253,33 @@ inline std::string blas_in_use() {
 
 // ---- evaluation ------------------------------------------------------------------------------
 
-//! Test-set accuracy (fraction) and mean cross-entropy loss.
+//! Test-set accuracy (fraction), mean cross-entropy loss, and what the evaluation cost.
 struct evaluation {
   double accuracy = 0;
   double loss = 0;
+  double seconds = 0; //!< this rank's wall time of the evaluation (forward passes + allreduce)
 };
 
+//! Test images per forward pass of an evaluation. Batches of 100 keep the CNN's activations
+//! near the caches (1000 images make 100 MB after conv1): in one process, LibTorch's CPU
+//! forward of a batch of 1000 cost 2.4x as much per image as batches of 100. With 4 ranks on
+//! 2 cores an evaluation costs 1.0-1.2x its forward passes at training speed
+//! (benchmark/run_eval_cost.sh).
+inline constexpr std::int64_t evaluation_batch = 100;
+
 //! Test accuracy and mean loss over the whole test set, each rank of `comm` evaluating 1/P of
-//! it with its own replica. Collective over `comm`.
+//! it with its own replica in batches of evaluation_batch. Collective over `comm`.
 inline evaluation
 evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::dataset& test) {
+  const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   net.base->eval();
   const std::int64_t n = test.size();
   const std::int64_t begin = n * comm.rank() / comm.size();
   const std::int64_t end = n * (comm.rank() + 1) / comm.size();
   double sums[3] = {0, 0, static_cast<double>(end - begin)}; // correct, loss sum, count
-  for (std::int64_t b = begin; b < end; b += 1000) {
-    const std::int64_t len = std::min<std::int64_t>(1000, end - b);
+  for (std::int64_t b = begin; b < end; b += evaluation_batch) {
+    const std::int64_t len = std::min<std::int64_t>(evaluation_batch, end - b);
     const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
     const torch::Tensor labels = test.labels.narrow(0, b, len);
     sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
@@ -278,7 +290,8 @@ evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::datase
   }
   net.base->train();
   allreduce(comm, std::span<double>(sums), MPI_SUM);
-  return {sums[0] / sums[2], sums[1] / sums[2]};
+  return {sums[0] / sums[2], sums[1] / sums[2],
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 
 //! @brief Loads the Fashion-MNIST training set (its first o.train_limit samples; 0: all) and the

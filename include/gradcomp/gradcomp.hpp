@@ -28,9 +28,9 @@
 #include <gradcomp/compressor/terngrad.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/column_split.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
 #include <gradcomp/hybrid/overlap_plan.hpp>
 #include <gradcomp/hybrid/plan.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/optimizer/lars.hpp>
 #include <gradcomp/optimizer/lr_schedule.hpp>
 #include <gradcomp/precision/loss_scale.hpp>

@@ -221,3 +221,63 @@ def test_compare_runs_uses_only_this_invocation(tmp_path):
     p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp2"), "--since",
                         str(since), str(dense), str(fp16)], capture_output=True, text=True)
     assert p.returncode == 2 and "before this invocation" in p.stderr
+
+
+@pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
+                    reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
+def test_target_accuracy_stops_both_programs_at_the_same_evaluation(tmp_path):
+    """--target-accuracy A: both programs stop at the first evaluation whose accuracy reaches A
+    (no-communication runs: the same curve), report the training time there, and compare-runs
+    --target-accuracy puts every run's time to it side by side; unreached, the run trains the
+    cap and reports null."""
+    common = ["--train-limit", "512", "--test-limit", "1000", "--epochs", "2",
+              "--evals-per-epoch", "4"]
+
+    def cpp(name, *extra, transport="none"):
+        report = tmp_path / f"{name}.json"
+        p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", transport,
+                            "--merge", "single", *common, "--report", str(report),
+                            "--label", name, *extra],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        with open(report) as f:
+            return report, json.load(f), p.stderr
+
+    _, full, _ = cpp("full")
+    accuracies = [q["test_accuracy"] for q in full["curve"]]
+    assert len(accuracies) == 9  # the initial evaluation and 8 in 2 epochs
+    # the target: an accuracy first reached at a point k >= 2 (above every earlier point)
+    k = next(i for i in range(2, 9) if accuracies[i] > max(accuracies[:i]))
+    target = accuracies[k]
+    report, stopped, log = cpp("stopped", "--target-accuracy", repr(target))
+    assert len(stopped["curve"]) == k + 1 and stopped["config"]["stopped_early"]
+    assert stopped["time_to_target_seconds"] == stopped["curve"][k]["train_seconds"]
+    assert stopped["epochs_to_target"] == full["curve"][k]["epochs_done"]
+    assert [q["test_loss"] for q in stopped["curve"]] == [q["test_loss"] for q in full["curve"][:k + 1]]
+    assert "reached --target-accuracy" in log
+    assert stopped["eval_seconds"] > 0 and all(q["eval_seconds"] > 0 for q in stopped["curve"])
+    py_report, py = run_ddp(tmp_path, "py", "--exchange", "none", "--epochs", "2",
+                            "--evals-per-epoch", "4", "--target-accuracy", repr(target), port=29623)
+    assert len(py["curve"]) == k + 1
+    assert py["epochs_to_target"] == stopped["epochs_to_target"]
+    assert py["curve"][k]["test_loss"] == pytest.approx(stopped["curve"][k]["test_loss"], rel=1e-6)
+    _, unreached, _ = cpp("unreached", "--target-accuracy", "0.999")
+    assert unreached["time_to_target_seconds"] is None and len(unreached["curve"]) == 9
+    # compare-runs: runs with communication (the floors are iteration-time references only)
+    ring_report, ring, _ = cpp("ring", "--target-accuracy", repr(target), transport="ring")
+    # a run that stopped before the target: the ring run's report cut after its initial point
+    never = dict(ring, label="never", curve=ring["curve"][:1])
+    never_report = tmp_path / "never.json"
+    never_report.write_text(json.dumps(never))
+    script = os.path.join(ROOT, "scripts", "compare-runs.py")
+    p = subprocess.run([sys.executable, script, "--out", str(tmp_path / "cmp"),
+                        "--target-accuracy", repr(target), str(ring_report), str(never_report),
+                        str(report)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert f"**Time to {100 * target:.2f} % test accuracy**" in p.stdout
+    t = ring["time_to_target_seconds"]
+    assert t is not None and f"| ring | {t:.1f} s | - | - |" in p.stdout
+    assert "| never | not reached in 2 epochs | - | - |" in p.stdout
+    assert "| stopped |" not in p.stdout.split("**Time to")[1].split("\n\n")[1]
+    assert f"target {100 * target:.1f} %" in (tmp_path / "cmp" / "accuracy-vs-time.svg").read_text()

@@ -7,7 +7,7 @@
 #pragma once
 
 #include <gradcomp/error.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 
 #include <climits>
 

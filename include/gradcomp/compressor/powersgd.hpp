@@ -6,7 +6,7 @@
 #pragma once
 
 #include <gradcomp/error.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 
 #include <algorithm>
 #include <cmath>

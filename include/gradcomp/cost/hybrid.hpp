@@ -6,8 +6,8 @@
 #pragma once
 
 #include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/cost/fc_exchange.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/hybrid/fc_exchange.hpp>
 
 #include <cmath>
 

@@ -5,9 +5,9 @@
 //! (cost::fc_cost_options::model_parallel_fixed_seconds).
 #pragma once
 
+#include <gradcomp/cost/fc_exchange.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/hybrid/fc_exchange.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>
 #include <gradcomp/mpi/communicator.hpp>

@@ -5,10 +5,10 @@
 //! layers of a CNN whose convolutions stay data-parallel).
 #pragma once
 
+#include <gradcomp/cost/fc_exchange.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/hybrid/column_split.hpp>
-#include <gradcomp/hybrid/fc_exchange.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/column_parallel_agreement.hpp>
 #include <gradcomp/mpi/detail/operation.hpp>
@@ -30,7 +30,7 @@
 
 namespace gradcomp::mpi {
 
-//! The exchange choice (gradcomp/hybrid/fc_exchange.hpp), also spelled mpi::fc_exchange.
+//! The exchange choice (gradcomp/cost/fc_exchange.hpp), also spelled mpi::fc_exchange.
 using gradcomp::fc_exchange;
 
 //! @brief Options of column_parallel_linear. Every rank must pass the same options.

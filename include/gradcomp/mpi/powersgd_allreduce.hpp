@@ -7,7 +7,7 @@
 
 #include <gradcomp/compressor/powersgd.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/hybrid/gemm.hpp>
+#include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/agreement.hpp>
 #include <gradcomp/mpi/error.hpp>

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp::fc_exchange: how a model-parallel fully connected layer exchanges outputs and
-//! output gradients (read by gradcomp::mpi::column_parallel_linear and by the cost model in
-//! gradcomp/cost/hybrid.hpp). Standard library only.
+//! output gradients, and the collectives and values each exchange costs (priced by the cost
+//! model in gradcomp/cost/hybrid.hpp, run by gradcomp::mpi::column_parallel_linear). Standard
+//! library only.
 #pragma once
 
 namespace gradcomp {

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief gradcomp::gemm_call and the gradcomp::gemm_backend concept: the one dense matrix
-//! product the model-parallel layers need, handed to a BLAS of the user's choice (CBLAS in
-//! gradcomp/blas/cblas_gemm.hpp, LibTorch in the example program). Standard library only.
+//! @brief gradcomp::gemm_call and the gradcomp::gemm_backend concept (the linear algebra
+//! folder, gradcomp/linalg/): the one dense matrix product that PowerSGD
+//! (gradcomp::powersgd_layer) and the model-parallel layers (gradcomp::mpi::column_parallel_linear)
+//! need, handed to a BLAS of the user's choice (CBLAS in gradcomp/blas/cblas_gemm.hpp, LibTorch in
+//! the example program). Standard library only.
 #pragma once
 
 #include <gradcomp/error.hpp>
