@@ -243,7 +243,8 @@ def time_to_target_matrix(reports, target):
         cells = [("-" if t is None or u is None or s is r else f"{t / u:.2f}x")
                  for s, u in zip(runs, times)]
         text += (f"| {r['label']} | " + (f"{t:.1f} s" if t is not None else
-                                        f"not reached in {get(r, 'config', 'epochs')} epochs")
+                                        f"not reached in {get(r, 'config', 'epochs')} epoch"
+                                        + ("" if get(r, "config", "epochs") == 1 else "s"))
                  + " | " + " | ".join(cells) + " |\n")
     return text + "\n"
 
