@@ -98,5 +98,5 @@ if [[ "${GRADCOMP_SKIP_SANITIZERS:-0}" != "1" ]]; then
   stage "libFuzzer targets (clang, ASan + UBSan), ${GRADCOMP_FUZZ_SECONDS:-30} s each"
   cmake --preset fuzz -DGRADCOMP_FUZZ_SECONDS="${GRADCOMP_FUZZ_SECONDS:-30}"
   cmake --build --preset fuzz -j "$jobs"
-  ctest --preset fuzz
+  ctest --preset fuzz -j "$jobs" # each target is one process on one core
 fi
