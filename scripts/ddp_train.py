@@ -86,6 +86,10 @@ class SplitMix64:
         return product >> 64
 
 
+# Test images per forward pass of an evaluation, as gradcomp-train's evaluation_batch (a batch of
+# 1000 cost 2.4x as much per image in one process)
+EVALUATION_BATCH = 100
+
 def epoch_order(n, seed, epoch):
     """The epoch's permutation of 0 .. n-1 (Fisher-Yates driven by splitmix64(seed * 1000003 +
     epoch)), identical to gradcomp_examples::epoch_order."""
@@ -517,11 +521,9 @@ def main(argv=None):
             begin, end = len(test_x) * rank // ranks, len(test_x) * (rank + 1) // ranks
             sums = torch.zeros(3, dtype=torch.float64)
             sums[2] = end - begin
-            # batches of 100, as gradcomp-train evaluates (its evaluation_batch: a batch of
-            # 1000 cost 2.4x as much per image in one process)
-            for b in range(begin, end, 100):
-                logits = net(test_x[b:min(b + 100, end)])
-                labels = test_y[b:min(b + 100, end)]
+            for b in range(begin, end, EVALUATION_BATCH):
+                logits = net(test_x[b:min(b + EVALUATION_BATCH, end)])
+                labels = test_y[b:min(b + EVALUATION_BATCH, end)]
                 sums[0] += float((logits.argmax(1) == labels).sum())
                 sums[1] += float(F.cross_entropy(logits, labels, reduction="sum"))
         net.train()

@@ -195,8 +195,11 @@ public:
     }
     return nullptr;
   }
-  //! Whether --target-accuracy was reached (training then stops at that evaluation).
-  [[nodiscard]] bool reached_target() const { return target_point() != nullptr; }
+  //! Whether the latest evaluation reached --target-accuracy. Training stops there, so no
+  //! earlier point did: checked after every iteration in O(1); target_point() finds it after.
+  [[nodiscard]] bool reached_target() const {
+    return s_.o.target_accuracy > 0 && points.back().test.accuracy >= s_.o.target_accuracy;
+  }
 
   iteration_sums totals; //!< this rank's iterations
   //! --replan-after W: this rank's forward and update (pointing .grad at the averages plus the
