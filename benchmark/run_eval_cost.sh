@@ -10,7 +10,7 @@
 #
 #   benchmark/run_eval_cost.sh [BUILD_DIR] [-- gradcomp-train options...]
 #
-# Needs gradcomp-train (BUILD_DIR/examples/gradcomp-train, default build/), mpiexec and the
+# Needs gradcomp-train (BUILD_DIR/bin/gradcomp-train, default build/), mpiexec and the
 # Fashion-MNIST data (Debian's dataset-fashion-mnist).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -21,7 +21,7 @@ if [[ $# -gt 0 && "$1" != "--" ]]; then
 fi
 [[ "${1:-}" == "--" ]] && shift
 ranks=${GRADCOMP_EVAL_RANKS:-4}
-train="$build/examples/gradcomp-train"
+train="$build/bin/gradcomp-train"
 [[ -x "$train" ]] || { echo "run_eval_cost.sh: $train not built" >&2; exit 1; }
 out=$(mktemp -d "${TMPDIR:-/tmp}/gradcomp-eval-cost.XXXXXX")
 trap 'rm -rf "$out"' EXIT

@@ -33,7 +33,7 @@ if [[ -n ${BIN:-} ]]; then # a binary built elsewhere (skips the build)
   bin=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 else
   cmake -S "$repo" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_BUILD_TESTS=OFF \
-    -DGRADCOMP_BUILD_EXAMPLES=OFF >/dev/null || exit 1
+    -DGRADCOMP_BUILD_EXAMPLES=OFF -DGRADCOMP_BUILD_APPS=OFF >/dev/null || exit 1
   cmake --build "$build" --target gradcomp_bench_transports || exit 1
   bin=$build/benchmark/gradcomp_bench_transports
 fi

@@ -78,7 +78,7 @@ if [[ $build == 1 ]]; then
   cmake --preset release >/dev/null
   cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 fi
-bin=$repo/build/examples/gradcomp-train
+bin=$repo/build/bin/gradcomp-train
 [[ -x $bin ]] || { echo "coded-benchmark: $bin missing (build it or drop --no-build)" >&2; exit 2; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)

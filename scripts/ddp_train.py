@@ -5,7 +5,7 @@ measured against in the same invocation (scripts/main-job.sh, scripts/reproduce.
 
 Trains exactly what gradcomp-train trains with the same options: the same networks (built in
 the same order after torch.manual_seed(seed), so the initial weights are identical), the same
-normalised Fashion-MNIST tensors, the same sample order and shards (examples/common/
+normalised Fashion-MNIST tensors, the same sample order and shards (apps/common/
 sample_order.hpp, reproduced below), batch, learning rate (and its step decay: --lr-decay),
 momentum, epochs and evaluation points; and writes a report in gradcomp-train's JSON layout,
 so scripts/compare-runs.py puts the runs side by side. Gradient exchange (--exchange):
@@ -60,7 +60,7 @@ HOOK_KEYS = ["buckets", "numel", "k_selected", "wire_bytes", "sent_bytes", "comp
              "exchange_seconds"]
 
 
-# ---- the sample order of examples/common/sample_order.hpp ---------------------------------
+# ---- the sample order of apps/common/sample_order.hpp ---------------------------------
 class SplitMix64:
     """splitmix64 (Steele, Lea and Flood, OOPSLA 2014), as in sample_order.hpp."""
 
@@ -92,7 +92,7 @@ EVALUATION_BATCH = 100
 
 def epoch_order(n, seed, epoch):
     """The epoch's permutation of 0 .. n-1 (Fisher-Yates driven by splitmix64(seed * 1000003 +
-    epoch)), identical to gradcomp_examples::epoch_order."""
+    epoch)), identical to gradcomp_apps::epoch_order."""
     order = list(range(n))
     rng = SplitMix64(seed * 1000003 + epoch)
     for i in range(n, 1, -1):
@@ -103,13 +103,13 @@ def epoch_order(n, seed, epoch):
 
 def shard(n, ranks, rank, seed, epoch):
     """DistributedSampler's shard of rank `rank`: positions rank, rank + P, ... of the epoch's
-    permutation padded by wrapping (gradcomp_examples::shard)."""
+    permutation padded by wrapping (gradcomp_apps::shard)."""
     order = epoch_order(n, seed, epoch)
     per_rank = (n + ranks - 1) // ranks
     return [order[(j * ranks + rank) % n] for j in range(per_rank)]
 
 
-# ---- data and networks (examples/common/fashion_mnist.hpp) -----------------------------------
+# ---- data and networks (apps/common/fashion_mnist.hpp) -----------------------------------
 def read_idx(path, dims):
     opener = gzip.open if path.endswith(".gz") else open
     with opener(path, "rb") as f:
@@ -150,7 +150,7 @@ def make_network(torch, name):
     nn = torch.nn
     F = torch.nn.functional
 
-    class CNN(nn.Module):  # gradcomp_examples::cnn: the same layers, created in the same order
+    class CNN(nn.Module):  # gradcomp_apps::cnn: the same layers, created in the same order
         def __init__(self):
             super().__init__()
             self.conv1 = nn.Conv2d(1, 32, 5, padding=2)
@@ -164,7 +164,7 @@ def make_network(torch, name):
             x = F.relu(self.fc1(x.flatten(1)))
             return self.fc2(x)
 
-    class VGG(nn.Module):  # gradcomp_examples::vgg
+    class VGG(nn.Module):  # gradcomp_apps::vgg
         def __init__(self):
             super().__init__()
             channels = [1, 32, 64, 128]
@@ -188,7 +188,7 @@ def make_network(torch, name):
             x = F.relu(self.fc2(x))
             return self.fc3(x)
 
-    class MLP(nn.Module):  # gradcomp_examples::mlp
+    class MLP(nn.Module):  # gradcomp_apps::mlp
         def __init__(self):
             super().__init__()
             self.fc1 = nn.Linear(28 * 28, 512)
@@ -339,7 +339,7 @@ def epoch_list(text):
 
 def lr_decay_problem(a):
     """"" or why the step decay's options do not fit together (gradcomp-train's checks,
-    examples/gradcomp-train/options.hpp)."""
+    apps/gradcomp-train/options.hpp)."""
     if a.lr_decay == "step" and not a.lr_decay_epochs:
         return "--lr-decay step needs --lr-decay-epochs"
     if a.lr_decay != "step" and a.lr_decay_epochs:
@@ -354,7 +354,7 @@ def lr_decay_problem(a):
 
 def first_iteration_at(epochs, iterations_per_epoch):
     """The iteration from which on epoch fraction `epochs` counts as reached: floor(epochs x
-    iterations_per_epoch), as gradcomp-train computes it (examples/gradcomp-train/large_batch.hpp)."""
+    iterations_per_epoch), as gradcomp-train computes it (apps/gradcomp-train/large_batch.hpp)."""
     return int(epochs * float(iterations_per_epoch))
 
 
@@ -446,7 +446,7 @@ def main(argv=None):
         raise SystemExit(f"ddp_train: error: --method {a.method} is not one of "
                          f"{', '.join(gc.METHODS)}")
     # DGC's momentum correction inside the hook for sparse methods, the optimizer then without
-    # momentum (gradcomp-train's rule, examples/gradcomp-train/setup.hpp)
+    # momentum (gradcomp-train's rule, apps/gradcomp-train/setup.hpp)
     correction = (a.exchange == "gradcomp" and a.momentum_correction
                   and a.method in gc.SPARSE_METHODS)
     import torch

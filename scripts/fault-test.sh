@@ -11,12 +11,12 @@
 #   scripts/fault-test.sh [--repeat N (5)] [--timeout T (5)] [--out DIR (results/fault-test)]
 #                         [--kinds "kill link"]
 #
-# Needs root (network namespaces) and a Release build (build/examples/gradcomp-train).
+# Needs root (network namespaces) and a Release build (build/bin/gradcomp-train).
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cluster="$root/scripts/emulated-cluster.sh"
-train="$root/build/examples/gradcomp-train"
+train="$root/build/bin/gradcomp-train"
 repeat=5
 timeout_s=5
 out="$root/results/fault-test"

@@ -39,7 +39,7 @@
 # --merge: every run's merge plan (default single: one message after backward, the accuracy
 # comparison; optimal: the overlapped exchange, for time to accuracy). --extra: options added
 # to every sparse run (e.g. "--residual-stats true").
-# Needs a release build of gradcomp-train (--bin, default build/examples/gradcomp-train) and the
+# Needs a release build of gradcomp-train (--bin, default build/bin/gradcomp-train) and the
 # Fashion-MNIST files.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -55,7 +55,7 @@ clip=5
 dense_below=1024
 lr_warmup=1
 combo=""
-bin=$repo/build/examples/gradcomp-train
+bin=$repo/build/bin/gradcomp-train
 local_only=0
 out=results/fidelity
 quick=0

@@ -13,7 +13,7 @@
 # SGD's learning rate is 0.04 at global batch 128, scaled linearly (Goyal et al. 2017) or by the
 # square root of the batch ratio; runs with sqrt scaling are named sgd-sqrt-B.
 #
-# Needs the release build (build/examples/gradcomp-train) and the Fashion-MNIST files. Takes
+# Needs the release build (build/bin/gradcomp-train) and the Fashion-MNIST files. Takes
 # 2-5 minutes per run on 2 cores (6 runs: about 25 minutes). Timing is not the point here: do
 # not compare its iteration times with other runs.
 set -euo pipefail
@@ -25,7 +25,7 @@ lars_lr="${4:-2}"
 sgd_scaling="${5:-linear}"
 optimizers="${6:-sgd lars}"
 batches="${7:-128 1024 4096}"
-train=build/examples/gradcomp-train
+train=build/bin/gradcomp-train
 warmup=0.25
 mkdir -p "$out"
 for global in $batches; do

@@ -71,7 +71,7 @@ cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 source scripts/lib/training-runs.sh
-runs_bin=$repo/build/examples/gradcomp-train
+runs_bin=$repo/build/bin/gradcomp-train
 runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 8)
 target_text="every run trains $epochs epochs"
 compare_target=()

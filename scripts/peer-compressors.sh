@@ -55,7 +55,7 @@ done
 cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 source scripts/lib/training-runs.sh
-runs_bin=$repo/build/examples/gradcomp-train
+runs_bin=$repo/build/bin/gradcomp-train
 runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 2
   --model "$model")
 training_runs_setup "$ranks" "$local_only" "$out"

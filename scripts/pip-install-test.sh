@@ -4,7 +4,7 @@
 # of Debian's interpreter that sees Debian's numpy, torch and pytest (--system-site-packages),
 # `pip install --no-build-isolation --no-index .` of this repository (nothing downloaded;
 # gradcomp._core compiled for the venv's interpreter), `python -m gradcomp.info`, then
-# test/python_hooks under pytest with GRADCOMP_TEST_INSTALLED=1: the tests import the installed
+# test/python under pytest with GRADCOMP_TEST_INSTALLED=1: the tests import the installed
 # gradcomp (never the repository's python/ nor a build tree: they check) and run from a
 # temporary directory. Prints each step's wall time; exits non-zero when a step fails.
 #
@@ -70,9 +70,9 @@ step "venv" "$python" -m venv --system-site-packages "$venv"
 step "pip install" env -C "$root" GRADCOMP_SETUPTOOLS_BUILD_BASE="$dir/setuptools-build" \
   "$venv/bin/pip" install --quiet --no-build-isolation --no-index .
 step "python -m gradcomp.info" env -C "$work" "$venv/bin/python" -m gradcomp.info
-step "pytest test/python_hooks" env -C "$work" GRADCOMP_TEST_INSTALLED=1 \
-  "$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir "$root/test/python_hooks" \
-  "$root/test/python_hooks" "${pytest_args[@]}"
+step "pytest test/python" env -C "$work" GRADCOMP_TEST_INSTALLED=1 \
+  "$venv/bin/python" -m pytest -q -p no:cacheprovider --rootdir "$root/test/python" \
+  "$root/test/python" "${pytest_args[@]}"
 
 echo "== pip-install-test: passed; wall times:"
 printf '  %s\n' "${timings[@]}"

@@ -25,8 +25,8 @@ into beta, so gamma = 0) and median times are used.
 
 The model numbers come from the C++ functions of include/gradcomp/cost/alpha_beta.hpp
 themselves: the script builds one JSON query per number and runs the `gradcomp-cost` tool
-(examples/gradcomp-cost) once on all of them (--cost-tool PATH; default
-build/examples/gradcomp-cost, else gradcomp-cost on PATH; build it with
+(apps/gradcomp-cost) once on all of them (--cost-tool PATH; default
+build/bin/gradcomp-cost, else gradcomp-cost on PATH; build it with
 `cmake --build build --target gradcomp-cost`). Only the models that are not in the library are
 written out below: those before the correction of issue 4 (the "before" columns) and the
 parameter server with push and pull overlapped (a what-if of the doc).
@@ -157,13 +157,13 @@ def find_cost_tool(path):
     if path:
         return path
     here = os.path.dirname(os.path.abspath(__file__))
-    built = os.path.join(here, "..", "build", "examples", "gradcomp-cost")
+    built = os.path.join(here, "..", "build", "bin", "gradcomp-cost")
     if os.access(built, os.X_OK):
         return os.path.normpath(built)
     found = shutil.which("gradcomp-cost")
     if found:
         return found
-    sys.exit("plot-transport-benchmarks: no gradcomp-cost in build/examples/ or on PATH; build it "
+    sys.exit("plot-transport-benchmarks: no gradcomp-cost in build/bin/ or on PATH; build it "
              "(cmake --build build --target gradcomp-cost) or pass --cost-tool PATH")
 
 
@@ -482,7 +482,7 @@ def main():
                     help="folder for the SVGs (default: docs/img/transport-benchmarks)")
     ap.add_argument("--tables", action="store_true", help="print the Markdown ratio tables")
     ap.add_argument("--cost-tool", metavar="PATH",
-                    help="the gradcomp-cost program (default: build/examples/gradcomp-cost, "
+                    help="the gradcomp-cost program (default: build/bin/gradcomp-cost, "
                          "else gradcomp-cost on PATH)")
     a = ap.parse_args()
     runs = load(a.data)

@@ -80,7 +80,7 @@ scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 source scripts/lib/training-runs.sh
-runs_bin=$repo/build/examples/gradcomp-train
+runs_bin=$repo/build/bin/gradcomp-train
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 peers() {

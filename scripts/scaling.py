@@ -19,7 +19,7 @@ them (S1 eqs. 2-7: gradcomp::schedule::simulate and plan). Efficiency = compute 
 Network assumptions (S4's kind of cluster; change them with the options): between nodes
 100 Gbit/s RDMA, alpha 10 us per message; inside a node 10 GB/s (PCIe 3 x16), alpha 2 us;
 reduction free (gamma = 0, GPU); fp32 gradients (4 bytes a value; --value-bytes 2 for fp16).
-Writes OUT/scaling.md (tables) and OUT/scaling.svg. Needs a build (build/examples/).
+Writes OUT/scaling.md (tables) and OUT/scaling.svg. Needs a build (build/bin/).
 """
 import argparse
 import json
@@ -90,7 +90,7 @@ def scaled_profile(profile, scale, scratch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--profile", default=os.path.join(ROOT, "examples/profiles/resnet50.csv"))
+    ap.add_argument("--profile", default=os.path.join(ROOT, "apps/gradcomp-plan/profiles/resnet50.csv"))
     ap.add_argument("--forward-seconds", type=float, default=0.2015)
     ap.add_argument("--compute-scale", type=float, nargs="+", default=[1.0, 0.25],
                     help="multiply the compute times (0.25: a GPU 4x faster than the profile's)")
@@ -104,7 +104,7 @@ def main():
     ap.add_argument("--intra-gbyte", type=float, default=10.0)
     ap.add_argument("--intra-alpha", type=float, default=2e-6)
     ap.add_argument("--value-bytes", type=int, choices=[2, 4], default=4)
-    ap.add_argument("--bin", default=os.path.join(ROOT, "build/examples"))
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin"))
     ap.add_argument("--out", default=os.path.join(ROOT, "results/scaling"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)

@@ -21,7 +21,7 @@ if [[ -n "${GRADCOMP_CUDA_BIN:-}" ]]; then
 else
   arch="${CMAKE_CUDA_ARCHITECTURES:-90}"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DGRADCOMP_ENABLE_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGRADCOMP_BUILD_EXAMPLES=OFF > /dev/null
+    -DCMAKE_CUDA_ARCHITECTURES="$arch" -DGRADCOMP_BUILD_EXAMPLES=OFF -DGRADCOMP_BUILD_APPS=OFF > /dev/null
   cmake --build build-cuda -j "$(nproc)" --target gradcomp_cuda_device_tests \
     gradcomp_bench_cuda_compressors
   tests=build-cuda/test/gradcomp_cuda_device_tests

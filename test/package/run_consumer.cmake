@@ -9,7 +9,10 @@
 # as on a machine without them; EXPECT: a regex the consumer's configure output must match (the
 # components it got). MPIEXEC runs consumer_mpi on 2 ranks when it was built. With PYTHON and
 # PYTHON_INSTALL_DIR, the installed gradcomp.torch is imported from the prefix; with PKG_CONFIG,
-# main.cpp is also compiled with `pkg-config --cflags --libs gradcomp` from the prefix.
+# main.cpp is also compiled with `pkg-config --cflags --libs gradcomp` from the prefix. With
+# EXAMPLES_SOURCE_DIR (find_package only), the numbered examples are configured alone against the
+# prefix as a user who copied them would (LibTorch hidden: 02 is left out), built, and those that
+# need one process run.
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
 function(run)
@@ -81,5 +84,23 @@ if(PKG_CONFIG AND MODE STREQUAL "find_package") # a Makefile user's compile line
   run(${CXX} "${CONSUMER_SOURCE_DIR}/main.cpp" -o "${WORK_DIR}/consumer_pc" ${flags})
   run("${WORK_DIR}/consumer_pc")
   message("pkg-config: ${run_output}")
+endif()
+if(EXAMPLES_SOURCE_DIR AND MODE STREQUAL "find_package")
+  run(${CMAKE_COMMAND} -S "${EXAMPLES_SOURCE_DIR}" -B "${WORK_DIR}/examples"
+      -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_DISABLE_FIND_PACKAGE_Torch=ON)
+  run(${CMAKE_COMMAND} --build "${WORK_DIR}/examples")
+  foreach(example 01_compress_only/gradcomp_example_compress_only
+                  04_custom_compressor/gradcomp_example_custom_compressor)
+    run("${WORK_DIR}/examples/${example}")
+    message("examples alone: ${example} ran")
+  endforeach()
+  if(MPIEXEC)
+    foreach(example 03_mpi_vector/gradcomp_example_mpi_vector
+                    05_custom_transport/gradcomp_example_custom_transport)
+      if(NOT EXISTS "${WORK_DIR}/examples/${example}")
+        message(FATAL_ERROR "examples alone: ${example} was not built (gradcomp::mpi not found)")
+      endif()
+    endforeach()
+  endif()
 endif()
 message("consumer test: passed")

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief gradcomp-train's run-time choice of compressor and transport: a pipeline is a
-//! compile-time composition, so the program instantiates one pipeline per compressor over a
-//! type-erased transport and picks them by name.
+//! compile-time composition, so the program picks both by name through the library's type
+//! erasure (gradcomp::any_compressor, gradcomp::any_transport) and instantiates two pipelines:
+//! one for the dense methods (a concrete gradcomp::dense, averaged in place where it can be) and
+//! one for every other host compressor.
 #pragma once
 
 #include <gradcomp/gradcomp.hpp>
@@ -343,73 +345,48 @@ private:
 //! Compressor settings from the command line.
 struct method_settings {
   std::string name = "dense";
-  double density = 0.01;
-  std::uint64_t interval = 10;
-  std::uint64_t seed = 1;
-  std::uint32_t levels = 15; //!< qsgd: levels per sign (--levels).
-  //! Quantizers: values per scale (--quantization-bucket); -1: the quantizer's default.
-  std::int64_t quantization_bucket = -1;
+  //! --density, --interval, --seed, --levels, --quantization-bucket, --threads, --precision and
+  //! --nonfinite as the library's settings of a compressor chosen by name: the host compressors
+  //! are built from them (gradcomp::any_compressor), and check_options() validates them with the
+  //! library's gradcomp::check_named_compressor_settings (their one check).
+  gradcomp::named_compressor_settings compressor;
   std::size_t rank = 2;        //!< powersgd: the approximation rank (--rank).
-  unsigned threads = 1;        //!< compressor threads per rank.
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
-  //! Type of the sent values (--precision): every method rounds to it; fp32 = exact.
-  gradcomp::value_type values = gradcomp::value_type::fp32;
-  //! --nonfinite: every compressor's gradcomp::nonfinite_policy.
-  gradcomp::nonfinite_policy nonfinite = gradcomp::nonfinite_policy::propagate;
 };
 
 //! The names accepted by --compression-scope.
 inline const std::vector<std::string> scope_names = {"layer", "group"};
 
-//! Calls fn(prototype) with the sparse compressor called `s.name` (gradcomp::
-//! with_sparse_compressor). @throws std::invalid_argument on an unknown name.
-template <class Fn>
-decltype(auto) with_sparse_method(const method_settings& s, Fn&& fn) {
-  return gradcomp::with_sparse_compressor(s.name,
-                                          {.density = s.density,
-                                           .interval = s.interval,
-                                           .seed = s.seed,
-                                           .threads = s.threads,
-                                           .values = s.values,
-                                           .nonfinite = s.nonfinite},
-                                          std::forward<Fn>(fn));
+//! --quantization-bucket as given: values per scale, or -1 when left to the quantizer (the
+//! report's and the checkpoint's form).
+inline std::int64_t quantization_bucket_option(const method_settings& s) {
+  const auto& bucket = s.compressor.bucket_elements;
+  return bucket ? std::int64_t{*bucket} : std::int64_t{-1};
 }
 
-//! The quantizers' values per scale from --quantization-bucket (empty: the quantizer's own).
-inline std::optional<std::uint32_t> quantization_bucket(const method_settings& s) {
-  return s.quantization_bucket < 0
-             ? std::nullopt
-             : std::optional(static_cast<std::uint32_t>(s.quantization_bucket));
-}
+//! The compressor of every method that is not dense (the sparse ones and the quantizers): the
+//! host compressor chosen by name (gradcomp::any_compressor, one pipeline type for all of them),
+//! behind a size_switch that sends layers of fewer than --dense-below elements dense.
+using selecting_compressor = gradcomp::size_switch<gradcomp::dense, gradcomp::any_compressor>;
 
-//! Calls fn(prototype) with the compressor called `s.name` (a generic lambda is instantiated
-//! once per compressor type); sparse methods are wrapped in a size_switch that sends layers of
-//! fewer than s.dense_below elements dense. @throws std::invalid_argument on an unknown name.
+//! Calls fn(prototype) with the compressor of method `s.name`: gradcomp::dense for dense, fp16
+//! and powersgd (kept concrete: the pipeline averages a lossless dense compressor in place),
+//! else a selecting_compressor. fn is instantiated for these two types only.
+//! @throws std::invalid_argument on an unknown name or bad settings (naming them).
 template <class Fn>
 decltype(auto) with_method(const method_settings& s, Fn&& fn) {
-  // every value goes out in s.values (--precision); method fp16 is dense in fp16 whatever it says
-  const gradcomp::dense plain({.values = s.values, .threads = s.threads, .nonfinite = s.nonfinite});
+  const gradcomp::named_compressor_settings& c = s.compressor;
+  // every value goes out in c.values (--precision); method fp16 is dense in fp16 whatever it says
+  const gradcomp::dense plain({.values = c.values, .threads = c.threads, .nonfinite = c.nonfinite});
   if (s.name == "dense" || s.name == "powersgd") { // powersgd compresses in its own exchange
     return fn(plain);                              // (powersgd.hpp): profiled as dense
   }
   if (s.name == "fp16") {
     return fn(gradcomp::dense(
-        {.values = gradcomp::value_type::fp16, .threads = s.threads, .nonfinite = s.nonfinite}));
+        {.values = gradcomp::value_type::fp16, .threads = c.threads, .nonfinite = c.nonfinite}));
   }
-  if (gradcomp::is_quantizer_name(s.name)) {
-    return gradcomp::with_quantizer(
-        s.name,
-        {.seed = s.seed,
-         .levels = s.levels,
-         .bucket_elements = quantization_bucket(s),
-         .threads = s.threads,
-         .nonfinite = s.nonfinite},
-        [&](auto q) { return fn(gradcomp::size_switch(s.dense_below, plain, std::move(q))); });
-  }
-  return with_sparse_method(s, [&](auto sparse) {
-    return fn(gradcomp::size_switch(s.dense_below, plain, std::move(sparse)));
-  });
+  return fn(selecting_compressor(s.dense_below, plain, gradcomp::any_compressor(s.name, c)));
 }
 
 //! Whether the method quantizes every value (signsgd, terngrad, qsgd).
@@ -419,7 +396,7 @@ inline bool is_quantizer_method(const std::string& name) {
 
 //! Whether the method sends a density of the gradient (a top-k or threshold compressor).
 inline bool is_sparse_method(const std::string& name) {
-  return name != "dense" && name != "fp16" && name != "powersgd" && !is_quantizer_method(name);
+  return gradcomp::is_sparse_compressor_name(name);
 }
 
 //! Bits per value of a quantizing method's messages on the wire (1 + bit_width(levels); signsgd
@@ -428,15 +405,14 @@ inline unsigned quantizer_bits(const method_settings& s) {
   if (s.name == "signsgd") {
     return 1;
   }
-  return gradcomp::quantized_code_bits(s.name == "qsgd" ? s.levels : 1, true);
+  return gradcomp::quantized_code_bits(s.name == "qsgd" ? s.compressor.levels : 1, true);
 }
 
 //! Values per scale of a quantizing method's compressor as built (--quantization-bucket or the
 //! quantizer's default; 0: one scale per message), for the planner's message size.
 //! @pre is_quantizer_method(s.name).
 inline std::uint32_t quantizer_bucket_elements(const method_settings& s) {
-  return gradcomp::with_quantizer(s.name,
-                                  {.levels = s.levels, .bucket_elements = quantization_bucket(s)},
+  return gradcomp::with_quantizer(s.name, s.compressor,
                                   [](const auto& q) { return q.bucket_elements(); });
 }
 
@@ -467,9 +443,9 @@ inline std::unique_ptr<gradient_exchange> make_exchange(const gradcomp::mpi::com
           std::move(numel), groups, std::move(prototype), mc, scope, comm,
           coded_options(transport));
     }
-    return std::make_unique<pipeline_exchange<C>>(std::move(numel), groups, std::move(prototype),
-                                                  mc, scope,
-                                                  make_transport(comm, transport, method.density));
+    return std::make_unique<pipeline_exchange<C>>(
+        std::move(numel), groups, std::move(prototype), mc, scope,
+        make_transport(comm, transport, method.compressor.density));
   });
 }
 

@@ -163,13 +163,13 @@ inline nlohmann::json common_config(const train_options& o,
                                     const std::string& blas) {
   return {{"ranks", ranks},
           {"method", o.method.name},
-          {"density", o.method.density},
-          {"interval", o.method.interval},
-          {"levels", o.method.levels},
+          {"density", o.method.compressor.density},
+          {"interval", o.method.compressor.interval},
+          {"levels", o.method.compressor.levels},
           // the quantizers' values per scale as built (their default resolved); else -1
           {"quantization_bucket", is_quantizer_method(o.method.name)
                                       ? std::int64_t{quantizer_bucket_elements(o.method)}
-                                      : o.method.quantization_bucket},
+                                      : quantization_bucket_option(o.method)},
           {"dense_below_elements", o.method.dense_below},
           {"model", o.model},
           {"epochs", o.epochs},

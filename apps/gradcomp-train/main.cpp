@@ -82,6 +82,10 @@ int main(int argc, char** argv) {
   const bool root = rank_from_environment() == 0;
   try {
     app.parse(argc, argv);
+    // the compressor settings' other fields (--precision is one of precision_names by now)
+    o.method.compressor.seed = o.seed;
+    o.method.compressor.values = gt::wire_type(o.large_batch.precision);
+    o.method.compressor.threads = static_cast<unsigned>(o.threads);
     gt::check_options(o);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) { // --help
@@ -96,9 +100,6 @@ int main(int argc, char** argv) {
     }
     return exit_bad_input;
   }
-  o.method.seed = o.seed;
-  o.method.values = gt::wire_type(o.large_batch.precision);
-  o.method.threads = static_cast<unsigned>(o.threads);
 
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
@@ -127,7 +128,7 @@ int main(int argc, char** argv) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     std::fprintf(stderr, "gradcomp-train: rank %d: error: %s\n", rank, e.what());
     if (std::string_view(e.what()).find("NaN") != std::string_view::npos &&
-        o.method.nonfinite == gradcomp::nonfinite_policy::propagate) {
+        o.method.compressor.nonfinite == gradcomp::nonfinite_policy::propagate) {
       // the wire refuses NaN (gradcomp::nonfinite_policy::propagate): the training diverged
       std::fprintf(stderr,
                    "gradcomp-train: rank %d: hint: a gradient became NaN (the training "

@@ -49,7 +49,7 @@ struct demo_options {
   std::vector<std::string> methods;
 };
 
-namespace gx = gradcomp_examples;
+namespace gx = gradcomp_apps;
 using gx::cnn;
 using gx::dataset;
 

@@ -105,7 +105,7 @@ make_powersgd_exchange(const gradcomp::mpi::communicator& comm,
     shapes.push_back({rows, static_cast<std::size_t>(p.numel()) / rows});
   }
   return std::make_unique<powersgd_exchange>(
-      comm, shapes, gradcomp::powersgd_options{.rank = method.rank, .seed = method.seed},
+      comm, shapes, gradcomp::powersgd_options{.rank = method.rank, .seed = method.compressor.seed},
       ring_options(transport));
 }
 

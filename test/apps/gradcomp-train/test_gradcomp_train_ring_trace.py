@@ -18,7 +18,7 @@ from train_runner import run as run_train
 
 pytestmark = needs_train
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
+REPO = pathlib.Path(__file__).resolve().parents[3]
 
 
 def rows(path):

@@ -3,7 +3,7 @@
 //! @brief The training data of gradcomp-train's synchronous training: the Fashion-MNIST sets, an
 //! epoch cut into each rank's shard and its batches, and transport coded's global batch. The
 //! epoch's order of the samples and a rank's shard of it (DistributedSampler's layout) live in
-//! examples/common/sample_order.hpp, which scripts/ddp_train.py reproduces exactly.
+//! apps/common/sample_order.hpp, which scripts/ddp_train.py reproduces exactly.
 #pragma once
 
 #include <torch/torch.h>

@@ -118,11 +118,11 @@ public:
       }
     }
     if (s_.density_warmup_epochs > 0) {
-      warmup_ = gradcomp::density_warmup{.initial_density =
-                                             std::max(s_.warmup_initial_density, method_.density),
-                                         .final_density = method_.density,
-                                         .warmup_epochs = s_.density_warmup_epochs,
-                                         .stepped = s_.warmup_stepped};
+      warmup_ = gradcomp::density_warmup{
+          .initial_density = std::max(s_.warmup_initial_density, method_.compressor.density),
+          .final_density = method_.compressor.density,
+          .warmup_epochs = s_.density_warmup_epochs,
+          .stepped = s_.warmup_stepped};
       warmup_.validate();
     }
     if (s_.clip_norm > 0) {
@@ -156,7 +156,7 @@ public:
     }
     const double total = s_.density_warmup_epochs > 0
                              ? warmup_.at_iteration(i, iterations_per_epoch_)
-                             : method_.density;
+                             : method_.compressor.density;
     if (s_.adaptive_density && it > 0) {
       // every rank's squared norms summed: weight = the layer's norm over all local gradients
       MPI_Request r = MPI_REQUEST_NULL;
@@ -288,7 +288,7 @@ public:
     if (s_.adaptive_density) {
       j["last_layer_densities"] = layer_density_;
       j["layer_numel"] = numel_;
-      j["adaptive_min_density"] = method_.density / s_.adaptive_floor_divisor;
+      j["adaptive_min_density"] = method_.compressor.density / s_.adaptive_floor_divisor;
     }
     if (s_.residual_stats) {
       nlohmann::json r = residual_epochs_;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The LibTorch examples' sample order (examples/common/sample_order.hpp): golden values that
-// scripts/ddp_train.py must reproduce too (test/python/test_ddp_train.py asserts the same), a
+// The programs' sample order (apps/common/sample_order.hpp): golden values that
+// scripts/ddp_train.py must reproduce too (test/scripts/test_ddp_train.py asserts the same), a
 // permutation, and DistributedSampler's layout of the shards.
 #include "../common/catch.hpp"
 
@@ -9,9 +9,9 @@
 #include <numeric>
 #include <vector>
 
-#include "../../examples/common/sample_order.hpp"
+#include "../../apps/common/sample_order.hpp"
 
-namespace gx = gradcomp_examples;
+namespace gx = gradcomp_apps;
 
 TEST_CASE("sample order: splitmix64 matches the published reference sequence") {
   gx::splitmix64 rng(0); // Steele et al.'s reference generator from state 0

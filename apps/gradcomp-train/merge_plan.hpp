@@ -93,7 +93,7 @@ planner_cost_model(const sync_setup& s,
   gradcomp::schedule::cost_model model;
   model.communication_seconds = transport_cost(s.o.transport, s.ranks, net, intra_group);
   if (is_sparse_method(s.o.method.name)) {
-    model.message.density = s.o.method.density;
+    model.message.density = s.o.method.compressor.density;
   } else if (is_quantizer_method(s.o.method.name)) {
     model.message.quantized_bits = quantizer_bits(s.o.method);
     model.message.quantized_bucket_elements = quantizer_bucket_elements(s.o.method);

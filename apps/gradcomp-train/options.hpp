@@ -30,27 +30,29 @@ inline void add_options(CLI::App& app, train_options& o) {
   app.add_option("--method", o.method.name, "gradient compressor")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::method_names));
-  app.add_option("--density", o.method.density, "fraction of each gradient sent, in (0, 1]")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0));
-  app.add_option("--interval", o.method.interval,
-                 "reused_threshold: exact top-k every S iterations")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+  // --density, --interval, --levels (and --threads, --seed, --precision, --nonfinite) fill the
+  // library's compressor settings, which check_options() validates with the library's check
+  gradcomp::named_compressor_settings& cs = o.method.compressor;
+  app.add_option("--density", cs.density, "fraction of each gradient sent, in (0, 1]")
+      ->capture_default_str();
+  app.add_option("--interval", cs.interval,
+                 "reused_threshold: exact top-k every S iterations, S >= 1")
+      ->capture_default_str();
   app.add_option("--rank", o.method.rank,
                  "powersgd: the approximation rank r (each layer's gradient sent as two factors "
                  "of r columns; --transport ring)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1024));
-  app.add_option("--levels", o.method.levels,
+  app.add_option("--levels", cs.levels,
                  "qsgd: quantization levels per sign, S in [1, 32768] (15: 5 bits per value, "
                  "255: 9)")
-      ->capture_default_str()
-      ->check(CLI::Range(1, 32768));
-  app.add_option("--quantization-bucket", o.method.quantization_bucket,
-                 "signsgd, terngrad, qsgd: values per scale, E in [0, 2^32) (0: one scale per "
-                 "layer, or per merge group with --compression-scope group; default: qsgd 512, "
-                 "signsgd and terngrad 0)")
+      ->capture_default_str();
+  app.add_option_function<std::int64_t>(
+         "--quantization-bucket",
+         [&cs](std::int64_t e) { cs.bucket_elements = static_cast<std::uint32_t>(e); },
+         "signsgd, terngrad, qsgd: values per scale, E in [0, 2^32) (0: one scale per "
+         "layer, or per merge group with --compression-scope group; default: qsgd 512, "
+         "signsgd and terngrad 0)")
       ->check(CLI::Range(std::int64_t{0}, std::int64_t{4294967295}));
   app.add_option("--transport", o.transport.name,
                  "exchange: allreduce (MPI_Iallreduce), ring, allgather (sparse), ps, "
@@ -114,8 +116,8 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_option_function<std::string>(
          "--nonfinite",
-         [&o](const std::string& name) {
-           o.method.nonfinite = gradcomp::nonfinite_policy_from_string(name);
+         [&cs](const std::string& name) {
+           cs.nonfinite = gradcomp::nonfinite_policy_from_string(name);
          },
          "NaN / infinity in a gradient: propagate (send it), raise (end the run naming the "
          "layer and element) or skip_step (every rank skips the step; nothing finite is lost)")
@@ -345,7 +347,9 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1.0));
 }
 
-//! Checks the options against each other after parsing (what CLI11's validators cannot).
+//! Checks the options against each other after parsing (what CLI11's validators cannot), and
+//! the compressor settings (o.method.compressor, complete: main() copies --seed, --precision and
+//! --threads into them before) with the library's check.
 //! @throws CLI::ValidationError naming the option and the problem.
 inline void check_options(const train_options& o) {
   namespace gt = gradcomp_train;
@@ -413,8 +417,8 @@ inline void check_options(const train_options& o) {
   if (o.method.name == "powersgd" &&
       (o.transport.name != "ring" || o.sync != "sync" || o.parallel != "data" ||
        lb.precision != "fp32" || lb.loss_scale != "none" ||
-       o.method.nonfinite != gradcomp::nonfinite_policy::propagate || !o.checkpoint.empty() ||
-       !o.resume.empty())) {
+       o.method.compressor.nonfinite != gradcomp::nonfinite_policy::propagate ||
+       !o.checkpoint.empty() || !o.resume.empty())) {
     throw CLI::ValidationError("--method", "powersgd runs its own two ring allreduces: it needs "
                                            "--transport ring, --sync sync, --parallel data, "
                                            "--precision fp32, no --loss-scale, --nonfinite "
@@ -435,7 +439,7 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError("--mp-layers", why);
   }
   if (lb.inject_overflow_at >= 0 && lb.loss_scale == "none" &&
-      o.method.nonfinite == gradcomp::nonfinite_policy::propagate) {
+      o.method.compressor.nonfinite == gradcomp::nonfinite_policy::propagate) {
     throw CLI::ValidationError("--inject-overflow-at",
                                "needs --loss-scale (dynamic or S) or --nonfinite raise or "
                                "skip_step");
@@ -486,9 +490,10 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError("--warmup-initial-density",
                                format("density %g is outside (0, 1]", fs.warmup_initial_density));
   }
-  if (!(o.method.density > 0.0)) {
-    throw CLI::ValidationError("--density",
-                               format("density %g is outside (0, 1]", o.method.density));
+  try { // the compressor settings' one check: the library's (density, interval, levels, threads)
+    gradcomp::check_named_compressor_settings(o.method.compressor);
+  } catch (const std::invalid_argument& e) {
+    throw CLI::ValidationError("--density/--interval/--levels/--threads", e.what());
   }
 }
 

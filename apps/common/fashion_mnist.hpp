@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief What the LibTorch examples share: the Fashion-MNIST IDX reader (gzip-compressed, as
+//! @brief What the LibTorch programs share: the Fashion-MNIST IDX reader (gzip-compressed, as
 //! Debian's dataset-fashion-mnist ships them, or uncompressed), the data folder default, and
 //! the networks (ddp-baseline's CNN, a deeper VGG-style net and S3's MLP).
 #pragma once
@@ -19,7 +19,7 @@
 #include <vector>
 #include <zlib.h>
 
-namespace gradcomp_examples {
+namespace gradcomp_apps {
 
 namespace fs = std::filesystem;
 
@@ -160,7 +160,7 @@ inline dataset load_fashion_mnist(const fs::path& dir, bool train, std::int64_t 
 }
 
 //! Replacements of a model's fully connected layers by name: gradcomp-train --parallel hybrid
-//! runs some of them model parallel (examples/gradcomp-train/hybrid.hpp). Empty, or disabled,
+//! runs some of them model parallel (apps/gradcomp-train/hybrid.hpp). Empty, or disabled,
 //! every layer runs as itself.
 struct fc_overrides {
   std::map<std::string, std::function<torch::Tensor(const torch::Tensor&)>> by_name;
@@ -264,4 +264,4 @@ struct mlp_impl : torch::nn::Module {
 };
 TORCH_MODULE_IMPL(mlp, mlp_impl);
 
-} // namespace gradcomp_examples
+} // namespace gradcomp_apps

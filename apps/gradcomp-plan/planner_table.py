@@ -6,7 +6,7 @@ of docs/planner.md: predicted t_iter of every strategy in ms and what optimal ga
 table scales ResNet-50's and VGG-16's compute times (forward and backward) by 1/8, a proxy (an
 assumption, not a measurement) for a GPU 8x faster than the one PipeDream profiled.
 
-Usage: planner_table.py PATH/TO/gradcomp-plan [PROFILE_DIR]  (default: examples/profiles)
+Usage: planner_table.py PATH/TO/gradcomp-plan [PROFILE_DIR]  (default: apps/gradcomp-plan/profiles)
 """
 import json
 import pathlib
@@ -67,7 +67,7 @@ def table(tool, profiles):
 
 def main():
     tool = sys.argv[1]
-    profile_dir = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else "examples/profiles")
+    profile_dir = pathlib.Path(sys.argv[2] if len(sys.argv) > 2 else "apps/gradcomp-plan/profiles")
     table(tool, [(profile_dir / f"{stem}.csv", shown, forward)
                  for stem, shown, forward in PROFILES])
     print()

@@ -65,7 +65,7 @@ inline bool stderr_is_terminal() {
 struct sync_update {
   explicit sync_update(const sync_setup& s)
       : update(s.model.params, s.o.large_batch, s.o.lr, s.correction ? 0.0 : s.o.momentum),
-        scaling(s.o.large_batch, s.o.method.nonfinite, s.rank, s.ranks),
+        scaling(s.o.large_batch, s.o.method.compressor.nonfinite, s.rank, s.ranks),
         learning_rate(s.o.lr, s.o.large_batch, s.data.iterations_per_epoch, s.o.epochs) {
     if (s.model.hybrid->active()) {
       mp_update.emplace(s.model.mp_params, s.o.large_batch, s.o.lr, s.o.momentum);

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The training samples' order of the LibTorch examples, written out so that another
+//! @brief The training samples' order of the LibTorch programs, written out so that another
 //! program can reproduce it exactly: scripts/ddp_train.py (the PyTorch DDP peer of the main
 //! job) implements the same three steps in Python and trains on the same batches.
 //!
@@ -12,15 +12,15 @@
 //!    integer generation in an interval", ACM TOMACS 29(1), 2019): exact, no modulo bias;
 //! 3. Durstenfeld's Fisher-Yates shuffle of 0 .. n-1, i from n-1 down to 1, swapping i with a
 //!    uniform j in [0, i].
-//! Golden values of the first positions are asserted in test/torch/sample_order_test.cpp and in
-//! test/python/test_ddp_train.py, so the two implementations cannot drift apart.
+//! Golden values of the first positions are asserted in test/apps/sample_order_test.cpp and in
+//! test/scripts/test_ddp_train.py, so the two implementations cannot drift apart.
 #pragma once
 
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
-namespace gradcomp_examples {
+namespace gradcomp_apps {
 
 //! splitmix64: a 64-bit generator whose whole state is one word. Deterministic; not for
 //! cryptography.
@@ -87,4 +87,4 @@ shard(std::int64_t n, int ranks, int rank, std::uint64_t seed, int epoch) {
   return mine;
 }
 
-} // namespace gradcomp_examples
+} // namespace gradcomp_apps

@@ -33,7 +33,7 @@
 
 namespace gradcomp_train {
 
-namespace gx = gradcomp_examples;
+namespace gx = gradcomp_apps;
 
 //! Exit statuses besides 0 (success) and 1 (an exception, a report that cannot be written).
 inline constexpr int exit_bad_input = 2;
@@ -176,7 +176,7 @@ inline void barrier(const gradcomp::mpi::communicator& comm) {
 
 // ---- the model ---------------------------------------------------------------------------------
 
-//! A network of examples/common/fashion_mnist.hpp, type-erased.
+//! A network of apps/common/fashion_mnist.hpp, type-erased.
 struct network {
   torch::nn::AnyModule module;
   std::shared_ptr<torch::nn::Module> base;

@@ -2,7 +2,7 @@
 """scripts/ddp_train.py (the PyTorch DDP peer of the main job) and scripts/compare-runs.py.
 
 The sample order must be gradcomp-train's exactly (golden values shared with
-test/torch/sample_order_test.cpp), the shards DistributedSampler's layout, and the network's
+test/apps/sample_order_test.cpp), the shards DistributedSampler's layout, and the network's
 initial weights gradcomp-train's: a no-communication run of each on the same data starts from the
 same test loss. Runs use 2 local ranks on a few hundred samples (mpiexec as the launcher).
 """
