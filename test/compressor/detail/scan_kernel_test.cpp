@@ -4,12 +4,12 @@
 // error-feedback accumulation, across caps that overflow and thresholds 0 and above all.
 #include <gradcomp/compressor/detail/scan_kernel.hpp>
 
-#include "../common/catch.hpp"
+#include "../../common/catch.hpp"
 
 #include <bit>
 #include <random>
 
-#include "../common/generators.hpp"
+#include "../../common/generators.hpp"
 
 using namespace gradcomp::detail;
 

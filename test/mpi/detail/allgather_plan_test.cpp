@@ -6,7 +6,7 @@
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "../common/catch.hpp"
+#include "../../common/catch.hpp"
 #include <climits>
 
 #include <cstdint>

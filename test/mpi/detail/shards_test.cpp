@@ -7,7 +7,7 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
 
-#include "../common/catch.hpp"
+#include "../../common/catch.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "../common/generators.hpp"
-#include "../common/quantized_round_trip.hpp"
-#include "../common/same_bits.hpp"
+#include "../../common/generators.hpp"
+#include "../../common/quantized_round_trip.hpp"
+#include "../../common/same_bits.hpp"
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
