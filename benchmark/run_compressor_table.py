@@ -1,12 +1,13 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""Runs the compressor benchmarks and turns one run into docs/benchmarks.md.
+"""Runs the compressor benchmarks and turns one run into a results folder of the archive.
 
 Runs gradcomp_bench_torch_topk when it was built (the compressor cases plus torch::topk in one
 process), else gradcomp_bench_compressors, with JSON output; prints Markdown tables whose ratios
 all come from that one run (ours against std::nth_element, torch::topk and the memory floors),
-and writes docs/benchmarks.md with an SVG plot in docs/img/. Standard library only: run it with
-any Python 3 (Debian's /usr/bin/python3 is fine).
+and writes them with an SVG plot into --out (default lab/results/<today>-compressor-table/:
+benchmarks.md and the plot); the headline of docs/benchmarks.md is then updated from it by
+hand. Standard library only: run it with any Python 3 (Debian's /usr/bin/python3 is fine).
 
   benchmark/run_compressor_table.py                 # build-bench/, full sweep (~10 min, 2 cores)
   benchmark/run_compressor_table.py --build         # configure and build first
@@ -385,7 +386,7 @@ def svg_plot(res, dist, density, path):
     return True
 
 
-def render(res, head, context, info, run_info):
+def render(res, head, context, info, run_info, out_dir):
     n_h = HEADLINE_LOG2N
     lines = []
     add = lines.append
@@ -470,9 +471,9 @@ def render(res, head, context, info, run_info):
     add("")
     add(headline_throughput_table(res))
     add("")
-    plot = REPO / "docs" / "img" / "compressor_time_normal_d0.01.svg"
+    plot = out_dir / "compressor_time_normal_d0.01.svg"
     if svg_plot(res, "normal", HEADLINE_DENSITY, plot):
-        add(f"![time per call against n](img/{plot.name})")
+        add(f"![time per call against n]({plot.name})")
         add("")
     add("## exact_top_k against the baselines, all sizes")
     add("")
@@ -535,7 +536,9 @@ def main():
     ap.add_argument("--json", type=Path, help="render from this saved run instead of running")
     ap.add_argument("--stat", default="median_ms", choices=["median_ms", "min_ms"],
                     help="per-call statistic of the sweep tables (default: median call)")
-    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/ alone")
+    ap.add_argument("--no-write", action="store_true", help="print only; write no files")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results folder (default lab/results/<today>-compressor-table)")
     args = ap.parse_args()
 
     if args.json:
@@ -574,16 +577,18 @@ def main():
         print(exact_vs_baselines_table(res, dist))
         print()
     if not args.no_write:
-        doc = REPO / "docs" / "benchmarks.md"
-        doc.parent.mkdir(parents=True, exist_ok=True)
+        out_dir = args.out or (REPO / "lab" / "results" /
+                               f"{datetime.date.today().isoformat()}-compressor-table")
+        out_dir.mkdir(parents=True, exist_ok=True)
+        doc = out_dir / "benchmarks.md"
         # the hand-written analysis after the marker survives regeneration
         kept = ""
         if doc.exists():
             old = doc.read_text()
             if KEEP_MARKER in old:
                 kept = old[old.index(KEEP_MARKER) + len(KEEP_MARKER):]
-        doc.write_text(render(res, head, context, info, run_info) + KEEP_MARKER + kept)
-        print(f"wrote {doc.relative_to(REPO)}", file=sys.stderr)
+        doc.write_text(render(res, head, context, info, run_info, out_dir) + KEEP_MARKER + kept)
+        print(f"wrote {doc}", file=sys.stderr)
 
 
 if __name__ == "__main__":

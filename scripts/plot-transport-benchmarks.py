@@ -5,7 +5,8 @@
     scripts/plot-transport-benchmarks.py [--data DIR] [--out DIR] [--tables] [--cost-tool PATH]
 
 Reads the JSON files that `gradcomp_bench_transports --json` wrote (one per configuration:
-local2, local4, emu2-1g, emu4-1g, emu2-10g; default DIR docs/img/transport-benchmarks/data)
+local2, local4, emu2-1g, emu4-1g, emu2-10g; default DIR
+lab/results/2026-11-23-transport-benchmarks/data)
 and writes, into --out (default docs/img/transport-benchmarks):
 
 * dense-CONFIG.svg: median time of one dense allreduce against message size (log-log) for
@@ -476,8 +477,11 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     default_out = os.path.join(here, "..", "docs", "img", "transport-benchmarks")
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", default=os.path.join(default_out, "data"),
-                    help="folder with CONFIG.json (default: docs/img/transport-benchmarks/data)")
+    default_data = os.path.join(here, "..", "lab", "results", "2026-11-23-transport-benchmarks",
+                                "data")
+    ap.add_argument("--data", default=default_data,
+                    help="folder with CONFIG.json (default: the archived run, "
+                         "lab/results/2026-11-23-transport-benchmarks/data)")
     ap.add_argument("--out", default=default_out,
                     help="folder for the SVGs (default: docs/img/transport-benchmarks)")
     ap.add_argument("--tables", action="store_true", help="print the Markdown ratio tables")
