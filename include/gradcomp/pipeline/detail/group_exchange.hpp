@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief How a pipeline group goes through its transport: detail::exchange_group (the
-//! communication thread's start() to wait() of one group, by messages or in place),
+//! communication thread's start() to wait() of one group, by messages or in place), whether a
+//! pipeline takes the in-place path (detail::in_place_capable, detail::takes_in_place),
 //! detail::copy_in_place (the in-place path's copy of a gradient into the group's buffer) and
 //! detail::transport_counts_bytes.
 #pragma once
 
 #include <gradcomp/compressor/compressor.hpp>
+#include <gradcomp/compressor/dense.hpp>
+#include <gradcomp/compressor/nonfinite_policy.hpp>
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/pipeline/detail/communication_thread.hpp>
 #include <gradcomp/pipeline/detail/group_layout.hpp>
@@ -16,9 +19,34 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <type_traits>
 #include <vector>
 
 namespace gradcomp::detail {
+
+//! @brief Whether a pipeline of Compressor over Transport can average its groups in place,
+//! without messages (see gradcomp::pipeline): the lossless gradcomp::dense compressor over a
+//! pipeline_policy::in_place_transport (one part per rank).
+template <class Compressor, class Transport>
+inline constexpr bool in_place_capable =
+    !pipeline_policy::multi_part_transport<Transport> &&
+    pipeline_policy::in_place_transport<Transport> && std::is_same_v<Compressor, dense>;
+
+//! @brief Whether a pipeline takes the in-place path: the types allow it (in_place_capable),
+//! its error feedback is per layer (`per_layer`) without momentum correction (`momentum` 0),
+//! `prototype` sends float32 values under nonfinite_policy::propagate, and `transport`
+//! accepts it (asked last, only if everything else holds). O(1).
+template <class Compressor, class Transport>
+[[nodiscard]] bool
+takes_in_place(Transport& transport, const Compressor& prototype, bool per_layer, float momentum) {
+  if constexpr (in_place_capable<Compressor, Transport>) {
+    return per_layer && momentum == 0.0f && prototype.get_options().values == value_type::fp32 &&
+           nonfinite_of(prototype.get_options()) == nonfinite_policy::propagate &&
+           transport.accepts_in_place();
+  } else {
+    return false;
+  }
+}
 
 //! @brief Whether `transport` reports its bytes: a pipeline_policy::byte_counting_transport,
 //! and its counts_bytes() where it has one (gradcomp::any_transport over a transport without

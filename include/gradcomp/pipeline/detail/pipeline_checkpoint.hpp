@@ -1,18 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The pieces of gradcomp::pipeline's checkpoint that are not error feedback:
-//! detail::pipeline_shape (layer sizes, parts, scope, momentum; checked on load) and the
-//! grouping in use (detail::save_grouping, detail::load_grouping: validated on load).
+//! @brief gradcomp::pipeline's checkpoint: detail::pipeline_shape (layer sizes, parts, scope,
+//! momentum; checked on load), and what save_state() writes in which order and how
+//! load_state() reads it all before it changes anything (detail::save_pipeline,
+//! detail::load_pipeline).
 #pragma once
 
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/error.hpp>
-#include <gradcomp/schedule/grouping.hpp>
+#include <gradcomp/pipeline/detail/feedback_state.hpp>
+#include <gradcomp/pipeline/detail/layer_slots.hpp>
 
 #include <cstddef>
-#include <cstdint>
 #include <span>
+#include <utility>
+#include <vector>
 
 namespace gradcomp::detail {
 
@@ -52,35 +55,75 @@ struct pipeline_shape {
   }
 };
 
-//! Writes a grouping: its tag, the group count, each group's [begin, end).
-inline void save_grouping(state_writer& w, const schedule::grouping& grouping) {
-  w.tag("grouping");
-  w.u64(grouping.size());
-  for (const schedule::layer_group& g : grouping) {
-    w.u64(g.begin);
-    w.u64(g.end);
+//! The shape `feedback` records, with the slots `slots` (layer sizes, parts). O(1).
+template <class Compressor>
+[[nodiscard]] pipeline_shape shape_of(const layer_slots& slots,
+                                      const feedback_state<Compressor>& feedback) noexcept {
+  return {slots.numel(), slots.parts(), feedback.per_group(), feedback.momentum()};
+}
+
+//! @brief pipeline::save_state: the shape, the prototype, the grouping and re-planning status
+//! (`replan`, a detail::replanning), then every slot's error feedback (per_layer), or every
+//! group's compressors (of `iteration`, a detail::iteration_engine) then the residuals and
+//! velocities (per_group). O(total elements).
+template <class Compressor, class Replanning, class Iteration>
+void save_pipeline(state_writer& w,
+                   const layer_slots& slots,
+                   const feedback_state<Compressor>& feedback,
+                   const Replanning& replan,
+                   const Iteration& iteration) {
+  shape_of(slots, feedback).save_state(w);
+  feedback.prototype().save_state(w);
+  replan.save_state(w);
+  for (const auto& f : feedback.slot_feedback()) {
+    f.save_state(w);
+  }
+  if (feedback.per_group()) {
+    for (const auto& state : iteration.groups()) {
+      for (const Compressor& c : state.compressors) {
+        c.save_state(w);
+      }
+    }
+    feedback.group_buffers().save_state(w);
   }
 }
 
-//! Reads what save_grouping() wrote, for `layers` layers.
-//! @throws state_error if the count is 0 or above `layers`, or the grouping is not valid.
-[[nodiscard]] inline schedule::grouping load_grouping(state_reader& r, std::size_t layers) {
-  r.expect_tag("grouping");
-  const std::uint64_t count = r.u64("grouping size");
-  if (count == 0 || count > layers) {
-    throw state_error(
-        concat("gradcomp state: a grouping of ", count, " groups for ", layers, " layers"));
+//! @brief pipeline::load_state: reads what save_pipeline() wrote, checking the shape and the
+//! grouping, into copies (the error feedback) and new group state (the per-group compressors
+//! start from the current prototype), checks that the reader's payload ends, and only then
+//! commits to `feedback`, `replan` and `iteration`: all or nothing. O(total elements); peak
+//! memory about twice the residuals and velocities, plus the new group buffers.
+//! @throws state_error naming what differs or is invalid; nothing changed then.
+template <class Compressor, class Replanning, class Iteration>
+void load_pipeline(state_reader& r,
+                   const layer_slots& slots,
+                   feedback_state<Compressor>& feedback,
+                   Replanning& replan,
+                   Iteration& iteration) {
+  shape_of(slots, feedback).expect(r);
+  Compressor prototype = feedback.prototype();
+  prototype.load_state(r);
+  auto plan = replan.read_state(r, slots.layers());
+  std::vector<error_feedback<Compressor>> slot_feedback = feedback.slot_feedback();
+  for (auto& f : slot_feedback) {
+    f.load_state(r);
   }
-  schedule::grouping grouping(static_cast<std::size_t>(count));
-  for (schedule::layer_group& g : grouping) {
-    g.begin = static_cast<std::size_t>(r.u64("group begin"));
-    g.end = static_cast<std::size_t>(r.u64("group end"));
+  auto layout = iteration.layout_of(plan.grouping, feedback);
+  std::pair<std::vector<float>, std::vector<float>> buffers;
+  if (feedback.per_group()) {
+    for (auto& state : layout.groups) {
+      for (Compressor& c : state.compressors) {
+        c = feedback.prototype();
+        c.load_state(r);
+      }
+    }
+    buffers = feedback.group_buffers().read_state(r);
   }
-  if (!schedule::is_valid_grouping(grouping, layers)) {
-    throw state_error(concat("gradcomp state: the checkpoint's grouping of ", count,
-                             " groups is not valid for ", layers, " layers"));
-  }
-  return grouping;
+  r.require_end(); // a pipeline's state is a whole payload (gradcomp::load_state)
+  // everything read: commit
+  feedback.commit(std::move(prototype), std::move(slot_feedback), std::move(buffers));
+  replan.commit(std::move(plan));
+  iteration.adopt(std::move(layout), feedback.per_group());
 }
 
 } // namespace gradcomp::detail

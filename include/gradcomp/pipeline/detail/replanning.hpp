@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief detail::replan_status and detail::kept_grouping_policy: the pipeline's online
-//! re-planning bookkeeping (the warm-up's measurements, whether it re-planned, and the policy it
-//! keeps to re-plan once) and its checkpoint.
+//! @brief detail::replanning: the pipeline's grouping in use and its online re-planning (the
+//! warm-up's measurements, whether it re-planned, and the policy it keeps to re-plan once) with
+//! their checkpoint (with the grouping's: detail::save_grouping, detail::load_grouping); built
+//! from detail::replan_status and detail::kept_grouping_policy.
 #pragma once
 
 #include <gradcomp/checkpoint/state_stream.hpp>
@@ -12,6 +13,7 @@
 #include <gradcomp/schedule/grouping.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <optional>
 #include <span>
@@ -19,6 +21,37 @@
 #include <utility>
 
 namespace gradcomp::detail {
+
+//! Writes a grouping: its tag, the group count, each group's [begin, end).
+inline void save_grouping(state_writer& w, const schedule::grouping& grouping) {
+  w.tag("grouping");
+  w.u64(grouping.size());
+  for (const schedule::layer_group& g : grouping) {
+    w.u64(g.begin);
+    w.u64(g.end);
+  }
+}
+
+//! Reads what save_grouping() wrote, for `layers` layers.
+//! @throws state_error if the count is 0 or above `layers`, or the grouping is not valid.
+[[nodiscard]] inline schedule::grouping load_grouping(state_reader& r, std::size_t layers) {
+  r.expect_tag("grouping");
+  const std::uint64_t count = r.u64("grouping size");
+  if (count == 0 || count > layers) {
+    throw state_error(
+        concat("gradcomp state: a grouping of ", count, " groups for ", layers, " layers"));
+  }
+  schedule::grouping grouping(static_cast<std::size_t>(count));
+  for (schedule::layer_group& g : grouping) {
+    g.begin = static_cast<std::size_t>(r.u64("group begin"));
+    g.end = static_cast<std::size_t>(r.u64("group end"));
+  }
+  if (!schedule::is_valid_grouping(grouping, layers)) {
+    throw state_error(concat("gradcomp state: the checkpoint's grouping of ", count,
+                             " groups is not valid for ", layers, " layers"));
+  }
+  return grouping;
+}
 
 //! @brief Where the pipeline's re-planning stands: the warm-up's backward times, whether the
 //! policy's replan() was called (tried) and whether the pipeline switched to its grouping
@@ -125,6 +158,78 @@ private:
   }
 
   [[no_unique_address]] kept_policy policy_;
+};
+
+//! @brief The grouping the pipeline uses and how it may change once: the first grouping (the
+//! policy's), the warm-up's backward times (timer()) and, at the end of the warm-up, the
+//! policy's re-planned grouping (replan_if_due(), then switch_to()). Training thread only.
+//! @tparam Grouping a pipeline_policy::grouping_policy.
+//! @tparam Clock    a steady std::chrono clock.
+template <class Grouping, class Clock>
+class replanning {
+public:
+  //! @brief Asks `grouping` (kept, moved from, if it can re-plan) for the first grouping of
+  //! layers of `numel` elements, validates it, then prepares the warm-up (allocating its
+  //! timestamp record). O(layers + the record).
+  //! @throws whatever the policy's groups() throws, std::invalid_argument if the grouping is
+  //! not a partition of the layers into consecutive groups in backward order, or if
+  //! warmup_iterations() is so large that the record would not fit in memory.
+  replanning(Grouping& grouping, std::span<const std::size_t> numel)
+      : policy_(grouping), grouping_(policy_.first_grouping(grouping, numel)) {
+    schedule::validate(grouping_, numel.size());
+    policy_.start(status_, numel.size());
+  }
+
+  //! The grouping in use. O(1).
+  [[nodiscard]] const schedule::grouping& groups() const noexcept { return grouping_; }
+  //! True once switch_to() took a re-planned grouping. O(1).
+  [[nodiscard]] bool replanned() const noexcept { return status_.replanned; }
+  //! The per-layer medians of the warm-up's backward times; empty before it ended. O(1).
+  [[nodiscard]] std::span<const double> medians() const noexcept { return status_.times.medians(); }
+  //! The warm-up's backward timer (it measures nothing without re-planning). O(1).
+  [[nodiscard]] backward_timer<Clock>& timer() noexcept { return status_.times; }
+
+  //! @brief At the end of the warm-up, once: the policy's re-planned grouping, validated
+  //! (kept_grouping_policy::replan_if_due); otherwise nothing. O(W L) then, O(1) otherwise.
+  //! @throws whatever replan() throws, or std::invalid_argument if its grouping is not valid;
+  //! it is then never asked again.
+  [[nodiscard]] std::optional<schedule::grouping>
+  replan_if_due(std::span<const std::size_t> numel) {
+    return policy_.replan_if_due(status_, numel);
+  }
+  //! Uses `next` (from replan_if_due()) from now on: replanned() becomes true. Never throws.
+  void switch_to(schedule::grouping next) noexcept {
+    grouping_.swap(next);
+    status_.replanned = true;
+  }
+
+  //! @brief What load_state reads before it commits (commit()).
+  struct loaded_state {
+    schedule::grouping grouping; //!< the grouping in use, validated
+    replan_status<Clock> status; //!< the re-planning status
+  };
+  //! Checkpoint state: the grouping in use (detail::save_grouping), then the status.
+  void save_state(state_writer& w) const {
+    save_grouping(w, grouping_);
+    status_.save_state(w);
+  }
+  //! @brief Reads what save_state() wrote for `layers` layers into a new loaded_state. Changes
+  //! nothing here. @throws state_error as load_grouping() and replan_status::load_state().
+  [[nodiscard]] loaded_state read_state(state_reader& r, std::size_t layers) const {
+    loaded_state s{load_grouping(r, layers), status_};
+    s.status.load_state(r);
+    return s;
+  }
+  //! Takes what read_state() read. Never throws.
+  void commit(loaded_state&& s) noexcept {
+    status_ = std::move(s.status);
+    grouping_.swap(s.grouping);
+  }
+
+private:
+  [[no_unique_address]] kept_grouping_policy<Grouping> policy_;
+  schedule::grouping grouping_; // in use
+  replan_status<Clock> status_;
 };
 
 } // namespace gradcomp::detail
