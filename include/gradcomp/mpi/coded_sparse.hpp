@@ -14,7 +14,7 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/coded_exchange.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/detail/ring_allgather.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -27,7 +27,6 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -107,9 +106,7 @@ namespace gradcomp::mpi {
 //! failure; gradcomp::wire_error on every rank when a gathered header or index list is
 //! malformed (a count above d, an index not below d, a list not strictly ascending); and
 //! whatever coded_allreduce throws (NaN or an infinity with fixed_point, on every rank).
-class coded_sparse_allreduce : public nonblocking_operation<coded_sparse_allreduce> {
-  friend class nonblocking_operation<coded_sparse_allreduce>;
-
+class coded_sparse_allreduce : public detail::phased_operation<coded_sparse_allreduce> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "coded_sparse_allreduce";
@@ -122,8 +119,8 @@ public:
   //! @throws what coded_allreduce's constructor throws (std::invalid_argument naming r when
   //! r < 1 or r >= P, in particular for every r when P = 1; bad tags or window).
   explicit coded_sparse_allreduce(const communicator& comm, options o = {})
-      : comm_(&comm), options_(o), exchange_(std::in_place, comm, o),
-        placement_(exchange_->placement()), contributors_(coded::union_contributors(placement_)) {}
+      : comm_(&comm), options_(o), exchange_(comm, o), placement_(exchange_.placement()),
+        contributors_(coded::union_contributors(placement_)) {}
   coded_sparse_allreduce(const coded_sparse_allreduce&) = delete;
   coded_sparse_allreduce& operator=(const coded_sparse_allreduce&) = delete;
   ~coded_sparse_allreduce() { reset(); }
@@ -138,11 +135,7 @@ public:
   //! @throws std::invalid_argument if an operation is in progress (local). Argument errors are
   //! reported by test()/wait() on every rank (see the class).
   void start(std::span<const sparse_message> parts, sparse_message& sum) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "coded_sparse_allreduce: start() while an operation is in progress");
-    if (!exchange_) {
-      exchange_.emplace(*comm_, options_);
-    }
+    const auto starting = begin_operation();
     parts_ = parts;
     sum_ = &sum;
     local_error_.clear();
@@ -196,44 +189,19 @@ public:
     header_ = {static_cast<std::int64_t>(d), static_cast<std::int64_t>(contribution_.size()),
                local_error_.empty() ? 0 : 1, options_.redundancy, options_.tag_base};
     headers_.assign(header_fields * static_cast<std::size_t>(comm_->size()), 0);
+    // a collective, which MPI does not allow to be freed or cancelled: dropped mid-way, it is
+    // waited for (every rank posts it here). The errors thrown on every rank are thrown after
+    // the header round or the allgather completed, or by the coded_allreduce (which resets
+    // itself), with nothing pending here.
     detail::check(MPI_Iallgather(header_.data(), static_cast<int>(header_fields), MPI_INT64_T,
                                  headers_.data(), static_cast<int>(header_fields), MPI_INT64_T,
-                                 comm_->native(), &header_request_),
+                                 comm_->native(), collective()),
                   "MPI_Iallgather");
-    phase_ = phase::agreeing;
+    then(&coded_sparse_allreduce::begin_union);
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private
-  bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::agreeing:
-        if (!detail::complete(header_request_)) {
-          return false;
-        }
-        begin_union();
-        continue;
-      case phase::gathering:
-        if (!gather_.progress()) {
-          return false;
-        }
-        begin_exchange();
-        continue;
-      case phase::exchanging:
-        if (!exchange_test()) {
-          return false;
-        }
-        finish();
-        phase_ = phase::done;
-        return true;
-      }
-    }
-  }
 
   //! The placement of P ranks and redundancy r: which parts each rank computes.
   [[nodiscard]] const coded::placement& placement() const noexcept { return placement_; }
@@ -278,8 +246,6 @@ public:
   }
 
 private:
-  enum class phase { idle, agreeing, gathering, exchanging, done };
-
   // headers_: per rank [dense length, contributed indices, malformed flag, redundancy,
   // tag_base] (the tag the union's ring allgather uses must agree before it runs)
   static constexpr std::size_t header_fields = 5;
@@ -355,9 +321,11 @@ private:
     std::copy(contribution_.begin(), contribution_.end(),
               lists_.begin() + static_cast<std::ptrdiff_t>(mine.begin));
     blocks_ = blocks;
+    // dropped mid-way: ring_allgather::abandon (its send waited for, then its receive cancelled
+    // and completed)
+    await(gather_, &coded_sparse_allreduce::begin_exchange);
     gather_.start(*comm_, lists_.data(), sizeof(std::uint32_t), MPI_UINT32_T, std::move(blocks),
                   options_.tag_base, "coded_sparse_allreduce");
-    phase_ = phase::gathering;
   }
 
   // Every list is in place: check and merge them into U, restrict the parts, start the coded
@@ -388,15 +356,18 @@ private:
     diverged_ = dropped != 0;
     dropped_ = dropped;
     values_.resize(u);
-    exchange_->start(diverged_ ? std::span<const std::span<const float>>()
-                               : std::span<const std::span<const float>>(part_spans_),
-                     std::span<float>(values_));
-    phase_ = phase::exchanging;
+    // dropped mid-way, an interrupted coded_allreduce is abandoned (its reset completes its
+    // requests); it resets itself when its test() throws
+    poll(&coded_sparse_allreduce::exchange_test, &coded_sparse_allreduce::finish)
+        .pending(exchange_);
+    exchange_.start(diverged_ ? std::span<const std::span<const float>>()
+                              : std::span<const std::span<const float>>(part_spans_),
+                    std::span<float>(values_));
   }
 
   bool exchange_test() {
     try {
-      return exchange_->test();
+      return exchange_.test();
     } catch (const std::invalid_argument&) {
       if (!diverged_) {
         throw;
@@ -410,7 +381,7 @@ private:
   }
 
   void finish() {
-    const coded_allreduce& x = *exchange_;
+    const coded_allreduce& x = exchange_;
     scale_ = x.scale();
     bytes_sent_ = union_bytes_sent_ + x.bytes_sent();
     bytes_received_ = union_bytes_received_ + x.bytes_received();
@@ -421,29 +392,11 @@ private:
     sum_->values.assign(values_.begin(), values_.end());
   }
 
-  // An operation dropped mid-way (an exception, or destruction): completes what is pending
-  // (detail::abandon). Per phase: agreeing, the header MPI_Iallgather, a collective, which MPI
-  // does not allow to be freed or cancelled: waited for (every rank posts it in start());
-  // gathering, the union's ring allgather step (ring_allgather::abandon: its send waited for,
-  // then its receive cancelled and completed); exchanging, an interrupted coded_allreduce is
-  // destroyed (its reset completes its requests) and rebuilt by the next start(). The errors
-  // thrown on every rank are thrown after the header round or the allgather completed, or by the
-  // coded_allreduce (which resets itself), with nothing pending here.
-  void reset() noexcept {
-    if (phase_ == phase::exchanging) {
-      exchange_.reset();
-    }
-    phase_ = phase::idle;
-    gather_.abandon();
-    detail::abandon(header_request_, detail::request_kind::collective);
-  }
-
   const communicator* comm_;
   options options_;
-  std::optional<coded_allreduce> exchange_;
+  coded_allreduce exchange_;
   coded::placement placement_;
   std::vector<int> contributors_;
-  phase phase_ = phase::idle;
   std::span<const sparse_message> parts_;
   sparse_message* sum_ = nullptr;
   std::string local_error_;
@@ -453,7 +406,6 @@ private:
   std::vector<std::uint32_t> contribution_; // their union: what this rank contributes
   std::array<std::int64_t, header_fields> header_{}; // this rank's (the Iallgather's buffer)
   std::vector<std::int64_t> headers_;
-  MPI_Request header_request_ = MPI_REQUEST_NULL;
   std::uint64_t dense_length_ = 0;
   std::vector<coded::index_range> blocks_; // rank j's list in lists_
   std::vector<std::uint32_t> lists_;       // every rank's contributed list, rank by rank

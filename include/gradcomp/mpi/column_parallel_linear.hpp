@@ -11,7 +11,7 @@
 #include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/column_parallel_agreement.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
@@ -109,9 +109,7 @@ struct fc_traffic {
 //! fails mid-way; use a GEMM backend that does not throw for valid sizes.
 //! @tparam Gemm a gradcomp::gemm_backend (e.g. gradcomp::blas::cblas_gemm).
 template <gemm_backend Gemm>
-class column_parallel_linear : public nonblocking_operation<column_parallel_linear<Gemm>> {
-  friend class nonblocking_operation<column_parallel_linear<Gemm>>;
-
+class column_parallel_linear : public detail::phased_operation<column_parallel_linear<Gemm>> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "column_parallel_linear";
@@ -139,7 +137,9 @@ public:
   }
   column_parallel_linear(const column_parallel_linear&) = delete;
   column_parallel_linear& operator=(const column_parallel_linear&) = delete;
-  ~column_parallel_linear() { reset(); }
+  // A pass dropped mid-way: every pending request is a collective, waited for (see
+  // detail::abandon); each completes because every rank posts it while running the pass.
+  ~column_parallel_linear() { this->reset(); }
 
   [[nodiscard]] std::size_t inputs() const noexcept { return k_; }  //!< K.
   [[nodiscard]] std::size_t outputs() const noexcept { return n_; } //!< N.
@@ -162,7 +162,7 @@ public:
                      std::span<const float> weight,
                      std::span<const float> bias,
                      std::span<float> output) {
-    begin_pass(pass::forward, input, weight);
+    const auto starting = begin_pass(pass::forward, input, weight);
     bias_ = bias;
     output_ = output;
     const std::size_t rows = slice().rows;
@@ -187,7 +187,7 @@ public:
                       std::span<float> weight_grad,
                       std::span<float> bias_grad,
                       std::span<float> input_grad) {
-    begin_pass(pass::backward, input, weight);
+    const auto starting = begin_pass(pass::backward, input, weight);
     output_grad_ = output_grad;
     weight_grad_ = weight_grad;
     bias_grad_ = bias_grad;
@@ -231,32 +231,11 @@ public:
     this->wait();
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private
-  bool progress() {
-    for (;;) {
-      if (phase_ == phase::idle || phase_ == phase::done) {
-        return true;
-      }
-      if (request_ != MPI_REQUEST_NULL && !detail::complete(request_)) {
-        return false;
-      }
-      advance();
-    }
-  }
 
 private:
   enum class pass { forward = 0, backward = 1 };
-  enum class phase {
-    idle,
-    agreeing,
-    gathering_input,   // forward 1, backward 2
-    exchanging_output, // forward 3
-    exchanging_grad,   // backward 1
-    reducing_grad,     // backward 4
-    done,
-  };
 
   [[nodiscard]] std::size_t ranks() const noexcept {
     return static_cast<std::size_t>(comm_->size());
@@ -271,10 +250,12 @@ private:
 
   // The arguments both passes share: the pass, the input (M x K) and the weight slice; the
   // batch M from the input's length.
-  void begin_pass(pass p, std::span<const float> input, std::span<const float> weight) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
+  [[nodiscard]] auto
+  begin_pass(pass p, std::span<const float> input, std::span<const float> weight) {
+    gradcomp::detail::require(!this->running(),
                               "column_parallel_linear: a pass started while another is in "
                               "progress");
+    auto starting = this->begin_operation();
     pass_ = p;
     local_error_.clear();
     input_ = input;
@@ -282,6 +263,7 @@ private:
     batch_ = input.size() / k_;
     local_check(input.size() % k_ == 0, "input has ", input.size(),
                 " elements, not a multiple of K = ", k_);
+    return starting;
   }
 
   template <class... Parts>
@@ -306,53 +288,43 @@ private:
       }
       agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_),
                            static_cast<int>(options_.exchange), true, cache_valid && ranks() == 1);
-      phase_ = phase::agreeing;
+      this->then(&column_parallel_linear::agreed); // nothing to wait for
       return;
     }
     agreement_.set_local(batch_, k_, n_, static_cast<int>(pass_),
                          static_cast<int>(options_.exchange), local_error_.empty(), cache_valid);
-    agreement_.start(*comm_, request_);
-    phase_ = phase::agreeing;
+    agreement_.start(*comm_, *this->collective());
+    this->then(&column_parallel_linear::agreed);
   }
 
-  // One step of the pass after the pending request completed.
-  void advance() {
-    switch (phase_) {
-    case phase::agreeing:
-      agreement_.verify(local_error_, ranks());
-      if (pass_ == pass::forward) {
-        gather_input();
-      } else {
-        exchange_grad();
-      }
-      return;
-    case phase::gathering_input:
-      if (pass_ == pass::forward) {
-        cached_batch_ = batch_;
-        compute_forward();
-        exchange_output();
-      } else {
-        compute_backward();
-      }
-      return;
-    case phase::exchanging_output:
-      assemble_output();
-      phase_ = phase::done;
-      return;
-    case phase::exchanging_grad:
-      extract_grad_slice();
-      if (options_.exchange == fc_exchange::s2_allgather || !agreement_.cache_valid()) {
-        gather_input();
-      } else {
-        compute_backward();
-      }
-      return;
-    case phase::reducing_grad:
-      phase_ = phase::done;
-      return;
-    case phase::idle:
-    case phase::done:
-      return;
+  // Forward 1 / backward 1, once the arguments agree.
+  void agreed() {
+    agreement_.verify(local_error_, ranks());
+    if (pass_ == pass::forward) {
+      gather_input();
+    } else {
+      exchange_grad();
+    }
+  }
+
+  // Forward 2 and 3 / backward 3 and 4, once the inputs are gathered.
+  void input_gathered() {
+    if (pass_ == pass::forward) {
+      cached_batch_ = batch_;
+      compute_forward();
+      exchange_output();
+    } else {
+      compute_backward();
+    }
+  }
+
+  // Backward 2 (when needed), once the output gradient is exchanged.
+  void grad_exchanged() {
+    extract_grad_slice();
+    if (options_.exchange == fc_exchange::s2_allgather || !agreement_.cache_valid()) {
+      gather_input();
+    } else {
+      compute_backward();
     }
   }
 
@@ -368,10 +340,10 @@ private:
     cached_batch_ = 0; // valid again once the gather completed (forward)
     detail::check(MPI_Iallgather(input_.data(), static_cast<int>(block), MPI_FLOAT,
                                  gathered_.data(), static_cast<int>(block), MPI_FLOAT,
-                                 comm_->native(), &request_),
+                                 comm_->native(), this->collective()),
                   "MPI_Iallgather (column_parallel_linear inputs)");
     count(ranks() * block, (ranks() - 1) * block);
-    phase_ = phase::gathering_input;
+    this->then(&column_parallel_linear::input_gathered);
   }
 
   // Y_r = X W_r^T + b_r: P M x n_r.
@@ -405,7 +377,7 @@ private:
       exchange_.resize(batch_ * n_);
       detail::check(MPI_Ialltoallv(local_out_.data(), send_counts_.data(), send_displs_.data(),
                                    MPI_FLOAT, exchange_.data(), counts_.data(), displs_.data(),
-                                   MPI_FLOAT, comm_->native(), &request_),
+                                   MPI_FLOAT, comm_->native(), this->collective()),
                     "MPI_Ialltoallv (column_parallel_linear outputs)");
       count(batch_ * n_, (p - 1) * batch_ * mine.rows);
     } else {
@@ -417,11 +389,11 @@ private:
       exchange_.resize(p * batch_ * n_);
       detail::check(MPI_Iallgatherv(local_out_.data(), counts_[rank()], MPI_FLOAT, exchange_.data(),
                                     counts_.data(), displs_.data(), MPI_FLOAT, comm_->native(),
-                                    &request_),
+                                    this->collective()),
                     "MPI_Iallgatherv (column_parallel_linear outputs)");
       count(p * batch_ * n_, (p - 1) * p * batch_ * mine.rows);
     }
-    phase_ = phase::exchanging_output;
+    this->then(&column_parallel_linear::assemble_output); // then the forward pass is complete
   }
 
   // output[m][offset_s + c] from rank s's block (M x n_s, or P M x n_s read at this rank's rows)
@@ -462,7 +434,7 @@ private:
       grad_slice_.resize(p * batch_ * mine.rows);
       detail::check(MPI_Ialltoallv(exchange_.data(), send_counts_.data(), send_displs_.data(),
                                    MPI_FLOAT, grad_slice_.data(), counts_.data(), displs_.data(),
-                                   MPI_FLOAT, comm_->native(), &request_),
+                                   MPI_FLOAT, comm_->native(), this->collective()),
                     "MPI_Ialltoallv (column_parallel_linear output gradients)");
       count(p * batch_ * mine.rows, batch_ * (n_ - mine.rows));
     } else {
@@ -470,11 +442,11 @@ private:
       const std::size_t block = batch_ * n_;
       detail::check(MPI_Iallgather(output_grad_.data(), static_cast<int>(block), MPI_FLOAT,
                                    exchange_.data(), static_cast<int>(block), MPI_FLOAT,
-                                   comm_->native(), &request_),
+                                   comm_->native(), this->collective()),
                     "MPI_Iallgather (column_parallel_linear output gradients)");
       count(p * block, (p - 1) * block);
     }
-    phase_ = phase::exchanging_grad;
+    this->then(&column_parallel_linear::grad_exchanged);
   }
 
   // s2_allgather: dY_r = columns [offset_r, offset_r + n_r) of the gathered P M x N gradient
@@ -517,17 +489,10 @@ private:
     const std::size_t block = batch_ * k_;
     detail::check(MPI_Ireduce_scatter_block(partial_.data(), input_grad_.data(),
                                             static_cast<int>(block), MPI_FLOAT, MPI_SUM,
-                                            comm_->native(), &request_),
+                                            comm_->native(), this->collective()),
                   "MPI_Ireduce_scatter_block (column_parallel_linear input gradients)");
     count(ranks() * block, (ranks() - 1) * block);
-    phase_ = phase::reducing_grad;
-  }
-
-  // A pass dropped mid-way: every pending request is a collective, waited for (see
-  // detail::abandon); each completes because every rank posts it while running the pass.
-  void reset() noexcept {
-    detail::abandon(request_, detail::request_kind::collective);
-    phase_ = phase::idle;
+    this->then(); // then the backward pass is complete
   }
 
   const communicator* comm_;
@@ -539,8 +504,6 @@ private:
   fc_traffic traffic_;
 
   pass pass_ = pass::forward;
-  phase phase_ = phase::idle;
-  MPI_Request request_ = MPI_REQUEST_NULL;
   detail::column_parallel_agreement agreement_;
   std::string local_error_;
   std::size_t batch_ = 0;

@@ -7,7 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/detail/split.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
@@ -115,9 +115,7 @@ struct hierarchical_allreduce_options {
 //! rank count and length (0 included). Nonblocking use: start(), then test() until true, or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class hierarchical_allreduce : public nonblocking_operation<hierarchical_allreduce> {
-  friend class nonblocking_operation<hierarchical_allreduce>;
-
+class hierarchical_allreduce : public detail::phased_operation<hierarchical_allreduce> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "hierarchical_allreduce";
@@ -171,8 +169,7 @@ public:
 
   //! Starts summing `data` (n floats, host memory) across all ranks, in place.
   void start(std::span<float> data) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "hierarchical_allreduce: start() while an operation is in progress");
+    const auto starting = begin_operation();
     data_ = data;
     // every group of one rank: a flat ring, nothing to pipeline, so the vector is one piece
     const bool flat = groups_ == comm_->size();
@@ -181,20 +178,83 @@ public:
     pieces_ = comm_->size() == 1 ? 0 : (data.size() + piece_length_ - 1) / piece_length_;
     next_reduce_ = next_inter_ = next_spread_ = oldest_ = peak_in_flight_ = 0;
     inter_running_ = false;
-    phase_ = lengths_.begin(*comm_, data.size(), options_.check_lengths) ? phase::checking
-                                                                         : phase::running;
+    agree_lengths(*comm_, data.size(), options_.check_lengths, &hierarchical_allreduce::run,
+                  detail::length_agreement::description);
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private For timeout messages: the pieces done and the stages this rank waits in.
-  [[nodiscard]] std::string pending_description() const {
-    if (phase_ == phase::checking) {
-      return "the length agreement (an MPI_Iallreduce of every rank)";
+
+  //! Number of groups G.
+  [[nodiscard]] int group_count() const noexcept { return groups_; }
+  //! Size of this rank's group.
+  [[nodiscard]] int group_size() const noexcept { return group_->size(); }
+  //! This rank's rank inside its group (0 leads it).
+  [[nodiscard]] int group_rank() const noexcept { return group_->rank(); }
+  //! Size of the smallest group: the number of shards of the reduce-scatter variant.
+  [[nodiscard]] int smallest_group_size() const noexcept { return min_group_; }
+  //! Whether this rank takes part in the inter-group stage (a leader, or a shard holder).
+  [[nodiscard]] bool in_inter_group_stage() const noexcept { return inter_.has_value(); }
+  //! The vector's piece count in the current (or last) operation; 0 before the first and for
+  //! P = 1.
+  [[nodiscard]] std::size_t piece_count() const noexcept { return pieces_; }
+  //! The most pieces this rank had in flight at once (started, not yet spread) in the current
+  //! (or last) operation: at most 3 when pipelined (2 as soon as there are 2 pieces: the first
+  //! two reduces are posted together), 1 when not. Diagnostics.
+  [[nodiscard]] std::size_t peak_pieces_in_flight() const noexcept { return peak_in_flight_; }
+
+private:
+  // Pieces in flight at most: one in each stage (spread of k-1, ring of k, reduce of k+1).
+  static constexpr std::size_t window = 3;
+
+  // One piece's intra-group state, in slot k % window while piece k is in flight.
+  struct piece_slot {
+    MPI_Request reduce = MPI_REQUEST_NULL;  // stage 1: MPI_Ireduce or MPI_Ireduce_scatter
+    MPI_Request spread = MPI_REQUEST_NULL;  // stage 3: MPI_Ibcast or MPI_Iallgatherv
+    bool reduced = false;                   // stage 1 completed on this rank
+    std::span<float> shard;                 // what the ring sums: the piece, or this rank's shard
+    std::vector<int> counts, displacements; // reduce_scatter: the shards (alive until stage 3 ends)
+    std::vector<float> scratch;             // reduce_scatter: this rank's reduced shard
+  };
+
+  [[nodiscard]] bool leader_variant() const noexcept {
+    return options_.variant == hierarchical_variant::leader;
+  }
+  [[nodiscard]] piece_slot& slot(std::size_t k) noexcept { return slots_[k % window]; }
+  [[nodiscard]] std::span<float> piece(std::size_t k) const noexcept {
+    const std::size_t begin = k * piece_length_;
+    return data_.subspan(begin, std::min(piece_length_, data_.size() - begin));
+  }
+
+  // The pieces' stages (advance()); the phase is done once every piece is. Dropped mid-way (an
+  // exception, or destruction): first the inter-group ring, whose messages may read or fill a
+  // slot's scratch or the caller's vector (its abandon(): sends completed, receives cancelled).
+  // Then the intra-group stages of up to `window` pieces (MPI_Ireduce, MPI_Ireduce_scatter,
+  // MPI_Ibcast or MPI_Iallgatherv on the group communicator), collectives, which MPI does not
+  // allow to be freed or cancelled: each is waited for (detail::abandon), and completes once
+  // every rank of its communicator has posted it, as each does while it runs the operation.
+  // Ranks can be up to `window` pieces apart, so a rank that drops the operation while others
+  // run on waits until they have posted the stages it posted; ranks that drop it at different
+  // points can wait forever (detail::abandon).
+  void run() {
+    phase& pieces =
+        poll(&hierarchical_allreduce::pieces_done).describe(&hierarchical_allreduce::stages);
+    if (ring_) {
+      pieces.pending(*ring_);
     }
-    if (phase_ != phase::running) {
-      return {};
+    for (piece_slot& s : slots_) {
+      pieces.collectives(s.reduce, s.spread);
     }
+  }
+
+  bool pieces_done() {
+    while (advance()) {
+    }
+    return oldest_ >= pieces_;
+  }
+
+  // For timeout messages: the pieces done and the stages this rank waits in.
+  [[nodiscard]] std::string stages() const {
     const bool leader = leader_variant();
     std::string s = gradcomp::detail::concat(oldest_, " of ", pieces_, " pieces done");
     std::size_t reducing = 0;
@@ -217,68 +277,6 @@ public:
                                     next_spread_);
     }
     return s;
-  }
-  //! @private
-  bool progress() {
-    if (phase_ == phase::checking) {
-      if (!lengths_.settled("hierarchical_allreduce")) {
-        return false;
-      }
-      phase_ = phase::running;
-    }
-    if (phase_ != phase::running) {
-      return true;
-    }
-    while (advance()) {
-    }
-    if (oldest_ < pieces_) {
-      return false;
-    }
-    phase_ = phase::done;
-    return true;
-  }
-
-  //! Number of groups G.
-  [[nodiscard]] int group_count() const noexcept { return groups_; }
-  //! Size of this rank's group.
-  [[nodiscard]] int group_size() const noexcept { return group_->size(); }
-  //! This rank's rank inside its group (0 leads it).
-  [[nodiscard]] int group_rank() const noexcept { return group_->rank(); }
-  //! Size of the smallest group: the number of shards of the reduce-scatter variant.
-  [[nodiscard]] int smallest_group_size() const noexcept { return min_group_; }
-  //! Whether this rank takes part in the inter-group stage (a leader, or a shard holder).
-  [[nodiscard]] bool in_inter_group_stage() const noexcept { return inter_.has_value(); }
-  //! The vector's piece count in the current (or last) operation; 0 before the first and for
-  //! P = 1.
-  [[nodiscard]] std::size_t piece_count() const noexcept { return pieces_; }
-  //! The most pieces this rank had in flight at once (started, not yet spread) in the current
-  //! (or last) operation: at most 3 when pipelined (2 as soon as there are 2 pieces: the first
-  //! two reduces are posted together), 1 when not. Diagnostics.
-  [[nodiscard]] std::size_t peak_pieces_in_flight() const noexcept { return peak_in_flight_; }
-
-private:
-  enum class phase { idle, checking, running, done };
-
-  // Pieces in flight at most: one in each stage (spread of k-1, ring of k, reduce of k+1).
-  static constexpr std::size_t window = 3;
-
-  // One piece's intra-group state, in slot k % window while piece k is in flight.
-  struct piece_slot {
-    MPI_Request reduce = MPI_REQUEST_NULL;  // stage 1: MPI_Ireduce or MPI_Ireduce_scatter
-    MPI_Request spread = MPI_REQUEST_NULL;  // stage 3: MPI_Ibcast or MPI_Iallgatherv
-    bool reduced = false;                   // stage 1 completed on this rank
-    std::span<float> shard;                 // what the ring sums: the piece, or this rank's shard
-    std::vector<int> counts, displacements; // reduce_scatter: the shards (alive until stage 3 ends)
-    std::vector<float> scratch;             // reduce_scatter: this rank's reduced shard
-  };
-
-  [[nodiscard]] bool leader_variant() const noexcept {
-    return options_.variant == hierarchical_variant::leader;
-  }
-  [[nodiscard]] piece_slot& slot(std::size_t k) noexcept { return slots_[k % window]; }
-  [[nodiscard]] std::span<float> piece(std::size_t k) const noexcept {
-    const std::size_t begin = k * piece_length_;
-    return data_.subspan(begin, std::min(piece_length_, data_.size() - begin));
   }
 
   // One step of the schedule; false when nothing can move until a request completes. The
@@ -394,37 +392,12 @@ private:
     }
   }
 
-  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
-  // makes the object ready for a new start(). First the inter-group ring, whose messages may
-  // read or fill a slot's scratch or the caller's vector (its abandon(): sends completed,
-  // receives cancelled). Then the collectives: the length agreement (on the communicator) and
-  // the intra-group stages of up to `window` pieces (MPI_Ireduce, MPI_Ireduce_scatter,
-  // MPI_Ibcast or MPI_Iallgatherv on the group communicator), which MPI does not allow to be
-  // freed or cancelled: each is waited for (detail::abandon), and completes once every rank of
-  // its communicator has posted it, as each does while it runs the operation. Ranks can be up
-  // to `window` pieces apart, so a rank that drops the operation while others run on waits
-  // until they have posted the stages it posted; ranks that drop it at different points can
-  // wait forever (detail::abandon).
-  void reset() noexcept {
-    phase_ = phase::idle;
-    if (ring_) {
-      ring_->abandon();
-    }
-    inter_running_ = false;
-    lengths_.abandon();
-    for (piece_slot& s : slots_) {
-      detail::abandon(s.reduce, detail::request_kind::collective);
-      detail::abandon(s.spread, detail::request_kind::collective);
-    }
-  }
-
   const communicator* comm_;
   options options_;
   std::optional<communicator> group_;
   std::optional<communicator> inter_;
   int groups_ = 1;
   int min_group_ = 1;
-  phase phase_ = phase::idle;
   std::span<float> data_;
   std::size_t piece_length_ = 1, pieces_ = 0;
   // pieces [0, next_reduce_) entered stage 1, [0, next_inter_) left stage 2, [0, next_spread_)
@@ -435,7 +408,6 @@ private:
   std::array<piece_slot, window> slots_;
   // after slots_: destroyed first, while the scratch its messages may use still exists
   std::optional<ring_allreduce> ring_;
-  detail::length_agreement lengths_;
 };
 
 } // namespace gradcomp::mpi

@@ -7,7 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
@@ -49,9 +49,7 @@ struct native_allreduce_options {
 //! operation at a time per object.
 //! @throws std::invalid_argument if piece_bytes < 4; mpi_error on an MPI failure or when ranks
 //! pass different lengths (on every rank).
-class native_allreduce : public nonblocking_operation<native_allreduce> {
-  friend class nonblocking_operation<native_allreduce>;
-
+class native_allreduce : public detail::phased_operation<native_allreduce> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "native_allreduce";
@@ -67,84 +65,43 @@ public:
   }
   native_allreduce(const native_allreduce&) = delete;
   native_allreduce& operator=(const native_allreduce&) = delete;
+  // An operation dropped mid-way (an exception, or destruction) completes what is pending: the
+  // length agreement, or the current piece's MPI_Iallreduce, collectives, waited for
+  // (detail::abandon); each completes once every rank has posted it, as each rank does while it
+  // runs the operation (a rank posts piece i + 1 right after piece i completed).
   ~native_allreduce() { reset(); }
 
   //! Starts the in-place sum of `data` (n floats).
   void start(std::span<float> data) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "native_allreduce: start() while an operation is in progress");
+    const auto starting = begin_operation();
     data_ = data;
     offset_ = 0;
-    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
-      phase_ = phase::checking;
-      return;
-    }
-    begin_sum();
+    agree_lengths(*comm_, data.size(), options_.check_lengths, &native_allreduce::sum_piece);
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private
-  bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::checking:
-        if (!lengths_.settled("native_allreduce")) {
-          return false;
-        }
-        begin_sum();
-        continue;
-      case phase::sum:
-        if (!detail::complete(request_)) {
-          return false;
-        }
-        offset_ += piece_length();
-        post_piece();
-        continue;
-      }
-    }
-  }
 
 private:
-  enum class phase { idle, checking, sum, done };
-
-  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
-  // makes the object ready for a new start(). Both requests are collectives (the length
-  // agreement, or the current piece's MPI_Iallreduce), which MPI does not allow to be freed or
-  // cancelled: each is waited for (detail::abandon), and completes once every rank has posted
-  // it, as each rank does while it runs the operation (a rank posts piece i + 1 right after
-  // piece i completed). Only one of the two is ever pending.
-  void reset() noexcept {
-    phase_ = phase::idle;
-    lengths_.abandon();
-    detail::abandon(request_, detail::request_kind::collective);
-  }
-
   [[nodiscard]] std::size_t piece_length() const noexcept {
     return std::min(piece_elements_, data_.size() - offset_);
   }
 
-  void begin_sum() {
-    if (comm_->size() == 1) {
-      phase_ = phase::done;
-      return;
-    }
-    post_piece();
-  }
-
-  void post_piece() {
-    if (offset_ >= data_.size()) {
-      phase_ = phase::done;
+  // One MPI_Iallreduce per piece, one piece after the other.
+  void sum_piece() {
+    if (comm_->size() == 1 || offset_ >= data_.size()) {
       return;
     }
     detail::check(MPI_Iallreduce(MPI_IN_PLACE, data_.data() + offset_,
                                  static_cast<int>(piece_length()), MPI_FLOAT, MPI_SUM,
-                                 comm_->native(), &request_),
+                                 comm_->native(), collective()),
                   "MPI_Iallreduce");
-    phase_ = phase::sum;
+    then(&native_allreduce::next_piece);
+  }
+
+  void next_piece() {
+    offset_ += piece_length();
+    sum_piece();
   }
 
   const communicator* comm_;
@@ -152,9 +109,6 @@ private:
   std::size_t piece_elements_ = 0;
   std::span<float> data_;
   std::size_t offset_ = 0;
-  phase phase_ = phase::idle;
-  MPI_Request request_ = MPI_REQUEST_NULL;
-  detail::length_agreement lengths_;
 };
 
 } // namespace gradcomp::mpi

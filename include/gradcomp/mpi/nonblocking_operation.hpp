@@ -19,7 +19,9 @@ namespace gradcomp::mpi {
 //! blocking; true when the operation is complete), `void reset() noexcept` (drop what is
 //! pending, become ready for a new start), `const wait_policy& waiting() const` and `static
 //! constexpr const char* operation_name`; optionally `int pending_peer() const` and
-//! `std::string pending_description() const` for the timeout message. A transport of your own
+//! `std::string pending_description() const` for the timeout message. gradcomp's collectives
+//! get progress(), reset() and both timeout hooks from detail::phased_operation
+//! (detail/phases.hpp), on which each states its algorithm as phases. A transport of your own
 //! may derive from it too (docs/extending.md shows one that does not need to).
 //! @tparam Derived the operation class itself.
 template <class Derived>

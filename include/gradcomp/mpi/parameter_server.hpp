@@ -7,10 +7,13 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/parameter_server_agreement.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
+#include <gradcomp/mpi/detail/server_shard.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
 #include <gradcomp/mpi/detail/transfer_queue.hpp>
 #include <gradcomp/mpi/error.hpp>
+#include <gradcomp/mpi/parameter_server_options.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
@@ -28,47 +31,6 @@
 #include <vector>
 
 namespace gradcomp::mpi {
-
-//! @brief Which ranks of a parameter_server serve.
-enum class server_placement {
-  //! Every rank is a worker, and ranks 0 .. S-1 also serve (W = P; S <= P).
-  colocated,
-  //! Ranks P-S .. P-1 only serve; ranks 0 .. P-S-1 are the workers (W = P - S; S < P).
-  dedicated,
-};
-
-//! @brief How a parameter_server's servers send the averaged shard back (the pull).
-enum class pull_format {
-  //! Always the dense shard: 4 n_s bytes of raw fp32 per server and rank.
-  dense,
-  //! The union of the pushes' indices with the averaged values, in the wire format (fp32
-  //! values, the options' index encoding), when that encoding is smaller than the dense shard's
-  //! 4 n_s bytes; the dense shard otherwise (and whenever a push part is dense). The result is
-  //! bit-identical to the dense pull's: elements outside the union are exactly 0 in both.
-  adaptive,
-};
-
-//! @brief Options of parameter_server. Every rank must pass the same options (checked: a
-//! disagreement makes every rank throw).
-struct parameter_server_options {
-  //! Number of server ranks S, >= 1. Server s owns the elements [n s / S, n (s+1) / S).
-  int servers = 1;
-  //! Co-located (servers are also workers) or dedicated server ranks.
-  server_placement placement = server_placement::colocated;
-  //! Index encoding of sparse pushes on the wire (never index_encoding::none; dense pushes are
-  //! always sent without indices).
-  index_encoding indices = index_encoding::delta_varint;
-  //! Largest point-to-point message, bytes (>= 4; capped at INT_MAX): longer pushes and pulls
-  //! are sent as several messages, since MPI counts are int.
-  std::size_t max_message_bytes = std::size_t{1} << 30;
-  //! How the averaged shards come back (see pull_format).
-  pull_format pull = pull_format::adaptive;
-  //! How waits complete (see wait_policy.hpp).
-  wait_policy wait{};
-  //! First message tag: the operation uses tags tag_base .. tag_base + 2. Operations in flight at
-  //! the same time on one communicator need disjoint tag ranges. >= 0.
-  int tag_base = 0;
-};
 
 //! @brief Synchronous parameter-server round (S1, eq. 1's (1/W) sum_n C(g_n)): every worker
 //! pushes a compressed gradient, S servers each aggregate the contiguous shard of elements they
@@ -130,9 +92,7 @@ struct parameter_server_options {
 //! and on a rank whose received sparse pull does not decode or states an impossible size (a
 //! fault on the wire: the other ranks complete the round; the rank throws only after its own
 //! part of the round has completed, so nobody is left waiting on it).
-class parameter_server : public nonblocking_operation<parameter_server> {
-  friend class nonblocking_operation<parameter_server>;
-
+class parameter_server : public detail::phased_operation<parameter_server> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "parameter_server";
@@ -185,8 +145,7 @@ public:
   //! servers, and `average` (n floats, host memory) receives the average over the W workers.
   //! Argument problems are not thrown here but reported to every rank (see the class).
   void start(const sparse_message& push, std::span<float> average) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "parameter_server: start() while an operation is in progress");
+    const auto starting = begin_operation();
     average_ = average;
     problem_.clear();
     std::int64_t status = 0;
@@ -206,67 +165,25 @@ public:
         problem_ = e.what();
       }
     }
-    const int p = comm_->size();
-    headers_out_.assign(static_cast<std::size_t>(p) * fields, 0);
-    headers_in_.assign(static_cast<std::size_t>(p) * fields, 0);
-    for (int j = 0; j < p; ++j) {
-      std::int64_t* h = &headers_out_[static_cast<std::size_t>(j) * fields];
-      h[f_length] = static_cast<std::int64_t>(average.size());
-      h[f_status] = status;
-      h[f_servers] = options_.servers;
-      h[f_placement] = static_cast<std::int64_t>(options_.placement);
-      h[f_tag] = options_.tag_base;
-      h[f_max_bytes] = static_cast<std::int64_t>(options_.max_message_bytes);
-      h[f_pull] = static_cast<std::int64_t>(options_.pull);
+    const auto part_bytes = [&](int j) -> std::int64_t {
       const int s = server_index(j);
-      if (status == 0 && is_worker() && s >= 0 && j != comm_->rank()) {
-        h[f_part_bytes] = static_cast<std::int64_t>(parts_[static_cast<std::size_t>(s)].size());
-      }
-    }
+      return status == 0 && is_worker() && s >= 0 && j != comm_->rank()
+                 ? static_cast<std::int64_t>(parts_[static_cast<std::size_t>(s)].size())
+                 : 0;
+    };
     bytes_sent_ = bytes_received_ = 0;
-    detail::check(MPI_Ialltoall(headers_out_.data(), static_cast<int>(fields), MPI_INT64_T,
-                                headers_in_.data(), static_cast<int>(fields), MPI_INT64_T,
-                                comm_->native(), &request_),
-                  "MPI_Ialltoall");
-    phase_ = phase::headers;
+    // The alltoall and, after it, the verdict's allreduce are collectives, which MPI does not
+    // allow to be freed or cancelled: dropped mid-way (an exception on this rank, or
+    // destruction), each is waited for (detail::abandon), and completes once every rank has
+    // posted it, as each does while it runs the round (the verdict right after the alltoall).
+    // The errors thrown on every rank are thrown after a collective or the whole exchange has
+    // completed, with nothing pending.
+    agreement_.start(*comm_, average.size(), status, options_, part_bytes, *collective());
+    then(&parameter_server::agree_on_sizes);
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private
-  bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::headers: {
-        if (!detail::complete(request_)) {
-          return false;
-        }
-        check_headers();
-        start_size_verdict();
-        continue;
-      }
-      case phase::sizes:
-        if (!detail::complete(request_)) {
-          return false;
-        }
-        check_size_verdict();
-        post_exchange();
-        phase_ = phase::exchange;
-        continue;
-      case phase::exchange:
-        if (!progress_exchange()) {
-          return false;
-        }
-        finish_pulls();
-        check_statuses();
-        phase_ = phase::done;
-        return true;
-      }
-    }
-  }
 
   //! Number of servers S.
   [[nodiscard]] int servers() const noexcept { return options_.servers; }
@@ -299,10 +216,6 @@ public:
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
-  enum class phase { idle, headers, sizes, exchange, done };
-  // Fields of the per-destination header of the alltoall (int64 each).
-  static constexpr std::size_t f_length = 0, f_status = 1, f_servers = 2, f_placement = 3,
-                               f_tag = 4, f_max_bytes = 5, f_pull = 6, f_part_bytes = 7, fields = 8;
   // Fields of a server's status to every rank (int64 each): the first worker rank whose push it
   // rejected (-1: none), and the size of the sparse pull that follows, bytes (-1: dense).
   static constexpr std::size_t status_rejected = 0, status_pull_bytes = 1, status_fields = 2;
@@ -329,101 +242,36 @@ private:
     }
   }
 
-  [[nodiscard]] static std::string describe(const std::int64_t* h) {
-    return gradcomp::detail::concat(
-        "servers ", h[f_servers],
-        h[f_placement] == static_cast<std::int64_t>(server_placement::colocated) ? " co-located"
-                                                                                 : " dedicated",
-        ", tag_base ", h[f_tag], ", max_message_bytes ", h[f_max_bytes], ", pull ",
-        h[f_pull] == static_cast<std::int64_t>(pull_format::dense) ? "dense" : "adaptive");
+  // Every rank's header is in: the same checks everywhere; then the servers' verdict on the
+  // push sizes stated to them.
+  void agree_on_sizes() {
+    agreement_.check_headers(comm_->rank(), problem_);
+    const std::size_t n = average_.size();
+    const std::size_t shard =
+        is_server() ? shard_begin(n, my_server_ + 1) - shard_begin(n, my_server_) : 0;
+    agreement_.start_verdict(*comm_, is_server(), shard, workers_, *collective());
+    then(&parameter_server::exchange);
   }
 
-  // Same checks, in the same order, on every rank's copy of every rank's header, so every rank
-  // throws (or none does).
-  void check_headers() const {
-    const int p = comm_->size();
-    const std::int64_t* first = headers_in_.data();
-    for (int j = 0; j < p; ++j) {
-      const std::int64_t* h = &headers_in_[static_cast<std::size_t>(j) * fields];
-      if (h[f_servers] != first[f_servers] || h[f_placement] != first[f_placement] ||
-          h[f_tag] != first[f_tag] || h[f_max_bytes] != first[f_max_bytes] ||
-          h[f_pull] != first[f_pull]) {
-        throw mpi_error(gradcomp::detail::concat(
-            "gradcomp mpi: parameter_server: ranks pass different options (rank 0: ",
-            describe(first), "; rank ", j, ": ", describe(h), ")"));
-      }
-    }
-    for (int j = 0; j < p; ++j) {
-      const std::int64_t length = headers_in_[static_cast<std::size_t>(j) * fields + f_length];
-      if (length != first[f_length]) {
-        throw mpi_error(gradcomp::detail::concat(
-            "gradcomp mpi: parameter_server: ranks pass different lengths (rank 0: ",
-            first[f_length], ", rank ", j, ": ", length, " elements)"));
-      }
-    }
-    for (int j = 0; j < p; ++j) {
-      if (headers_in_[static_cast<std::size_t>(j) * fields + f_status] != 0) {
-        throw mpi_error(gradcomp::detail::concat(
-            "gradcomp mpi: parameter_server: worker rank ", j, " passed an invalid push",
-            j == comm_->rank() ? ": " + problem_ : std::string(" (its own exception says why)")));
-      }
-    }
+  // Every rank knows every server's verdict: throws on every rank if one rejected a size, else
+  // the push and pull exchange.
+  void exchange() {
+    agreement_.check_verdict(*comm_);
+    post_exchange();
   }
 
-  // A server validates the push sizes its workers stated (only it receives them) before they
-  // size any buffer, and all ranks learn every server's verdict through one 8-byte
-  // MPI_Iallreduce (MAX of a code naming the first server and worker at fault), so a bad size
-  // makes every rank throw instead of leaving the others waiting.
-  void start_size_verdict() {
-    const int p = comm_->size();
-    size_verdict_ = 0;
-    size_problem_.clear();
-    if (is_server()) {
-      const std::size_t n = average_.size();
-      const std::size_t shard = shard_begin(n, my_server_ + 1) - shard_begin(n, my_server_);
-      const std::uint64_t most = max_encoded_bytes(shard);
-      for (int w = 0; w < workers_ && size_verdict_ == 0; ++w) {
-        const int source = worker_rank(w);
-        if (source == comm_->rank()) {
-          continue;
-        }
-        const std::int64_t stated =
-            headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes];
-        if (stated < static_cast<std::int64_t>(wire_header_bytes) ||
-            static_cast<std::uint64_t>(stated) > most) {
-          // largest code for the lowest server rank, then the lowest worker: the MAX names the
-          // same culprit everywhere
-          size_verdict_ = static_cast<std::int64_t>(p - comm_->rank()) * (p + 1) + (p - source);
-          size_problem_ = gradcomp::detail::concat(
-              "worker rank ", source, " states a push of ", stated, " bytes for a shard of ", shard,
-              " elements, outside [", wire_header_bytes, ", ", most, "]");
-        }
-      }
-    }
-    detail::check(MPI_Iallreduce(MPI_IN_PLACE, &size_verdict_, 1, MPI_INT64_T, MPI_MAX,
-                                 comm_->native(), &request_),
-                  "MPI_Iallreduce");
-    phase_ = phase::sizes;
-  }
-
-  void check_size_verdict() const {
-    if (size_verdict_ == 0) {
-      return;
-    }
-    const int p = comm_->size();
-    const auto server = static_cast<int>(p - size_verdict_ / (p + 1));
-    const auto worker = static_cast<int>(p - size_verdict_ % (p + 1));
-    throw wire_error(gradcomp::detail::concat(
-        "gradcomp wire: parameter_server: server rank ", server,
-        " rejected the push size stated by worker rank ", worker,
-        server == comm_->rank() ? ": " + size_problem_
-                                : std::string(" (the server's exception says why)")));
-  }
-
+  // The exchange's point-to-point transfers, in queues (one pass over them: progress_exchange;
+  // then finish_pulls() and check_statuses()). Dropped mid-way, the sends are waited for, until
+  // their receivers take them, then the receives cancelled and completed
+  // (transfer_queue::abandon); what this completes is left by a failure on this rank alone or by
+  // destruction mid-way.
   void post_exchange() {
     const int me = comm_->rank();
     const int tag = options_.tag_base;
     const std::size_t n = average_.size();
+    poll(&parameter_server::progress_exchange, &parameter_server::finish_exchange)
+        .sends(push_sends_, status_sends_, pull_sends_)
+        .receives(push_receives_, status_receives_, pull_receives_);
     push_sends_.clear();
     push_receives_.clear();
     status_sends_.clear();
@@ -442,25 +290,17 @@ private:
       }
     }
     next_worker_ = 0;
-    rejected_worker_ = -1;
-    rejection_.clear();
     status_out_ = {-1, -1};
     if (is_server()) {
       const std::size_t lo = shard_begin(n, my_server_);
-      const std::size_t hi = shard_begin(n, my_server_ + 1);
-      std::fill(average_.begin() + static_cast<std::ptrdiff_t>(lo),
-                average_.begin() + static_cast<std::ptrdiff_t>(hi), 0.0f);
-      union_dense_ = options_.pull == pull_format::dense;
-      if (!union_dense_) {
-        in_union_.assign(hi - lo, 0);
-      }
+      shard_.begin(average_.subspan(lo, shard_begin(n, my_server_ + 1) - lo),
+                   options_.pull == pull_format::dense);
       for (int w = 0; w < workers_; ++w) {
         const int source = worker_rank(w);
         std::vector<std::byte>& part = received_parts_[static_cast<std::size_t>(w)];
         if (source != me) {
-          // validated by check_size_verdict() on every rank before this point
-          const auto bytes = static_cast<std::size_t>(
-              headers_in_[static_cast<std::size_t>(source) * fields + f_part_bytes]);
+          // validated by the servers' verdict (agreement_) on every rank before this point
+          const auto bytes = static_cast<std::size_t>(agreement_.stated_part_bytes(source));
           part.resize(bytes);
           push_receives_.add(false, part.data(), bytes, 1, MPI_BYTE, byte_chunk(), source, tag);
           bytes_received_ += bytes;
@@ -469,7 +309,7 @@ private:
       }
     }
     // The statuses first, in server order; each server's pull is posted once its status says
-    // its format and size (progress_pulls), also in server order, so that the receivers' order
+    // its format and size (post_ready_pulls), also in server order, so that the receivers' order
     // of servers and the servers' order of receivers agree (see transfer_queue).
     for (int s = 0; s < options_.servers; ++s) {
       pulled_[static_cast<std::size_t>(s)].clear();
@@ -487,56 +327,17 @@ private:
   // Decodes and sums the received parts in worker order, as far as they have arrived, and
   // marks the union of their indices (pull_format::adaptive).
   void accumulate_ready() {
-    const std::size_t n = average_.size();
-    const std::size_t lo = shard_begin(n, my_server_);
-    const std::span<float> shard = average_.subspan(lo, shard_begin(n, my_server_ + 1) - lo);
     while (next_worker_ < workers_) {
       const auto w = static_cast<std::size_t>(next_worker_);
       const int source = worker_rank(next_worker_);
       if (push_receives_.completed() < last_transfer_[w]) {
         return;
       }
-      if (rejected_worker_ < 0) {
-        const std::vector<std::byte>& bytes = source == comm_->rank()
-                                                  ? parts_[static_cast<std::size_t>(my_server_)]
-                                                  : received_parts_[w];
-        try {
-          decode(bytes, received_);
-          detail::check_length(received_, shard.size(), source);
-          accumulate(received_, shard);
-          union_dense_ = union_dense_ || received_.dense;
-          if (!union_dense_) {
-            for (const std::uint32_t i : received_.indices) {
-              in_union_[i] = 1;
-            }
-          }
-        } catch (const wire_error& e) {
-          rejected_worker_ = source;
-          rejection_ = e.what();
-        }
-      }
+      shard_.add(source == comm_->rank() ? parts_[static_cast<std::size_t>(my_server_)]
+                                         : received_parts_[w],
+                 source);
       ++next_worker_;
     }
-  }
-
-  // Encodes the shard's union (indices and averaged values) into pull_bytes_ when that is
-  // smaller than the dense shard; returns its size, or -1 for a dense pull.
-  [[nodiscard]] std::int64_t encode_sparse_pull(std::span<const float> shard) {
-    if (union_dense_) {
-      return -1;
-    }
-    pull_message_.clear(shard.size());
-    for (std::size_t i = 0; i < shard.size(); ++i) {
-      if (in_union_[i] != 0) {
-        pull_message_.indices.push_back(static_cast<std::uint32_t>(i));
-        pull_message_.values.push_back(shard[i]);
-      }
-    }
-    if (encoded_size_bytes(pull_message_, options_.indices) >= shard.size() * sizeof(float)) {
-      return -1;
-    }
-    encode(pull_message_, options_.indices, pull_bytes_);
-    return static_cast<std::int64_t>(pull_bytes_.size());
   }
 
   void post_pulls() {
@@ -545,14 +346,10 @@ private:
     const std::size_t n = average_.size();
     const std::size_t lo = shard_begin(n, my_server_);
     const std::span<float> shard = average_.subspan(lo, shard_begin(n, my_server_ + 1) - lo);
-    if (rejected_worker_ < 0) {
-      const auto w = static_cast<float>(workers_);
-      for (float& v : shard) {
-        v /= w;
-      }
-      status_out_[status_pull_bytes] = encode_sparse_pull(shard);
+    if (shard_.rejected() < 0) {
+      status_out_[status_pull_bytes] = shard_.average(workers_, options_.indices);
     }
-    status_out_[status_rejected] = rejected_worker_;
+    status_out_[status_rejected] = shard_.rejected();
     const bool sparse = status_out_[status_pull_bytes] >= 0;
     for (int r = 0; r < p; ++r) {
       if (r == me) {
@@ -561,9 +358,9 @@ private:
       status_sends_.add(true, status_out_.data(), status_fields, sizeof(std::int64_t), MPI_INT64_T,
                         status_fields, r, options_.tag_base + 1);
       if (sparse) {
-        pull_sends_.add(true, pull_bytes_.data(), pull_bytes_.size(), 1, MPI_BYTE, byte_chunk(), r,
-                        options_.tag_base + 2);
-        bytes_sent_ += pull_bytes_.size();
+        pull_sends_.add(true, shard_.pull().data(), shard_.pull().size(), 1, MPI_BYTE, byte_chunk(),
+                        r, options_.tag_base + 2);
+        bytes_sent_ += shard_.pull().size();
       } else {
         pull_sends_.add(true, shard.data(), shard.size(), sizeof(float), MPI_FLOAT, float_chunk(),
                         r, options_.tag_base + 2);
@@ -667,6 +464,12 @@ private:
     return pushed && served && statuses && pulled;
   }
 
+  // The exchange completed on this rank: the sparse pulls decoded, then the verdicts checked.
+  void finish_exchange() {
+    finish_pulls();
+    check_statuses();
+  }
+
   // Every rank received every server's status: the same verdict everywhere. Then this rank's
   // own pulls.
   void check_statuses() const {
@@ -679,7 +482,7 @@ private:
         throw wire_error(gradcomp::detail::concat(
             "gradcomp wire: parameter_server: server rank ", server_rank(s),
             " rejected the push of worker rank ", status,
-            mine ? ": " + rejection_ : std::string(" (the server's exception says why)")));
+            mine ? ": " + shard_.rejection() : std::string(" (the server's exception says why)")));
       }
     }
     if (!pull_problem_.empty()) {
@@ -688,49 +491,23 @@ private:
     }
   }
 
-  // An operation dropped mid-way (an exception, or destruction): completes what is pending and
-  // makes the object ready for a new start() (detail::abandon). request_ is a collective
-  // (the header MPI_Ialltoall or the size verdict's MPI_Iallreduce), which MPI does not allow
-  // to be freed or cancelled: it is waited for, and completes once every rank has posted it, as
-  // each does while it runs the round (the verdict right after the alltoall). The queues hold
-  // point-to-point transfers (only in the exchange phase, when request_ is complete): sends
-  // waited for, until their receivers take them, then receives cancelled and completed
-  // (transfer_queue::abandon). The errors thrown on every rank are thrown after a collective or
-  // the whole exchange has completed, with nothing pending; what this completes is left by a
-  // failure on this rank alone or by destruction mid-way.
-  void reset() noexcept {
-    phase_ = phase::idle;
-    detail::abandon(request_, detail::request_kind::collective);
-    push_sends_.abandon();
-    push_receives_.abandon();
-    status_sends_.abandon();
-    pull_sends_.abandon();
-    status_receives_.abandon();
-    pull_receives_.abandon();
-  }
-
   const communicator* comm_;
   options options_;
   int workers_ = 1;
   int my_server_ = -1;
-  phase phase_ = phase::idle;
   std::span<float> average_;
-  std::string problem_, rejection_;
-  sparse_message part_, received_, pull_message_;
+  std::string problem_; // why this rank's push is invalid
+  detail::parameter_server_agreement agreement_;
+  sparse_message part_, received_;
   std::vector<std::vector<std::byte>> parts_, received_parts_;
   std::vector<std::vector<std::byte>> pulled_; // per server: its sparse pull (empty: dense)
-  std::vector<std::byte> pull_bytes_;          // this server's encoded sparse pull
-  std::vector<std::uint8_t> in_union_;         // this server's shard: 1 where a push has a value
-  bool union_dense_ = true;                    // a dense pull: option dense, or a dense part
+  detail::server_shard shard_;                 // this server's shard
   std::vector<std::size_t> last_transfer_, status_items_;
-  std::vector<std::int64_t> headers_out_, headers_in_, statuses_;
-  std::int64_t size_verdict_ = 0;
-  std::string size_problem_, pull_problem_;
+  std::vector<std::int64_t> statuses_;
+  std::string pull_problem_;
   std::array<std::int64_t, status_fields> status_out_{-1, -1};
   int next_worker_ = 0, next_pull_ = 0;
-  std::int64_t rejected_worker_ = -1;
   bool pulls_posted_ = false;
-  MPI_Request request_ = MPI_REQUEST_NULL;
   detail::transfer_queue push_sends_, push_receives_, status_sends_, pull_sends_, status_receives_,
       pull_receives_;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;

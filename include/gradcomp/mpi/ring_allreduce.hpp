@@ -6,7 +6,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_trace.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -66,9 +66,7 @@ struct ring_allreduce_options {
 //! test() until true (each test() makes whatever progress is possible without blocking), or
 //! wait(); the vector must not be touched until then. One operation at a time per object.
 //! @throws mpi_error on an MPI failure or when ranks pass different lengths (on every rank).
-class ring_allreduce : public nonblocking_operation<ring_allreduce> {
-  friend class nonblocking_operation<ring_allreduce>;
-
+class ring_allreduce : public detail::phased_operation<ring_allreduce> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "ring_allreduce";
@@ -90,8 +88,7 @@ public:
 
   //! Starts summing `data` (n floats, host memory) across all ranks, in place.
   void start(std::span<float> data) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "ring_allreduce: start() while an operation is in progress");
+    const auto starting = begin_operation();
     data_ = data;
     const int p = comm_->size();
     constexpr std::size_t max_segments = 64;
@@ -105,11 +102,8 @@ public:
       operation_ = options_.trace->operations++;
       options_.trace->started_seconds.push_back(ring_trace::now_seconds());
     }
-    if (lengths_.begin(*comm_, data.size(), options_.check_lengths)) {
-      phase_ = phase::checking;
-    } else {
-      begin_ring();
-    }
+    agree_lengths(*comm_, data.size(), options_.check_lengths, &ring_allreduce::begin_ring,
+                  detail::length_agreement::description);
   }
 
   //! Bytes rank `rank` of `ranks` sends in one operation on n floats: every block but block
@@ -125,46 +119,10 @@ public:
     return sizeof(float) * ((n - size(rank + 1)) + (n - size(rank + 2)));
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private For timeout messages: the rank a step receives from (-1 outside the ring).
-  [[nodiscard]] int pending_peer() const noexcept {
-    return phase_ == phase::ring ? wrap(comm_->rank() - 1) : -1;
-  }
-  //! @private For timeout messages: the phase and step the operation waits in.
-  [[nodiscard]] std::string pending_description() const {
-    if (phase_ == phase::checking) {
-      return "the length agreement (an MPI_Iallreduce of every rank)";
-    }
-    if (phase_ != phase::ring) {
-      return {};
-    }
-    return gradcomp::detail::concat("step ", oldest_ + 1, " of ", 2 * (comm_->size() - 1),
-                                    ", receiving from rank ", wrap(comm_->rank() - 1),
-                                    " and sending to rank ", wrap(comm_->rank() + 1));
-  }
-  //! @private
-  bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::checking:
-        if (!lengths_.settled("ring_allreduce")) {
-          return false;
-        }
-        begin_ring();
-        continue;
-      case phase::ring:
-        return progress_ring();
-      }
-    }
-  }
 
 private:
-  enum class phase { idle, checking, ring, done };
-
   // A ring step in flight: its blocks, requests and (reduce-scatter) receive buffer.
   struct step_state {
     std::size_t send_begin = 0, send_length = 0, recv_begin = 0, recv_length = 0;
@@ -188,13 +146,32 @@ private:
     return ((b % p) + p) % p;
   }
 
+  // The ring: 2 (P - 1) steps, each a receive from the left neighbour and a send to the right
+  // one, segment by segment, pipelined (progress_ring). Dropped mid-way (an exception, or
+  // destruction; detail::abandon), the open steps' sends are waited for first (MPICH cannot
+  // cancel them; a rendezvous-sized segment waits until the right neighbour takes it, which it
+  // does while it runs the operation: a step opens once the step two before it has ended, and
+  // every step before this rank's open ones has ended here, so the neighbour reaches them),
+  // then each receive is cancelled and completed.
   void begin_ring() {
     if (comm_->size() == 1 || data_.empty()) {
-      phase_ = phase::done;
       return;
     }
-    phase_ = phase::ring;
+    poll(&ring_allreduce::progress_ring)
+        .sends(slots_[0].sends, slots_[1].sends)
+        .receives(slots_[0].recvs, slots_[1].recvs)
+        .peer(&ring_allreduce::left)
+        .describe(&ring_allreduce::ring_position);
     open_steps();
+  }
+
+  // For timeout messages: the rank a step receives from.
+  [[nodiscard]] int left() const noexcept { return wrap(comm_->rank() - 1); }
+  // For timeout messages: the step the operation waits in.
+  [[nodiscard]] std::string ring_position() const {
+    return gradcomp::detail::concat("step ", oldest_ + 1, " of ", 2 * (comm_->size() - 1),
+                                    ", receiving from rank ", left(), " and sending to rank ",
+                                    wrap(comm_->rank() + 1));
   }
 
   // Steps 0 .. P-2 reduce-scatter, P-1 .. 2P-3 allgather. Step s sends the block step s - 1
@@ -335,7 +312,6 @@ private:
             options_.trace->steps[oldest.trace_record].sent_seconds = ring_trace::now_seconds();
           }
           if (++oldest_ == last_step()) {
-            phase_ = phase::done;
             return true;
           }
           open_steps();
@@ -348,36 +324,14 @@ private:
     }
   }
 
-  // An operation dropped mid-way (an exception, or destruction): completes what is pending, so
-  // that MPI touches no buffer after it is released, and makes the object ready for a new
-  // start() (detail::abandon). The open steps' sends are waited for first (MPICH cannot cancel
-  // them; a rendezvous-sized segment waits until the right neighbour takes it, which it does
-  // while it runs the operation: a step opens once the step two before it has ended, and every
-  // step before this rank's open ones has ended here, so the neighbour reaches them), then each
-  // receive is cancelled and completed. The length agreement is a collective: waited for, it
-  // completes because every rank begins it in start(). Only one of the two kinds is ever
-  // pending.
-  void reset() noexcept {
-    phase_ = phase::idle;
-    for (step_state& st : slots_) { // sends first
-      detail::abandon(st.sends, detail::request_kind::point_to_point);
-    }
-    for (step_state& st : slots_) {
-      detail::abandon(st.recvs, detail::request_kind::point_to_point);
-    }
-    lengths_.abandon();
-  }
-
   const communicator* comm_;
   options options_;
-  phase phase_ = phase::idle;
   std::span<float> data_;
   std::size_t segment_elements_ = 1;
   std::uint64_t operation_ = 0;     // the traced operation's number (options_.trace)
   std::array<step_state, 2> slots_; // step s in slots_[s % 2]
   int oldest_ = 0;                  // the oldest step that has not ended
   int opened_ = 0;                  // steps posted so far: [oldest_, opened_) are in flight
-  detail::length_agreement lengths_;
 };
 
 } // namespace gradcomp::mpi

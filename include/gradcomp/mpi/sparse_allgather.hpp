@@ -8,7 +8,7 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -103,9 +103,7 @@ struct sparse_allgather_options {
 //!   that received it: every rank but the sender, which checked its own bytes before sending
 //!   (a fault on the wire, which TCP's and MPI's checks make unlikely, is not agreed on);
 //! - from the constructor, std::invalid_argument for a tag outside [0, MPI_TAG_UB].
-class sparse_allgather : public nonblocking_operation<sparse_allgather> {
-  friend class nonblocking_operation<sparse_allgather>;
-
+class sparse_allgather : public detail::phased_operation<sparse_allgather> {
 public:
   //! The name timeout and error messages give this operation.
   static constexpr const char* operation_name = "sparse_allgather";
@@ -130,8 +128,7 @@ public:
   //! is encoded and decoded (validated) before the header round and the output is cleared while
   //! the headers are on the wire.
   void start(const sparse_message& mine, std::span<float> sum) {
-    gradcomp::detail::require(phase_ == phase::idle || phase_ == phase::done,
-                              "sparse_allgather: start() while an operation is in progress");
+    const auto starting = begin_operation();
     const auto p = static_cast<std::size_t>(comm_->size());
     const auto me = static_cast<std::size_t>(comm_->rank());
     sum_ = sum;
@@ -152,92 +149,21 @@ public:
         static_cast<std::int64_t>(mine.dense_length_elements),
         static_cast<std::int64_t>(mine.nnz()), settings_};
     constexpr int fields = static_cast<int>(detail::gathered_header_fields);
+    // a collective: dropped mid-way (an exception on this rank, or destruction), it is waited
+    // for (detail::abandon), and completes because every rank posts it here
     detail::check(MPI_Iallgather(mine_header, fields, MPI_INT64_T, gathered_headers_.data(), fields,
-                                 MPI_INT64_T, comm_->native(), &header_request_),
+                                 MPI_INT64_T, comm_->native(), collective()),
                   "MPI_Iallgather");
+    then(&sparse_allgather::after_headers)
+        .describe("the header allgather (an MPI_Iallgather of every rank)");
     used_dense_ = false;
-    phase_ = phase::headers;
     if (!own_error_) {
       std::fill(sum_.begin(), sum_.end(), 0.0f); // while the headers are on the wire
     }
   }
 
-  //! @private The nonblocking_operation hooks.
+  //! @private The nonblocking_operation hook.
   [[nodiscard]] const wait_policy& waiting() const noexcept { return options_.wait; }
-  //! @private For timeout messages: the first rank whose message has not arrived (pairwise
-  //! algorithm), the dense ring's peer, or -1 (a collective of every rank).
-  [[nodiscard]] int pending_peer() const noexcept {
-    if (phase_ == phase::dense) {
-      return dense_.pending_peer();
-    }
-    if (phase_ == phase::messages && options_.algorithm == algorithm::pairwise) {
-      for (std::size_t j = 0; j < ready_.size(); ++j) {
-        if (ready_[j] == 0) {
-          return static_cast<int>(j);
-        }
-      }
-    }
-    return -1;
-  }
-  //! @private For timeout messages: the phase the operation waits in (and, in the pairwise
-  //! exchange, the ranks whose messages are missing: the first 8).
-  [[nodiscard]] std::string pending_description() const {
-    switch (phase_) {
-    case phase::headers:
-      return "the header allgather (an MPI_Iallgather of every rank)";
-    case phase::messages: {
-      if (options_.algorithm != algorithm::pairwise) {
-        return "the messages' MPI_Iallgatherv of every rank";
-      }
-      std::string ranks;
-      std::size_t missing = 0;
-      for (std::size_t j = 0; j < ready_.size(); ++j) {
-        if (ready_[j] == 0 && ++missing <= 8) {
-          ranks += gradcomp::detail::concat(missing == 1 ? "" : ", ", j);
-        }
-      }
-      return gradcomp::detail::concat(missing, " of ", ready_.size() - 1,
-                                      " messages not yet received (from rank",
-                                      missing == 1 ? " " : "s ", ranks,
-                                      missing > 8 ? ", ..." : "", ")");
-    }
-    case phase::dense:
-      return "the dense ring allreduce, " + dense_.pending_description();
-    default:
-      return {};
-    }
-  }
-  //! @private
-  bool progress() {
-    for (;;) {
-      switch (phase_) {
-      case phase::idle:
-      case phase::done:
-        return true;
-      case phase::headers:
-        if (!detail::complete(header_request_)) {
-          return false;
-        }
-        after_headers();
-        continue;
-      case phase::messages:
-        if (!messages_arrived()) {
-          return false;
-        }
-        phase_ = phase::done;
-        if (first_error_) {
-          std::rethrow_exception(first_error_);
-        }
-        return true;
-      case phase::dense:
-        if (!dense_.test()) {
-          return false;
-        }
-        phase_ = phase::done;
-        return true;
-      }
-    }
-  }
 
   //! Whether the last operation switched to the dense ring allreduce.
   [[nodiscard]] bool used_dense() const noexcept { return used_dense_; }
@@ -247,8 +173,6 @@ public:
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
 
 private:
-  enum class phase { idle, headers, messages, dense, done };
-
   static options checked(const communicator& comm, const options& o) {
     const int tag_ub = detail::tag_upper_bound(comm);
     gradcomp::detail::require(o.tag >= 0 && o.tag <= tag_ub, "sparse_allgather: tag ", o.tag,
@@ -269,30 +193,6 @@ private:
       h = (h ^ f) * 1099511628211ull;
     }
     return static_cast<std::int64_t>(h);
-  }
-
-  // An operation dropped mid-way (an exception on this rank, or destruction): completes what is
-  // pending so that no buffer is touched after it is released and the object is ready for a
-  // new start() (detail::abandon). The collectives (the header round; MPI_Iallgatherv) cannot
-  // be cancelled or freed: waited for, they complete because every rank posts them. The
-  // pairwise algorithm's point-to-point requests (the receives from rank - 1, rank - 2, ...,
-  // then the sends): the sends first, each waited for (MPICH cannot cancel a send; a
-  // rendezvous-sized message waits until its receiver takes it, and every rank still running
-  // the operation has posted its receives from every peer at once), while this rank's receives
-  // stay posted; then the receives, each cancelled and completed. The dense ring resets itself
-  // when its test() throws, and its destructor completes what it has pending when this object
-  // is destroyed mid-way.
-  void reset() noexcept {
-    phase_ = phase::idle;
-    detail::abandon(header_request_, detail::request_kind::collective);
-    if (options_.algorithm == algorithm::mpi_allgatherv) {
-      detail::abandon(requests_, detail::request_kind::collective);
-      return;
-    }
-    const std::span<MPI_Request> requests(requests_);
-    const std::size_t receives = requests.size() / 2;
-    detail::abandon(requests.subspan(receives), detail::request_kind::point_to_point); // sends
-    detail::abandon(requests.first(receives), detail::request_kind::point_to_point);
   }
 
   void after_headers() {
@@ -329,8 +229,9 @@ private:
       used_dense_ = true;
       decompress(decoded_[static_cast<std::size_t>(me)], sum_);
       bytes_sent_ = bytes_received_ = static_cast<std::size_t>(plan.ring_bytes);
+      // dropped mid-way, the ring is abandoned (its own reset completes what it has pending)
+      await(dense_).describe("the dense ring allreduce, ");
       dense_.start(sum_);
-      phase_ = phase::dense;
       return;
     }
     if (plan.exceeds_int_count) {
@@ -345,7 +246,6 @@ private:
     bytes_received_ =
         static_cast<std::size_t>(plan.total_bytes) - static_cast<std::size_t>(counts_[me]);
     post_messages();
-    phase_ = phase::messages;
     const auto rank_count = static_cast<std::size_t>(p);
     ready_.assign(rank_count, 0);
     first_error_ = nullptr;
@@ -354,22 +254,36 @@ private:
     mark_decoded(static_cast<std::size_t>(me)); // decoded in start()
   }
 
-  // Posts the movement of the encoded messages into gathered_ (at displacements_).
+  // Posts the movement of the encoded messages into gathered_ (at displacements_), as the
+  // phase that takes them as they arrive. The collective (MPI_Iallgatherv) cannot be cancelled:
+  // dropped mid-way (an exception on this rank, or destruction; detail::abandon) it is waited
+  // for, and completes because every rank posts it. The pairwise algorithm's point-to-point
+  // requests: the sends first, each waited for (MPICH cannot cancel a send; a rendezvous-sized
+  // message waits until its receiver takes it, and every rank still running the operation has
+  // posted its receives from every peer at once), while this rank's receives stay posted; then
+  // the receives, each cancelled and completed.
   void post_messages() {
     const int p = comm_->size();
     const int me = comm_->rank();
     if (options_.algorithm == algorithm::mpi_allgatherv) {
-      requests_.assign(1, MPI_REQUEST_NULL);
       detail::check(MPI_Iallgatherv(encoded_.data(), static_cast<int>(encoded_.size()), MPI_BYTE,
                                     gathered_.data(), counts_.data(), displacements_.data(),
-                                    MPI_BYTE, comm_->native(), requests_.data()),
+                                    MPI_BYTE, comm_->native(), collective()),
                     "MPI_Iallgatherv");
+      then(&sparse_allgather::take_gathered)
+          .describe("the messages' MPI_Iallgatherv of every rank");
       return;
     }
     // requests_: receives from rank - 1, rank - 2, ... then sends to rank + 1, rank + 2, ...
     // (step s pairs the send to rank + s with the receive from rank - s: every rank sends to a
     // different rank at the same step)
     requests_.assign(2 * static_cast<std::size_t>(p - 1), MPI_REQUEST_NULL);
+    const std::span<MPI_Request> requests(requests_);
+    poll(&sparse_allgather::take_arrived, &sparse_allgather::after_messages)
+        .sends(requests.subspan(static_cast<std::size_t>(p - 1)))
+        .receives(requests.first(static_cast<std::size_t>(p - 1)))
+        .peer(&sparse_allgather::first_missing)
+        .describe(&sparse_allgather::missing_messages);
     for (int s = 1; s < p; ++s) {
       const int from = source(s);
       detail::check(MPI_Irecv(gathered_.data() + displacements_[from], counts_[from], MPI_BYTE,
@@ -386,22 +300,21 @@ private:
     }
   }
 
-  // Takes whatever arrived: decodes it, sums the grown prefix; true when every message has been
-  // taken and every send has completed.
-  bool messages_arrived() {
-    const int p = comm_->size();
+  // The MPI_Iallgatherv completed: takes every other rank's message.
+  void take_gathered() {
     const int me = comm_->rank();
-    if (options_.algorithm == algorithm::mpi_allgatherv) {
-      if (!detail::complete(requests_[0])) {
-        return false;
+    for (int j = 0; j < comm_->size(); ++j) {
+      if (j != me) {
+        take(static_cast<std::size_t>(j), message_bytes(j));
       }
-      for (int j = 0; j < p; ++j) {
-        if (j != me) {
-          take(static_cast<std::size_t>(j), message_bytes(j));
-        }
-      }
-      return true;
     }
+    after_messages();
+  }
+
+  // Pairwise: takes whatever arrived (decodes it, sums the grown prefix); true when every
+  // message has been taken and every send has completed.
+  bool take_arrived() {
+    const int p = comm_->size();
     bool all = true;
     for (int s = 1; s < p; ++s) { // receives
       MPI_Request& request = requests_[static_cast<std::size_t>(s - 1)];
@@ -421,6 +334,37 @@ private:
       }
     }
     return all;
+  }
+
+  // Every message is in: the lowest rank's malformed message, if any, is this rank's error.
+  void after_messages() {
+    if (first_error_) {
+      std::rethrow_exception(first_error_);
+    }
+  }
+
+  // For timeout messages (pairwise algorithm): the first rank whose message has not arrived.
+  [[nodiscard]] int first_missing() const noexcept {
+    for (std::size_t j = 0; j < ready_.size(); ++j) {
+      if (ready_[j] == 0) {
+        return static_cast<int>(j);
+      }
+    }
+    return -1;
+  }
+  // For timeout messages (pairwise algorithm): the ranks whose messages are missing (the first
+  // 8).
+  [[nodiscard]] std::string missing_messages() const {
+    std::string ranks;
+    std::size_t missing = 0;
+    for (std::size_t j = 0; j < ready_.size(); ++j) {
+      if (ready_[j] == 0 && ++missing <= 8) {
+        ranks += gradcomp::detail::concat(missing == 1 ? "" : ", ", j);
+      }
+    }
+    return gradcomp::detail::concat(
+        missing, " of ", ready_.size() - 1, " messages not yet received (from rank",
+        missing == 1 ? " " : "s ", ranks, missing > 8 ? ", ..." : "", ")");
   }
 
   // The rank whose message the pairwise algorithm's receive s (1 .. P-1) takes: rank - s.
@@ -477,7 +421,6 @@ private:
   const communicator* comm_;
   options options_;
   ring_allreduce dense_;
-  phase phase_ = phase::idle;
   std::span<float> sum_;
   std::vector<std::byte> encoded_, gathered_;
   std::int64_t settings_;                      // fingerprint(options_)
@@ -490,8 +433,7 @@ private:
   std::size_t error_rank_ = 0;          // lowest rank with a malformed message, or P
   std::exception_ptr first_error_;      // the lowest rank's failure to take its message
   std::exception_ptr own_error_;        // this rank's invalid arguments (start())
-  std::vector<MPI_Request> requests_;   // the messages' requests
-  MPI_Request header_request_ = MPI_REQUEST_NULL;
+  std::vector<MPI_Request> requests_;   // the pairwise algorithm's requests
   bool used_dense_ = false;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;
 };

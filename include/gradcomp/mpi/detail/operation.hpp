@@ -116,45 +116,18 @@ inline void abandon(std::span<MPI_Request> requests, request_kind kind) noexcept
 
 //! Every rank's vector length, agreed with one nonblocking allreduce of (n, -n) under MPI_MIN:
 //! afterwards every rank knows the smallest and the largest length, so all of them detect a
-//! mismatch together. Two ways to use it: begin() / settled() / abandon() with the request kept
-//! here (a transport's first phase), or start(request) / verify() when the caller completes the
-//! request together with others.
+//! mismatch together: start(request), and verify() once the caller (phased_operation's
+//! agree_lengths(), or an agreement of several requests) has completed the request.
 class length_agreement {
 public:
+  //! What a timeout names while the agreement is pending.
+  static constexpr const char* description =
+      "the length agreement (an MPI_Iallreduce of every rank)";
+
   length_agreement() = default;
+  // not copyable: a pending allreduce writes into this object
   length_agreement(const length_agreement&) = delete;
   length_agreement& operator=(const length_agreement&) = delete;
-  ~length_agreement() { abandon(); }
-
-  //! Starts the agreement on `n` with the request kept here, if `enabled` and the communicator
-  //! has more than one rank; returns whether it started (false: nothing to wait for).
-  //! Collective (every rank must pass the same `enabled`).
-  bool begin(const communicator& comm, std::size_t n, bool enabled) {
-    if (!enabled || comm.size() == 1) {
-      return false;
-    }
-    start(comm, n, own_);
-    return true;
-  }
-
-  //! Whether the agreement begin() started has completed (never blocks; true if none was
-  //! started); on completion verifies it. @throws mpi_error naming `operation` unless all
-  //! lengths agree, or if MPI_Test fails.
-  bool settled(const char* operation) {
-    if (own_ == MPI_REQUEST_NULL) {
-      return true;
-    }
-    if (!complete(own_)) {
-      return false;
-    }
-    verify(operation);
-    return true;
-  }
-
-  //! Completes an agreement begin() started and that is still pending (the operation is being
-  //! dropped: an exception, or destruction): the allreduce is a collective, so it is waited for,
-  //! not freed (detail::abandon); it completes because every rank began it. No-op otherwise.
-  void abandon() noexcept { detail::abandon(own_, request_kind::collective); }
 
   //! Starts the agreement on `n`; the caller completes `request`. Collective.
   void start(const communicator& comm, std::size_t n, MPI_Request& request) {
@@ -177,7 +150,6 @@ public:
 private:
   std::array<std::int64_t, 2> lengths_{};
   std::size_t mine_ = 0;
-  MPI_Request own_ = MPI_REQUEST_NULL;
 };
 
 } // namespace gradcomp::mpi::detail
