@@ -37,7 +37,8 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->capture_default_str();
   app.add_option("--interval", cs.interval,
                  "reused_threshold: exact top-k every S iterations, S >= 1")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber); // "-1" would wrap around in the unsigned field
   app.add_option("--rank", o.method.rank,
                  "powersgd: the approximation rank r (each layer's gradient sent as two factors "
                  "of r columns; --transport ring)")

@@ -7,6 +7,7 @@
 
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/adaptive_density.hpp>
+#include <gradcomp/compressor/any_compressor.hpp>
 #include <gradcomp/compressor/by_name.hpp>
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/compressor/compressor_base.hpp>

@@ -7,6 +7,7 @@
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
 // build_info() reports how this extension was compiled (python -m gradcomp.info prints it).
 #include <gradcomp/checkpoint/state_stream.hpp>
+#include <gradcomp/compressor/any_compressor.hpp>
 #include <gradcomp/compressor/by_name.hpp>
 #include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
@@ -20,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <memory>
 #include <optional>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -70,51 +70,6 @@ std::span<const float> readable(const float_array& a) {
   return {a.data(), static_cast<std::size_t>(a.size())};
 }
 
-//! One compressor chosen at run time, behind a virtual call per bucket.
-class erased {
-public:
-  virtual ~erased() = default;
-  virtual gradcomp::selection_stats compress(std::span<float> residual,
-                                             std::span<float> velocity,
-                                             std::span<const float> grad,
-                                             float momentum,
-                                             bool factor_masking,
-                                             gradcomp::sparse_message& out) = 0;
-  [[nodiscard]] virtual std::vector<std::byte> save() const = 0;
-  virtual void load(std::span<const std::byte> bytes) = 0;
-  //! The sparse compressors' density (gradcomp::density_compressor); false for the others.
-  virtual bool set_density(double density) = 0;
-};
-
-template <class C>
-class erased_impl final : public erased {
-public:
-  explicit erased_impl(C c) : c_(std::move(c)) {}
-  gradcomp::selection_stats compress(std::span<float> residual,
-                                     std::span<float> velocity,
-                                     std::span<const float> grad,
-                                     float momentum,
-                                     bool factor_masking,
-                                     gradcomp::sparse_message& out) override {
-    // error_feedback's call: momentum correction with or without factor masking, or plain
-    return gradcomp::detail::compress_with_feedback(c_, residual, velocity, grad, momentum,
-                                                    factor_masking, out);
-  }
-  [[nodiscard]] std::vector<std::byte> save() const override { return gradcomp::save_state(c_); }
-  void load(std::span<const std::byte> bytes) override { gradcomp::load_state(c_, bytes); }
-  bool set_density(double density) override {
-    if constexpr (gradcomp::density_compressor<C>) {
-      c_.set_density(density);
-      return true;
-    } else {
-      return false;
-    }
-  }
-
-private:
-  C c_;
-};
-
 //! gradcomp._core.Compressor: one bucket's compressor (its own state: the reused threshold and
 //! its interval position, the sampled threshold's generator).
 class compressor {
@@ -127,37 +82,15 @@ public:
              const std::string& nonfinite,
              std::uint32_t levels,
              std::optional<std::uint32_t> bucket_elements)
-      : method_(method) {
-    const gradcomp::nonfinite_policy policy = gradcomp::nonfinite_policy_from_string(nonfinite);
-    // the dense methods: fp32 (nothing rounded), fp16 and bf16 (cast with error feedback)
-    if (const auto v = gradcomp::value_type_from_string(method)) {
-      dense_ = true;
-      impl_ = std::make_unique<erased_impl<gradcomp::dense>>(
-          gradcomp::dense({.values = *v, .threads = threads, .nonfinite = policy}));
-      return;
-    }
-    const auto erase = [](auto c) -> std::unique_ptr<erased> {
-      return std::make_unique<erased_impl<decltype(c)>>(std::move(c));
-    };
-    if (gradcomp::is_quantizer_name(
-            method)) { // signsgd, terngrad, qsgd: a scale per bucket_elements
-      impl_ = gradcomp::with_quantizer(method,
-                                       {.seed = seed,
-                                        .levels = levels,
-                                        .bucket_elements = bucket_elements,
-                                        .threads = threads,
-                                        .nonfinite = policy},
-                                       erase);
-      return;
-    }
-    impl_ = gradcomp::with_sparse_compressor(method,
-                                             {.density = density,
-                                              .interval = interval,
-                                              .seed = seed,
-                                              .threads = threads,
-                                              .nonfinite = policy},
-                                             erase);
-  }
+      : method_(method), dense_(gradcomp::is_dense_compressor_name(method)),
+        compressor_(method,
+                    {.density = density,
+                     .interval = interval,
+                     .seed = seed,
+                     .levels = levels,
+                     .bucket_elements = bucket_elements,
+                     .threads = threads,
+                     .nonfinite = gradcomp::nonfinite_policy_from_string(nonfinite)}) {}
 
   //! Error feedback + selection + encoding: acc = residual + grad (DGC's momentum correction
   //! first when momentum > 0: velocity = momentum x velocity + grad accumulated instead of grad,
@@ -183,7 +116,8 @@ public:
     {
       py::gil_scoped_release unlocked;
       const auto t0 = std::chrono::steady_clock::now();
-      st = impl_->compress(r, v, g, momentum, factor_masking, message_);
+      st = compressor_.compress_with_feedback(
+          r, v, g, {.momentum = momentum, .factor_masking = factor_masking}, message_);
       gradcomp::encode(message_, gradcomp::index_encoding::delta_varint, wire_);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -207,7 +141,7 @@ public:
     {
       py::gil_scoped_release unlocked;
       const auto t0 = std::chrono::steady_clock::now();
-      st = impl_->compress(r, {}, g, 0.0f, true, message_);
+      st = compressor_.compress_with_feedback(r, {}, g, {}, message_);
       gradcomp::decompress(message_, o);
       seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     }
@@ -215,14 +149,14 @@ public:
   }
 
   [[nodiscard]] py::bytes state() const {
-    const std::vector<std::byte> b = impl_->save();
+    const std::vector<std::byte> b = gradcomp::save_state(compressor_);
     return {reinterpret_cast<const char*>(b.data()), b.size()};
   }
 
   void load_state(const py::bytes& bytes) {
     const std::string_view s = bytes;
     try {
-      impl_->load({reinterpret_cast<const std::byte*>(s.data()), s.size()});
+      gradcomp::load_state(compressor_, {reinterpret_cast<const std::byte*>(s.data()), s.size()});
     } catch (const gradcomp::state_error& e) {
       throw std::invalid_argument(e.what());
     }
@@ -234,9 +168,10 @@ public:
   //! it between iterations; error feedback keeps everything unsent). Raises ValueError naming
   //! the value outside (0, 1], or the method when it has no density.
   void set_density(double density) {
-    if (!impl_->set_density(density)) {
+    if (!compressor_.has_density()) {
       throw std::invalid_argument("set_density: method '" + method_ + "' has no density");
     }
+    compressor_.set_density(density);
   }
 
 private:
@@ -256,7 +191,7 @@ private:
 
   std::string method_;
   bool dense_ = false;
-  std::unique_ptr<erased> impl_;
+  gradcomp::any_compressor compressor_;
   gradcomp::sparse_message message_;
   std::vector<std::byte> wire_;
 };
