@@ -36,6 +36,303 @@
 
 namespace gradcomp_train {
 
+//! The model's parameters as one vector of n floats, layers in parameter order (what the
+//! asynchronous parameter server holds), with the copies between it and the model.
+struct flat_parameters {
+  std::vector<torch::Tensor>& params;
+  const std::vector<std::size_t>& numel;
+  std::vector<float> flat;
+
+  //! The model's parameters into `flat`. O(n).
+  void to_flat() {
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      std::memcpy(flat.data() + offset, params[i].data_ptr<float>(), numel[i] * sizeof(float));
+      offset += numel[i];
+    }
+  }
+  //! `flat` into the model's parameters. O(n).
+  void from_flat() {
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < params.size(); ++i) {
+      std::memcpy(params[i].data_ptr<float>(), flat.data() + offset, numel[i] * sizeof(float));
+      offset += numel[i];
+    }
+  }
+};
+
+//! What one worker's training loop of train_async records.
+struct async_worker_totals {
+  std::vector<eval_point> points;              //!< the evaluations, the initial one first
+  double sums[per_iteration_count] = {};       //!< per_iteration_names' sums over the iterations
+  double selected = 0;                         //!< elements pushed
+  double staleness_sum = 0, staleness_max = 0; //!< staleness seen at the pulls
+  std::int64_t iterations = 0;
+  double train_seconds = 0; //!< training only (evaluations excluded)
+};
+
+//! What train_async's worker loop needs besides the options.
+struct async_worker_setup {
+  const gradcomp::mpi::communicator& group; //!< the workers' communicator
+  gradcomp::mpi::async_parameter_server& ps;
+  network& net;
+  flat_parameters& model;
+  const gx::dataset& train_set;
+  const gx::dataset& test_set;
+  int workers;
+  std::int64_t per_worker;           //!< samples per worker and epoch
+  std::int64_t iterations_per_epoch; //!< per worker
+  std::size_t total_numel;
+  bool root; //!< worker 0 prints the progress lines
+};
+
+//! One worker's training loop of train_async (see there): pulls, forward and backward, the
+//! layers compressed with the method's error feedback and pushed; evaluations at the synchronous
+//! training's points. Collective over the workers' communicator s.group.
+inline void
+run_async_worker(const train_options& o, const async_worker_setup& s, async_worker_totals& t) {
+  namespace gm = gradcomp::mpi;
+  using gradcomp_tools::format;
+  const gm::communicator& group = s.group;
+  gm::async_parameter_server& ps = s.ps;
+  network& net = s.net;
+  std::vector<torch::Tensor>& params = s.model.params;
+  const std::vector<std::size_t>& numel = s.model.numel;
+  std::vector<float>& flat = s.model.flat;
+  const gx::dataset& train_set = s.train_set;
+  const gx::dataset& test_set = s.test_set;
+  const int workers = s.workers;
+  const int w = group.rank();
+  const std::int64_t per_worker = s.per_worker;
+  const std::int64_t iterations_per_epoch = s.iterations_per_epoch;
+  const std::size_t total_numel = s.total_numel;
+  std::vector<eval_point>& points = t.points;
+  auto& sums = t.sums;
+  double& selected = t.selected;
+  double& staleness_sum = t.staleness_sum;
+  double& staleness_max = t.staleness_max;
+  std::int64_t& iterations = t.iterations;
+  double& train_seconds = t.train_seconds;
+  const auto say = [&](const std::string& text) {
+    if (s.root) {
+      std::fprintf(stderr, "gradcomp-train: %s\n", text.c_str());
+    }
+  };
+  with_method(o.method, [&](auto prototype) {
+    using C = decltype(prototype);
+    std::vector<gradcomp::error_feedback<C>> feedback;
+    for (const std::size_t n : numel) {
+      feedback.emplace_back(n, prototype, gradcomp::momentum_correction{0.0});
+    }
+    gradcomp::sparse_message layer, push;
+    torch::Tensor keep;
+    points.push_back({0, 0, 0.0, 0.0, 0.0, evaluate(group, net, test_set)});
+    double loss_sum = 0;
+    std::int64_t loss_count = 0;
+    const int evals = std::max(1, o.evals_per_epoch);
+    barrier(group);
+    for (int epoch = 0; epoch < o.epochs; ++epoch) {
+      const std::vector<std::int64_t> mine = gx::shard(train_set.size(), workers, w, o.seed, epoch);
+      int next_eval = 1;
+      for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
+        const auto t0 = clock_type::now();
+        const std::size_t received_before = ps.bytes_received();
+        const std::size_t sent_before = ps.bytes_sent();
+        const gm::async_pull_result pulled = ps.pull(flat);
+        const auto t1 = clock_type::now();
+        s.model.from_flat();
+        const auto t2 = clock_type::now();
+        const auto [x, y] =
+            shard_batch(train_set, mine, per_worker, it * o.batch_size, o.batch_size);
+        clear_gradients(params);
+        const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
+        const auto t3 = clock_type::now();
+        loss.backward();
+        const auto t4 = clock_type::now();
+        gradcomp::begin_concatenation(push, total_numel);
+        std::uint64_t offset = 0;
+        for (std::size_t i = 0; i < params.size(); ++i) {
+          const torch::Tensor& g = params[i].grad();
+          keep = g.is_contiguous() ? g : g.contiguous();
+          feedback[i].compress(std::span<const float>(keep.data_ptr<float>(), numel[i]), layer);
+          gradcomp::append_concatenated(push, layer, offset, i == 0);
+          offset += numel[i];
+        }
+        const auto t5 = clock_type::now();
+        ps.push(push);
+        const auto t6 = clock_type::now();
+        const auto secs = [](auto a, auto b) {
+          return std::chrono::duration<double>(b - a).count();
+        };
+        const double iteration = secs(t0, t6);
+        const double values[per_iteration_count] = {
+            iteration,
+            secs(t2, t3),
+            secs(t3, t4),
+            secs(t4, t5),
+            secs(t0, t1),
+            secs(t1, t2),
+            0.0,
+            0.0,
+            secs(t5, t6),
+            static_cast<double>(ps.bytes_sent() - sent_before),
+            static_cast<double>(ps.bytes_received() - received_before)};
+        for (std::size_t k = 0; k < per_iteration_count; ++k) {
+          sums[k] += values[k];
+        }
+        selected += static_cast<double>(push.nnz());
+        staleness_sum += static_cast<double>(pulled.staleness);
+        staleness_max = std::max(staleness_max, static_cast<double>(pulled.staleness));
+        ++iterations;
+        train_seconds += iteration;
+        loss_sum += loss.item<double>();
+        ++loss_count;
+        if ((it + 1) * evals >= static_cast<std::int64_t>(next_eval) * iterations_per_epoch) {
+          ++next_eval;
+          double l[2] = {loss_sum, static_cast<double>(loss_count)};
+          allreduce(group, std::span<double>(l), MPI_SUM);
+          const bool last = epoch + 1 == o.epochs && it + 1 == iterations_per_epoch;
+          if (last) {
+            ps.finish(flat); // every worker's replica: the servers' final parameters
+          } else {
+            ps.pull(flat);
+          }
+          s.model.from_flat();
+          const evaluation e = evaluate(group, net, test_set);
+          points.push_back({epoch + 1, iterations,
+                            epoch + static_cast<double>(it + 1) / iterations_per_epoch,
+                            train_seconds, l[0] / std::max(1.0, l[1]), e});
+          loss_sum = 0;
+          loss_count = 0;
+          say(format("epoch %.2f: test accuracy %.2f %%, test loss %.4f, train loss %.4f, %.1f "
+                     "s training, %.1f ms/iteration",
+                     points.back().epochs_done, 100.0 * e.accuracy, e.loss,
+                     points.back().train_loss, train_seconds,
+                     1000.0 * sums[0] / static_cast<double>(iterations)));
+          barrier(group);
+        }
+      }
+    }
+  });
+}
+
+//! What train_async's report (rank 0) is made of: the statistics agreed among the workers and
+//! the servers, the evaluations, the run's shape and its status.
+struct async_summary {
+  std::vector<std::uint64_t> hashes; //!< every worker's parameter hash, in worker order
+  const double (&worker_counts)[3];  //!< selected, iterations, staleness sum: over the workers
+  const double (&server_sums)[4];    //!< pushes applied, staleness sum, pulls answered, deferred
+  const double (&maxima)[3];         //!< server staleness, clock gap, worker staleness
+  const double (&mean_values)[per_iteration_count];
+  const double (&max_values)[per_iteration_count];
+  const std::vector<eval_point>& points;
+  std::size_t total_numel;
+  int servers, workers, ranks;
+  std::int64_t train_samples, test_samples, iterations_per_epoch;
+  std::size_t tensors;
+  const std::string& blas;
+  double train_seconds, wall_seconds;
+  int status; //!< run_status() of the replicas and the accuracy
+};
+
+//! Writes train_async's report and table (rank 0) and returns the exit status.
+inline int report_async(const train_options& o, const async_summary& r) {
+  using gradcomp_tools::format;
+  const std::vector<std::uint64_t>& hashes = r.hashes;
+  const auto& worker_counts = r.worker_counts;
+  const auto& server_sums = r.server_sums;
+  const auto& maxima = r.maxima;
+  const auto& mean_values = r.mean_values;
+  const auto& max_values = r.max_values;
+  const std::vector<eval_point>& points = r.points;
+  const std::size_t total_numel = r.total_numel;
+  const int servers = r.servers, workers = r.workers, ranks = r.ranks;
+  const std::int64_t iterations_per_epoch = r.iterations_per_epoch;
+  const std::string& blas = r.blas;
+  const double train_seconds = r.train_seconds, wall_seconds = r.wall_seconds;
+  const int status = r.status;
+  const bool identical =
+      std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
+  const evaluation final_eval = points.back().test;
+  // --- report (rank 0)
+  const nlohmann::json hash_list = hash_list_json(hashes);
+  const double all_iterations = std::max(1.0, worker_counts[1]);
+  const double density = worker_counts[0] / (all_iterations * static_cast<double>(total_numel));
+  // server_sums: each push is applied once by every server (one part each)
+  const double applied_per_server = server_sums[0] / servers;
+  const double worker_staleness_mean = worker_counts[2] / all_iterations;
+  const double server_staleness_mean = server_sums[0] > 0 ? server_sums[1] / server_sums[0] : 0.0;
+  const std::string label = !o.label.empty() ? o.label
+                                             : format("%s / asgd (%d server%s, staleness bound %d)",
+                                                      o.method.name.c_str(), servers,
+                                                      servers == 1 ? "" : "s", o.staleness_bound);
+  nlohmann::json config = common_config(o, ranks, r.train_samples, r.test_samples,
+                                        iterations_per_epoch, total_numel, r.tensors, blas);
+  config["workers"] = workers;
+  config["servers"] = servers;
+  config["sync"] = "async";
+  config["staleness_bound"] = o.staleness_bound;
+  config["server_rule"] = "async_sgd: momentum on the servers, lr / W per push";
+  config["transport"] = "ps";
+  config["merge"] = "single";
+  config["momentum_correction"] = false;
+  nlohmann::json report = {{"label", label},
+                           {"config", config},
+                           {"plan", nlohmann::json::object()},
+                           {"curve", curve_json(points)},
+                           {"final_test_accuracy", final_eval.accuracy},
+                           {"final_test_loss", final_eval.loss},
+                           {"train_seconds", train_seconds},
+                           {"wall_seconds", wall_seconds},
+                           {"per_iteration", per_iteration_json(mean_values, max_values)},
+                           {"achieved_density", density},
+                           {"guard_fallbacks", 0},
+                           {"replica_hashes", hash_list},
+                           {"replicas_identical", identical},
+                           {"asgd",
+                            {{"worker_staleness_mean", worker_staleness_mean},
+                             {"worker_staleness_max", maxima[2]},
+                             {"server_staleness_mean", server_staleness_mean},
+                             {"server_staleness_max", maxima[0]},
+                             {"max_clock_gap", maxima[1]},
+                             {"pushes_applied_per_server", applied_per_server},
+                             {"pulls_answered", server_sums[2]},
+                             {"pulls_deferred", server_sums[3]}}}};
+
+  std::string table = epoch_table(points);
+  table += "\n| per iteration (mean over workers) | value |\n|---|---|\n";
+  table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
+  table += format("| compute (forward + backward) | %.1f ms |\n",
+                  1000 * (mean_values[1] + mean_values[2]));
+  table += format("| compression (error feedback, one message of the model) | %.2f ms |\n",
+                  1000 * mean_values[3]);
+  table +=
+      format("| pull (waiting for the servers' parameters) | %.2f ms |\n", 1000 * mean_values[4]);
+  table += format("| parameters into the model | %.2f ms |\n", 1000 * mean_values[5]);
+  table += format("| push (posting; the SGD step runs on the servers) | %.2f ms |\n",
+                  1000 * mean_values[8]);
+  table += format("| bytes sent / received per worker | %.0f / %.0f |\n", mean_values[9],
+                  mean_values[10]);
+  table += format("| achieved density | %.5f |\n", density);
+  table += format("| workers / servers / staleness bound | %d / %d / %d |\n", workers, servers,
+                  o.staleness_bound);
+  table += format("| staleness seen at a pull (mean / max): pushes of others since the previous "
+                  "pull | %.2f / %.0f |\n",
+                  worker_staleness_mean, maxima[2]);
+  table += format("| servers: staleness of an applied push (mean / max), largest clock gap | "
+                  "%.2f / %.0f, %.0f |\n",
+                  server_staleness_mean, maxima[0], maxima[1]);
+  table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
+  table += format("| worker replicas identical after finish() | %s (%s) |\n",
+                  identical ? "yes" : "NO", hash_list.dump().c_str());
+  table += format("| BLAS | %s |\n", blas.c_str());
+  if (emit_report(report, table, label, ranks, o.report) != 0) {
+    return 1;
+  }
+  return explain_status(status, "the workers' replicas differ: " + hash_list.dump(),
+                        final_eval.accuracy, o.require_accuracy);
+}
+
 //! @brief Trains with ASGD (see the file) and reports like the synchronous training (rank 0,
 //! which is worker 0). Collective over `comm` (P >= 2 ranks, S < P).
 //!
@@ -103,22 +400,8 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   }
   broadcast_parameters(comm, params);
   // the model as one vector of n floats, layers in parameter order
-  std::vector<float> flat(total_numel);
-  const auto to_flat = [&] {
-    std::size_t offset = 0;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      std::memcpy(flat.data() + offset, params[i].data_ptr<float>(), numel[i] * sizeof(float));
-      offset += numel[i];
-    }
-  };
-  const auto from_flat = [&] {
-    std::size_t offset = 0;
-    for (std::size_t i = 0; i < params.size(); ++i) {
-      std::memcpy(params[i].data_ptr<float>(), flat.data() + offset, numel[i] * sizeof(float));
-      offset += numel[i];
-    }
-  };
-  to_flat();
+  flat_parameters model{params, numel, std::vector<float>(total_numel)};
+  model.to_flat();
 
   // the workers' own communicator: evaluation and statistics among the workers only (the
   // servers are inside serve() until every worker has finished)
@@ -144,115 +427,24 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
              o.batch_size, o.method.name.c_str(), o.threads, blas.c_str()));
 
   const auto training_start = clock_type::now();
-  double train_seconds = 0;
-  std::vector<eval_point> points;
-  double sums[per_iteration_count] = {};
-  double selected = 0, staleness_sum = 0, staleness_max = 0;
-  std::int64_t iterations = 0;
+  async_worker_totals totals;
+  std::vector<eval_point>& points = totals.points;
+  auto& sums = totals.sums;
+  double& selected = totals.selected;
+  double& staleness_sum = totals.staleness_sum;
+  double& staleness_max = totals.staleness_max;
+  std::int64_t& iterations = totals.iterations;
+  double& train_seconds = totals.train_seconds;
   gm::async_server_stats server_stats;
 
   if (ps.is_server()) {
-    server_stats = ps.serve(flat, gm::async_sgd{.lr = static_cast<float>(o.lr),
-                                                .momentum = static_cast<float>(o.momentum)});
+    server_stats = ps.serve(model.flat, gm::async_sgd{.lr = static_cast<float>(o.lr),
+                                                      .momentum = static_cast<float>(o.momentum)});
   } else {
-    const int w = group.rank();
-    with_method(o.method, [&](auto prototype) {
-      using C = decltype(prototype);
-      std::vector<gradcomp::error_feedback<C>> feedback;
-      for (const std::size_t n : numel) {
-        feedback.emplace_back(n, prototype, gradcomp::momentum_correction{0.0});
-      }
-      gradcomp::sparse_message layer, push;
-      torch::Tensor keep;
-      points.push_back({0, 0, 0.0, 0.0, 0.0, evaluate(group, net, test_set)});
-      double loss_sum = 0;
-      std::int64_t loss_count = 0;
-      const int evals = std::max(1, o.evals_per_epoch);
-      barrier(group);
-      for (int epoch = 0; epoch < o.epochs; ++epoch) {
-        const std::vector<std::int64_t> mine =
-            gx::shard(train_set.size(), workers, w, o.seed, epoch);
-        int next_eval = 1;
-        for (std::int64_t it = 0; it < iterations_per_epoch; ++it) {
-          const auto t0 = clock_type::now();
-          const std::size_t received_before = ps.bytes_received();
-          const std::size_t sent_before = ps.bytes_sent();
-          const gm::async_pull_result pulled = ps.pull(flat);
-          const auto t1 = clock_type::now();
-          from_flat();
-          const auto t2 = clock_type::now();
-          const auto [x, y] =
-              shard_batch(train_set, mine, per_worker, it * o.batch_size, o.batch_size);
-          clear_gradients(params);
-          const torch::Tensor loss = torch::nn::functional::cross_entropy(net.module.forward(x), y);
-          const auto t3 = clock_type::now();
-          loss.backward();
-          const auto t4 = clock_type::now();
-          gradcomp::begin_concatenation(push, total_numel);
-          std::uint64_t offset = 0;
-          for (std::size_t i = 0; i < params.size(); ++i) {
-            const torch::Tensor& g = params[i].grad();
-            keep = g.is_contiguous() ? g : g.contiguous();
-            feedback[i].compress(std::span<const float>(keep.data_ptr<float>(), numel[i]), layer);
-            gradcomp::append_concatenated(push, layer, offset, i == 0);
-            offset += numel[i];
-          }
-          const auto t5 = clock_type::now();
-          ps.push(push);
-          const auto t6 = clock_type::now();
-          const auto secs = [](auto a, auto b) {
-            return std::chrono::duration<double>(b - a).count();
-          };
-          const double iteration = secs(t0, t6);
-          const double values[per_iteration_count] = {
-              iteration,
-              secs(t2, t3),
-              secs(t3, t4),
-              secs(t4, t5),
-              secs(t0, t1),
-              secs(t1, t2),
-              0.0,
-              0.0,
-              secs(t5, t6),
-              static_cast<double>(ps.bytes_sent() - sent_before),
-              static_cast<double>(ps.bytes_received() - received_before)};
-          for (std::size_t k = 0; k < per_iteration_count; ++k) {
-            sums[k] += values[k];
-          }
-          selected += static_cast<double>(push.nnz());
-          staleness_sum += static_cast<double>(pulled.staleness);
-          staleness_max = std::max(staleness_max, static_cast<double>(pulled.staleness));
-          ++iterations;
-          train_seconds += iteration;
-          loss_sum += loss.item<double>();
-          ++loss_count;
-          if ((it + 1) * evals >= static_cast<std::int64_t>(next_eval) * iterations_per_epoch) {
-            ++next_eval;
-            double l[2] = {loss_sum, static_cast<double>(loss_count)};
-            allreduce(group, std::span<double>(l), MPI_SUM);
-            const bool last = epoch + 1 == o.epochs && it + 1 == iterations_per_epoch;
-            if (last) {
-              ps.finish(flat); // every worker's replica: the servers' final parameters
-            } else {
-              ps.pull(flat);
-            }
-            from_flat();
-            const evaluation e = evaluate(group, net, test_set);
-            points.push_back({epoch + 1, iterations,
-                              epoch + static_cast<double>(it + 1) / iterations_per_epoch,
-                              train_seconds, l[0] / std::max(1.0, l[1]), e});
-            loss_sum = 0;
-            loss_count = 0;
-            say(format("epoch %.2f: test accuracy %.2f %%, test loss %.4f, train loss %.4f, %.1f "
-                       "s training, %.1f ms/iteration",
-                       points.back().epochs_done, 100.0 * e.accuracy, e.loss,
-                       points.back().train_loss, train_seconds,
-                       1000.0 * sums[0] / static_cast<double>(iterations)));
-            barrier(group);
-          }
-        }
-      }
-    });
+    run_async_worker(o,
+                     {group, ps, net, model, train_set, test_set, workers, per_worker,
+                      iterations_per_epoch, total_numel, root},
+                     totals);
   }
   const double wall_seconds = seconds_since(training_start);
 
@@ -292,83 +484,10 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
     return status;
   }
 
-  // --- report (rank 0)
-  const nlohmann::json hash_list = hash_list_json(hashes);
-  const double all_iterations = std::max(1.0, worker_counts[1]);
-  const double density = worker_counts[0] / (all_iterations * static_cast<double>(total_numel));
-  // server_sums: each push is applied once by every server (one part each)
-  const double applied_per_server = server_sums[0] / servers;
-  const double worker_staleness_mean = worker_counts[2] / all_iterations;
-  const double server_staleness_mean = server_sums[0] > 0 ? server_sums[1] / server_sums[0] : 0.0;
-  const std::string label = !o.label.empty() ? o.label
-                                             : format("%s / asgd (%d server%s, staleness bound %d)",
-                                                      o.method.name.c_str(), servers,
-                                                      servers == 1 ? "" : "s", o.staleness_bound);
-  nlohmann::json config = common_config(o, ranks, train_set.size(), test_set.size(),
-                                        iterations_per_epoch, total_numel, params.size(), blas);
-  config["workers"] = workers;
-  config["servers"] = servers;
-  config["sync"] = "async";
-  config["staleness_bound"] = o.staleness_bound;
-  config["server_rule"] = "async_sgd: momentum on the servers, lr / W per push";
-  config["transport"] = "ps";
-  config["merge"] = "single";
-  config["momentum_correction"] = false;
-  nlohmann::json report = {{"label", label},
-                           {"config", config},
-                           {"plan", nlohmann::json::object()},
-                           {"curve", curve_json(points)},
-                           {"final_test_accuracy", final_eval.accuracy},
-                           {"final_test_loss", final_eval.loss},
-                           {"train_seconds", train_seconds},
-                           {"wall_seconds", wall_seconds},
-                           {"per_iteration", per_iteration_json(mean_values, max_values)},
-                           {"achieved_density", density},
-                           {"guard_fallbacks", 0},
-                           {"replica_hashes", hash_list},
-                           {"replicas_identical", identical},
-                           {"asgd",
-                            {{"worker_staleness_mean", worker_staleness_mean},
-                             {"worker_staleness_max", maxima[2]},
-                             {"server_staleness_mean", server_staleness_mean},
-                             {"server_staleness_max", maxima[0]},
-                             {"max_clock_gap", maxima[1]},
-                             {"pushes_applied_per_server", applied_per_server},
-                             {"pulls_answered", server_sums[2]},
-                             {"pulls_deferred", server_sums[3]}}}};
-
-  std::string table = epoch_table(points);
-  table += "\n| per iteration (mean over workers) | value |\n|---|---|\n";
-  table += format("| iteration | %.1f ms |\n", 1000 * mean_values[0]);
-  table += format("| compute (forward + backward) | %.1f ms |\n",
-                  1000 * (mean_values[1] + mean_values[2]));
-  table += format("| compression (error feedback, one message of the model) | %.2f ms |\n",
-                  1000 * mean_values[3]);
-  table +=
-      format("| pull (waiting for the servers' parameters) | %.2f ms |\n", 1000 * mean_values[4]);
-  table += format("| parameters into the model | %.2f ms |\n", 1000 * mean_values[5]);
-  table += format("| push (posting; the SGD step runs on the servers) | %.2f ms |\n",
-                  1000 * mean_values[8]);
-  table += format("| bytes sent / received per worker | %.0f / %.0f |\n", mean_values[9],
-                  mean_values[10]);
-  table += format("| achieved density | %.5f |\n", density);
-  table += format("| workers / servers / staleness bound | %d / %d / %d |\n", workers, servers,
-                  o.staleness_bound);
-  table += format("| staleness seen at a pull (mean / max): pushes of others since the previous "
-                  "pull | %.2f / %.0f |\n",
-                  worker_staleness_mean, maxima[2]);
-  table += format("| servers: staleness of an applied push (mean / max), largest clock gap | "
-                  "%.2f / %.0f, %.0f |\n",
-                  server_staleness_mean, maxima[0], maxima[1]);
-  table += format("| training time / wall time | %.1f s / %.1f s |\n", train_seconds, wall_seconds);
-  table += format("| worker replicas identical after finish() | %s (%s) |\n",
-                  identical ? "yes" : "NO", hash_list.dump().c_str());
-  table += format("| BLAS | %s |\n", blas.c_str());
-  if (emit_report(report, table, label, ranks, o.report) != 0) {
-    return 1;
-  }
-  return explain_status(status, "the workers' replicas differ: " + hash_list.dump(),
-                        final_eval.accuracy, o.require_accuracy);
+  return report_async(o, {std::move(hashes), worker_counts, server_sums, maxima, mean_values,
+                          max_values, points, total_numel, servers, workers, ranks,
+                          train_set.size(), test_set.size(), iterations_per_epoch, params.size(),
+                          blas, train_seconds, wall_seconds, status});
 }
 
 } // namespace gradcomp_train

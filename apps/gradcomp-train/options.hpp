@@ -22,9 +22,8 @@
 
 namespace gradcomp_train {
 
-//! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
-//! values are the defaults).
-inline void add_options(CLI::App& app, train_options& o) {
+//! The method, the exchange, the model and the optimizer's basic options of gradcomp-train.
+inline void add_method_options(CLI::App& app, train_options& o) {
   namespace gt = gradcomp_train;
   using gradcomp::schedule::strategy;
   app.add_option("--method", o.method.name, "gradient compressor")
@@ -124,6 +123,11 @@ inline void add_options(CLI::App& app, train_options& o) {
          "layer and element) or skip_step (every rank skips the step; nothing finite is lost)")
       ->default_str("propagate")
       ->check(CLI::IsMember({"propagate", "raise", "skip_step"}));
+}
+
+//! The run's options: seed, data, report, checkpoints, target accuracy, threads, evaluations,
+//! planning.
+inline void add_run_options(CLI::App& app, train_options& o) {
   app.add_option("--seed", o.seed, "seed of the model, the shards and the samplers")
       ->capture_default_str();
   app.add_option("--data", o.data, "folder with the Fashion-MNIST IDX files (.gz or not)")
@@ -180,6 +184,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "without --replan-after) and only predicts the iteration from those times")
       ->capture_default_str()
       ->check(CLI::IsMember({"replan", "keep"}));
+}
+
+//! The transports' parameters: servers, waits and deadlines, ring, hierarchical and coded exchange,
+//! --sync.
+inline void add_transport_options(CLI::App& app, train_options& o) {
+  namespace gt = gradcomp_train;
   app.add_option("--servers", o.transport.servers,
                  "ps: co-located server ranks (0 = every rank); --sync async: dedicated server "
                  "ranks (0 = 1)")
@@ -253,6 +263,12 @@ inline void add_options(CLI::App& app, train_options& o) {
                  "pure ASGD)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
+}
+
+//! Precision, loss scaling, optimizer and learning-rate schedule; fidelity remedies; hybrid
+//! parallelism.
+inline void add_training_remedy_options(CLI::App& app, train_options& o) {
+  namespace gt = gradcomp_train;
   gt::large_batch_settings& lb = o.large_batch;
   app.add_option("--precision", lb.precision,
                  "type of every sent value (all methods): fp32, fp16 or bf16 (fp16 and bf16 "
@@ -348,15 +364,21 @@ inline void add_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1.0));
 }
 
-//! Checks the options against each other after parsing (what CLI11's validators cannot), and
-//! the compressor settings (o.method.compressor, complete: main() copies --seed, --precision and
-//! --threads into them before) with the library's check.
+//! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
+//! values are the defaults).
+inline void add_options(CLI::App& app, train_options& o) {
+  add_method_options(app, o);
+  add_run_options(app, o);
+  add_transport_options(app, o);
+  add_training_remedy_options(app, o);
+}
+
+//! Checks of --sync and the learning-rate schedule (part of check_options).
 //! @throws CLI::ValidationError naming the option and the problem.
-inline void check_options(const train_options& o) {
+inline void check_sync_and_schedule(const train_options& o) {
   namespace gt = gradcomp_train;
   using gradcomp_tools::format;
   const gt::large_batch_settings& lb = o.large_batch;
-  const gt::fidelity_settings& fs = o.fidelity;
   if (o.sync == "async" && o.transport.name != "ps") {
     throw CLI::ValidationError(
         "--sync", "async runs through the parameter server: pass --transport ps (not '" +
@@ -397,6 +419,13 @@ inline void check_options(const train_options& o) {
     throw CLI::ValidationError("--lr-decay-epochs",
                                "needs --lr-decay step (--lr-decay is '" + lb.lr_decay + "')");
   }
+}
+
+//! Checks of the method against the transport, --parallel and re-planning (part of check_options).
+//! @throws CLI::ValidationError naming the option and the problem.
+inline void check_method_and_transport(const train_options& o) {
+  namespace gt = gradcomp_train;
+  const gt::large_batch_settings& lb = o.large_batch;
   if (o.parallel == "hybrid" &&
       (o.sync != "sync" || o.transport.name == "coded" || o.transport.name == "none" ||
        lb.optimizer != "sgd" || lb.loss_scale != "none")) {
@@ -436,6 +465,15 @@ inline void check_options(const train_options& o) {
                                "re-plans the pipeline's merge: not with --method powersgd "
                                "(one bucket after backward), --transport coded or --sync async");
   }
+}
+
+//! Checks of the remedies, checkpoints and the compressor settings (part of check_options).
+//! @throws CLI::ValidationError naming the option and the problem.
+inline void check_remedies_and_state(const train_options& o) {
+  namespace gt = gradcomp_train;
+  using gradcomp_tools::format;
+  const gt::large_batch_settings& lb = o.large_batch;
+  const gt::fidelity_settings& fs = o.fidelity;
   if (const std::string why = gt::mp_layers_problem(o.mp_layers, o.model); !why.empty()) {
     throw CLI::ValidationError("--mp-layers", why);
   }
@@ -496,6 +534,16 @@ inline void check_options(const train_options& o) {
   } catch (const std::invalid_argument& e) {
     throw CLI::ValidationError("--density/--interval/--levels/--threads", e.what());
   }
+}
+
+//! Checks the options against each other after parsing (what CLI11's validators cannot), and
+//! the compressor settings (o.method.compressor, complete: main() copies --seed, --precision and
+//! --threads into them before) with the library's check.
+//! @throws CLI::ValidationError naming the option and the problem.
+inline void check_options(const train_options& o) {
+  check_sync_and_schedule(o);
+  check_method_and_transport(o);
+  check_remedies_and_state(o);
 }
 
 } // namespace gradcomp_train
