@@ -428,13 +428,6 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
 
   const auto training_start = clock_type::now();
   async_worker_totals totals;
-  std::vector<eval_point>& points = totals.points;
-  auto& sums = totals.sums;
-  double& selected = totals.selected;
-  double& staleness_sum = totals.staleness_sum;
-  double& staleness_max = totals.staleness_max;
-  std::int64_t& iterations = totals.iterations;
-  double& train_seconds = totals.train_seconds;
   gm::async_server_stats server_stats;
 
   if (ps.is_server()) {
@@ -449,13 +442,14 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   const double wall_seconds = seconds_since(training_start);
 
   // --- statistics: the workers' among the workers, the servers' to every rank
-  const auto n_it = static_cast<double>(std::max<std::int64_t>(1, iterations));
+  const auto n_it = static_cast<double>(std::max<std::int64_t>(1, totals.iterations));
   double mean_values[per_iteration_count], max_values[per_iteration_count];
   for (std::size_t k = 0; k < per_iteration_count; ++k) {
-    mean_values[k] = max_values[k] = sums[k] / n_it;
+    mean_values[k] = max_values[k] = totals.sums[k] / n_it;
   }
   std::vector<std::uint64_t> hashes;
-  double worker_counts[3] = {selected, static_cast<double>(iterations), staleness_sum};
+  double worker_counts[3] = {totals.selected, static_cast<double>(totals.iterations),
+                             totals.staleness_sum};
   if (ps.is_worker()) {
     allreduce(group, std::span<double>(mean_values), MPI_SUM);
     for (double& v : mean_values) {
@@ -471,23 +465,23 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
                            static_cast<double>(server_stats.pulls_deferred)};
   allreduce(comm, std::span<double>(server_sums), MPI_SUM);
   double maxima[3] = {static_cast<double>(server_stats.max_staleness),
-                      static_cast<double>(server_stats.max_clock_gap), staleness_max};
+                      static_cast<double>(server_stats.max_clock_gap), totals.staleness_max};
   allreduce(comm, std::span<double>(maxima), MPI_MAX);
   if (ps.is_server()) {
     return 0;
   }
   const bool identical =
       std::all_of(hashes.begin(), hashes.end(), [&](std::uint64_t h) { return h == hashes[0]; });
-  const evaluation final_eval = points.back().test;
+  const evaluation final_eval = totals.points.back().test;
   const int status = run_status(!identical, final_eval.accuracy, o.require_accuracy);
   if (!root) {
     return status;
   }
 
   return report_async(o, {std::move(hashes), worker_counts, server_sums, maxima, mean_values,
-                          max_values, points, total_numel, servers, workers, ranks,
+                          max_values, totals.points, total_numel, servers, workers, ranks,
                           train_set.size(), test_set.size(), iterations_per_epoch, params.size(),
-                          blas, train_seconds, wall_seconds, status});
+                          blas, totals.train_seconds, wall_seconds, status});
 }
 
 } // namespace gradcomp_train
