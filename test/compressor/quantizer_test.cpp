@@ -1,12 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The quantizing compressors (scaled_sign, terngrad, qsgd) and the quantized wire values: each
-// value is the scale times an integer level over the levels (checked against the definition);
-// terngrad and qsgd are unbiased (the mean of many draws against the input, within 6 standard
-// errors of the variance the stochastic rounding has); the wire bytes are 32 + 9 +
-// ceil(n x bits / 8) and decoding gives back the same bits; the decoder rejects every malformed
-// quantized section; error feedback keeps acc - sent (within its float rounding); a resumed
-// checkpoint draws what an uninterrupted run does; concatenation keeps a shared scale, a segment
-// per scale, and falls back to fp32 for other levels.
+// What the quantizing compressors (scaled_sign, terngrad, qsgd) share, and the quantized wire
+// values: error feedback keeps acc - sent (within its float rounding); a resumed checkpoint
+// draws what an uninterrupted run does, and its options are checked; the decoder rejects every
+// malformed quantized section; non-finite values under each policy; concatenation keeps a shared
+// scale, a segment per scale, and falls back to fp32 for other levels. Each quantizer alone:
+// scaled_sign_test.cpp, terngrad_test.cpp, qsgd_test.cpp; by name: by_name_test.cpp.
 #include <gradcomp/gradcomp.hpp>
 
 #include "../common/catch.hpp"
@@ -17,42 +15,19 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
-#include <string>
 #include <vector>
 
 #include "../common/generators.hpp"
-#include "../common/quantized_round_trip.hpp"
+#include "../common/quantizer_testing.hpp"
 #include "../common/same_bits.hpp"
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
 
-namespace {
+using test::require_levels;
+using test::require_round_trip;
 
-// |j| / levels of every value, checked to be an integer level with its scale (the message's,
-// or its quantization segment's: counted here by hand).
-void require_levels(const sparse_message& m) {
-  REQUIRE(m.values_type == value_type::quantized);
-  REQUIRE(m.dense);
-  std::vector<float> scales;
-  for (const quantization_segment& seg : m.quantization_segments) {
-    scales.insert(scales.end(), seg.values, seg.scale);
-  }
-  if (m.quantization_segments.empty()) {
-    scales.assign(m.values.size(), m.quantization_scale);
-  }
-  REQUIRE(scales.size() == m.values.size());
-  for (std::size_t i = 0; i < m.values.size(); ++i) {
-    const float v = m.values[i];
-    REQUIRE(scales[i] > 0.0f);
-    const double r = static_cast<double>(v) / scales[i] * m.quantization_levels;
-    const double j = std::nearbyint(r);
-    REQUIRE(std::abs(j) <= m.quantization_levels);
-    REQUIRE(std::bit_cast<std::uint32_t>(
-                quantized_value(scales[i], static_cast<std::int32_t>(j), m.quantization_levels)) ==
-            std::bit_cast<std::uint32_t>(v));
-  }
-}
+namespace {
 
 // An empty dense message of n elements with quantized values of this scale and levels.
 sparse_message quantized_message(std::size_t n, float scale, std::uint32_t levels) {
@@ -65,131 +40,7 @@ sparse_message quantized_message(std::size_t n, float scale, std::uint32_t level
   return m;
 }
 
-// The round trip (test::require_quantized_round_trip), its size 32 + 9 + ceil(n bits / 8).
-void require_round_trip(const sparse_message& m, unsigned bits) {
-  const std::vector<std::byte> wire = test::require_quantized_round_trip(m);
-  CHECK(wire.size() == 32 + 9 + (m.nnz() * bits + 7) / 8);
-}
-
-double direct_mean_abs(const std::vector<float>& x) {
-  double s = 0.0;
-  for (const float v : x) {
-    s += std::abs(static_cast<double>(v));
-  }
-  return s / static_cast<double>(x.size());
-}
-
-double direct_norm(const std::vector<float>& x) {
-  double s = 0.0;
-  for (const float v : x) {
-    s += static_cast<double>(v) * v;
-  }
-  return std::sqrt(s);
-}
-
-// The mean of `calls` messages of compress(x) against x: within 6 standard errors of the
-// stochastic rounding's variance, (scale / levels)^2 f (1 - f) per element with f the fraction.
-template <class C>
-void require_unbiased(C c, const std::vector<float>& x, int calls) {
-  std::vector<double> sum(x.size(), 0.0);
-  sparse_message m;
-  for (int t = 0; t < calls; ++t) {
-    c.compress(x, m);
-    require_levels(m);
-    for (std::size_t i = 0; i < x.size(); ++i) {
-      sum[i] += m.values[i];
-    }
-  }
-  const double step = static_cast<double>(m.quantization_scale) / m.quantization_levels;
-  bool any_random = false;
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    const double r = std::abs(static_cast<double>(x[i])) / step;
-    const double f = r - std::floor(r);
-    const double sd = step * std::sqrt(f * (1.0 - f) / calls);
-    INFO("element " << i << " x " << x[i] << " mean " << sum[i] / calls);
-    CHECK(std::abs(sum[i] / calls - x[i]) <= 6.0 * sd + 1e-6 * std::abs(x[i]) + 1e-7);
-    any_random |= f > 0.05 && f < 0.95;
-  }
-  CHECK(any_random); // the test sees rounding that is random at all
-}
-
 } // namespace
-
-TEST_CASE("scaled_sign: +-mean |x| at one bit per element", "[quantizer]") {
-  const std::vector<float> x = test::make_values(test::distribution::heavy_tailed, 1001, 3);
-  scaled_sign c;
-  sparse_message m;
-  const selection_stats s = c.compress(x, m);
-  require_levels(m);
-  CHECK(m.quantization_levels == 1);
-  CHECK(m.quantization_scale == static_cast<float>(direct_mean_abs(x)));
-  CHECK(s.k_selected == x.size());
-  CHECK(s.threshold == m.quantization_scale);
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    REQUIRE(m.values[i] == (x[i] >= 0.0f ? m.quantization_scale : -m.quantization_scale));
-  }
-  require_round_trip(m, 1);
-  // DeepSpeed's scale: the root mean square
-  scaled_sign rms({.scale = sign_scale::rms});
-  rms.compress(x, m);
-  CHECK(m.quantization_scale ==
-        static_cast<float>(direct_norm(x) / std::sqrt(static_cast<double>(x.size()))));
-  // every value 0: scale 1, codes 0, two bits each
-  const std::vector<float> zeros(77, 0.0f);
-  c.compress(zeros, m);
-  CHECK(m.quantization_scale == 1.0f);
-  for (const float v : m.values) {
-    REQUIRE(std::bit_cast<std::uint32_t>(v) == 0u);
-  }
-  require_round_trip(m, 2);
-}
-
-TEST_CASE("terngrad: {-s, 0, s} with s = max |x|, unbiased, two bits", "[quantizer]") {
-  std::vector<float> x = test::make_values(test::distribution::normal, 64, 5);
-  terngrad c({.seed = 3});
-  sparse_message m;
-  c.compress(x, m);
-  float max_abs = 0.0f;
-  for (const float v : x) {
-    max_abs = std::max(max_abs, std::abs(v));
-  }
-  CHECK(m.quantization_scale == max_abs);
-  CHECK(m.quantization_levels == 1);
-  require_round_trip(m, 2);
-  require_unbiased(terngrad({.seed = 4}), x, 4000);
-  // the same seed draws the same codes; another seed others
-  terngrad a({.seed = 7}), b({.seed = 7}), other({.seed = 8});
-  sparse_message ma, mb, mo;
-  a.compress(x, ma);
-  b.compress(x, mb);
-  other.compress(x, mo);
-  CHECK(test::same_bits(ma.values, mb.values));
-  CHECK_FALSE(test::same_bits(ma.values, mo.values));
-}
-
-TEST_CASE("qsgd: s levels of the L2 norm, unbiased, 1 + bit_width(s) bits", "[quantizer]") {
-  const std::vector<float> x = test::make_values(test::distribution::heavy_tailed, 64, 6);
-  for (const std::uint32_t levels : {1u, 4u, 15u, 127u}) {
-    INFO("levels " << levels);
-    qsgd c(levels, 1);
-    sparse_message m;
-    c.compress(x, m);
-    require_levels(m);
-    CHECK(m.quantization_levels == levels);
-    CHECK(m.quantization_scale == static_cast<float>(direct_norm(x)));
-    const bool zero = std::any_of(m.values.begin(), m.values.end(), [](float v) { return v == 0; });
-    require_round_trip(m, quantized_code_bits(levels, zero));
-    require_unbiased(qsgd(levels, 2), x, 3000);
-  }
-  // 15 levels, one scale: 5 bits per element (buckets: quantization_segments_test.cpp)
-  const std::vector<float> big = test::make_values(test::distribution::normal, 10000, 1);
-  sparse_message m;
-  qsgd({.levels = 15, .bucket_elements = 0}).compress(big, m);
-  CHECK(m.quantization_segments.empty());
-  CHECK(encoded_size_bytes(m) == 32 + 9 + (10000 * 5 + 7) / 8);
-  CHECK_THROWS_WITH(qsgd(0), Contains("qsgd: levels 0 outside [1, 32768]"));
-  CHECK_THROWS_WITH(qsgd(40000), Contains("levels 40000 outside [1, 32768]"));
-}
 
 TEMPLATE_TEST_CASE(
     "quantizers with error feedback keep acc - sent", "[quantizer]", scaled_sign, terngrad, qsgd) {
@@ -355,24 +206,4 @@ TEST_CASE("quantized parts concatenate with a shared scale, a segment per scale,
   CHECK(group.quantization_segments.empty());
   CHECK(test::same_bits(std::span<const float>(group.values).first(20), t.values));
   CHECK(test::same_bits(std::span<const float>(group.values).last(20), b.values));
-}
-
-TEST_CASE("quantizers by name", "[quantizer]") {
-  for (const std::string_view name : quantizer_names) {
-    CHECK(is_quantizer_name(name));
-    CHECK_FALSE(is_sparse_compressor_name(name));
-    const std::string got = with_quantizer(name, {.levels = 7}, [](auto c) {
-      const std::vector<float> x = test::make_values(test::distribution::normal, 10, 1);
-      sparse_message m;
-      c.compress(x, m);
-      return std::to_string(m.quantization_levels);
-    });
-    CHECK(got == (name == "qsgd" ? "7" : "1"));
-  }
-  CHECK_THROWS_WITH(with_quantizer("int8", {}, [](auto) { return 0; }),
-                    Contains("unknown quantizer 'int8' (known: signsgd, terngrad, qsgd)"));
-  CHECK_FALSE(value_type_from_string("quantized").has_value());
-  CHECK_THROWS_WITH(exact_top_k({.density = 0.1, .values = value_type::quantized}),
-                    Contains("values quantized is made by the quantizing compressors"));
-  CHECK(to_string(value_type::quantized) == "quantized");
 }

@@ -107,7 +107,7 @@ TEST_CASE("message_cost prices the parameter server's sparse pull as the pushes'
 TEST_CASE("message_cost prices the hierarchical allreduce by group and variant", "[cost]") {
   const network inter{.alpha_seconds = 2e-6, .beta_seconds_per_byte = 1e-8};
   const network intra{.alpha_seconds = 1e-6, .beta_seconds_per_byte = 1e-10};
-  // the message as one piece (the transport's pipelined pieces: cost_test.cpp)
+  // the message as one piece (the transport's pipelined pieces: alpha_beta_test.cpp)
   // 8 ranks, groups of 4, leader: 2 x (3e-6 + 1e-4) + (4e-6 + 1e-2) = 0.01021
   const transport_options leader{.group_size = 4, .intra_group = intra, .piece_bytes = 0.0};
   CHECK(message_cost(transport_kind::hierarchical_allreduce, 8, inter, leader)(1'000'000) ==

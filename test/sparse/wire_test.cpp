@@ -283,31 +283,3 @@ TEST_CASE("random byte flips never crash the decoder", "[wire]") {
   }
   CHECK(rejected > 0);
 }
-
-TEST_CASE("sparse_message::validate checks the invariants", "[wire]") {
-  sparse_message m;
-  m.clear(10);
-  m.indices = {1, 5};
-  m.values = {1.0f, 2.0f};
-  CHECK_NOTHROW(m.validate());
-  m.indices = {5, 1};
-  CHECK_THROWS_AS(m.validate(), std::invalid_argument);
-  m.indices = {1, 10};
-  CHECK_THROWS_AS(m.validate(), std::invalid_argument);
-  m.indices = {1};
-  CHECK_THROWS_AS(m.validate(), std::invalid_argument);
-}
-
-TEST_CASE("decompress and accumulate scatter the message", "[wire]") {
-  sparse_message m;
-  m.clear(5);
-  m.indices = {0, 3};
-  m.values = {2.0f, -1.0f};
-  std::vector<float> dense(5, 9.0f);
-  gradcomp::decompress(m, dense);
-  CHECK(dense == std::vector<float>{2.0f, 0.0f, 0.0f, -1.0f, 0.0f});
-  gradcomp::accumulate(m, dense, 0.5f);
-  CHECK(dense == std::vector<float>{3.0f, 0.0f, 0.0f, -1.5f, 0.0f});
-  std::vector<float> wrong(4);
-  CHECK_THROWS_AS(gradcomp::decompress(m, wrong), std::invalid_argument);
-}

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Cost models against hand-computed values.
+// The alpha-beta-gamma models of the collectives (cost/alpha_beta.hpp) against hand-computed
+// values: the ring allreduce (S4's formula), the allgathers, the parameter server phase by phase,
+// the hierarchical allreduce's variants and pipelined pieces.
 #include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/cost/transport.hpp>
-#include <gradcomp/cost/volume.hpp>
 
 #include "../common/catch.hpp"
 
-#include <array>
 #include <limits>
 
 using namespace gradcomp::cost;
@@ -182,42 +182,33 @@ TEST_CASE("hierarchical allreduce model, pipelined pieces", "[cost]") {
                   std::invalid_argument);
 }
 
-TEST_CASE("S5 volumes and S2's fully connected layer rule", "[cost]") {
-  CHECK(data_parallel_all_to_all_bytes(1e6, 4, 4) == 4.8e7);
-  CHECK(data_parallel_ring_bytes_per_device(1e6, 4, 4) == Approx(6e6));
-  const std::array<double, 2> outs{512, 10};
-  CHECK(tensor_parallel_bytes(outs, 4, 2) == Approx((512 + 10) * 4 * 2));
-  CHECK(pipeline_parallel_bytes(outs, 2) == Approx(1044));
-  // VGG-16 FC1: K = 25088, N = 4096
-  CHECK(fc_data_parallel_values(25088, 4096) == 25088.0 * 4096 + 4096);
-  CHECK(fc_model_parallel_values(32, 25088, 4096, 2) == 3.0 * 32 * 25088 * 2 + 2.0 * 32 * 4096 * 2);
-  // threshold (K+1)N/(3K+2N) = 25089*4096/(75264+8192) ~ 1231: M P = 64 prefers model parallel
-  CHECK(fc_prefer_model_parallel(32, 25088, 4096, 2));
-  CHECK_FALSE(fc_prefer_model_parallel(1024, 25088, 4096, 2));
-  // a small FC layer (FC3 of VGG: 4096 -> 1000): threshold ~ 305, so M P = 512 prefers data
-  CHECK_FALSE(fc_prefer_model_parallel(128, 4096, 1000, 4));
-}
-
-#include <gradcomp/cost/fit.hpp>
-
-TEST_CASE("fit_line recovers an exact line and reports its quality", "[cost][fit]") {
-  const std::array<double, 4> x{1e3, 4e3, 16e3, 64e3};
-  std::array<double, 4> t{};
-  for (std::size_t i = 0; i < x.size(); ++i) {
-    t[i] = 5e-5 + 2e-9 * x[i];
-  }
-  const line_fit f = fit_line(x, t);
-  CHECK(f.intercept == Approx(5e-5));
-  CHECK(f.slope == Approx(2e-9));
-  CHECK(f.r_squared == Approx(1.0));
-  CHECK(f.max_relative_error < 1e-9);
-  t[3] *= 1.5; // one bad point lowers the quality
-  const line_fit g = fit_line(x, t);
-  CHECK(g.r_squared < 0.999);
-  CHECK(g.max_relative_error > 0.05);
-  const std::array<double, 2> same{1.0, 1.0};
-  CHECK_THROWS_AS(fit_line(same, same), std::invalid_argument);
-  CHECK_THROWS_AS(
-      fit_line(std::span<const double>(x).first(1), std::span<const double>(t).first(1)),
-      std::invalid_argument);
+TEST_CASE("tree levels, reduce-scatter, all-to-all and links by hand", "[cost]") {
+  CHECK(tree_levels(0) == 0);
+  CHECK(tree_levels(1) == 0);
+  CHECK(tree_levels(2) == 1);
+  CHECK(tree_levels(3) == 2);
+  CHECK(tree_levels(4) == 2);
+  CHECK(tree_levels(5) == 3);
+  CHECK(tree_levels(1024) == 10);
+  CHECK(tree_levels(1025) == 11);
+  static_assert(tree_levels(8) == 3);
+  const network net{
+      .alpha_seconds = 1e-5, .beta_seconds_per_byte = 1e-9, .gamma_seconds_per_byte = 1e-10};
+  // (P-1) (alpha + (beta + gamma) B / P): 3 x (1e-5 + 1.1e-9 x 2.5e5) = 8.55e-4
+  CHECK(reduce_scatter_seconds(1e6, 4, net) == Approx(8.55e-4));
+  CHECK(reduce_scatter_seconds(1e6, 1, net) == 0.0);
+  // (P-1) (alpha + beta B): 4 x (1e-5 + 1e-6) = 4.4e-5
+  CHECK(all_to_all_seconds(1000, 5, net) == Approx(4.4e-5));
+  CHECK(all_to_all_seconds(1000, 1, net) == 0.0);
+  CHECK(sparse_allgather_header_bytes == 32.0);
+  // 1 Gbit/s and 50 us: 8 ns per byte
+  const network link = network::from_link(1e9, 5e-5);
+  CHECK(link.alpha_seconds == 5e-5);
+  CHECK(link.beta_seconds_per_byte == 8e-9);
+  CHECK(link.gamma_seconds_per_byte == 0.0);
+  CHECK_THROWS_WITH(network::from_link(0.0, 1e-5), Catch::Contains("bandwidth 0 bit/s"));
+  CHECK_THROWS_WITH(network::from_link(1e9, -1.0), Catch::Contains("latency -1 s is negative"));
+  CHECK_THROWS_WITH(reduce_scatter_seconds(1.0, 0, net),
+                    Catch::Contains("rank count 0 is below 1"));
+  CHECK_THROWS_AS(all_to_all_seconds(1.0, -2, net), std::invalid_argument);
 }
