@@ -9,7 +9,6 @@
 
 #include <cmath>
 #include <limits>
-#include <optional>
 
 namespace gradcomp::schedule {
 
@@ -42,15 +41,19 @@ public:
     gradcomp::detail::require(std::isfinite(gradient_norm) && gradient_norm >= 0,
                               "critical_regime: gradient norm ", gradient_norm,
                               " is not a finite value >= 0");
-    last_change_ = !previous_ ? std::numeric_limits<double>::infinity()
-                   : *previous_ > 0
-                       ? std::abs(gradient_norm - *previous_) / *previous_
-                       : (gradient_norm > 0 ? std::numeric_limits<double>::infinity() : 0.0);
+    if (!has_previous_) {
+      last_change_ = std::numeric_limits<double>::infinity();
+    } else if (previous_ > 0) {
+      last_change_ = std::abs(gradient_norm - previous_) / previous_;
+    } else {
+      last_change_ = gradient_norm > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+    }
     critical_ = last_change_ >= eta_ || dropped_intervals_ > 0;
     if (dropped_intervals_ > 0) {
       --dropped_intervals_;
     }
     previous_ = gradient_norm;
+    has_previous_ = true;
     return critical_;
   }
 
@@ -73,7 +76,8 @@ public:
 
 private:
   double eta_;
-  std::optional<double> previous_;
+  bool has_previous_ = false;
+  double previous_ = 0.0;
   double last_change_ = std::numeric_limits<double>::infinity();
   bool critical_ = true;
   int dropped_intervals_ = 0;
