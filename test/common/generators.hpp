@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -87,6 +89,15 @@ inline bool ascending_unique_in_range(const sparse_message& m) {
     }
   }
   return true;
+}
+
+//! Independent reference for an L2 norm: sqrt of the sum of squares in double, in index order.
+inline double direct_norm(std::span<const float> x) {
+  double s = 0.0;
+  for (const float v : x) {
+    s += static_cast<double>(v) * v;
+  }
+  return std::sqrt(s);
 }
 
 } // namespace gradcomp::test

@@ -60,14 +60,6 @@ inline double direct_mean_abs(const std::vector<float>& x) {
   return s / static_cast<double>(x.size());
 }
 
-inline double direct_norm(const std::vector<float>& x) {
-  double s = 0.0;
-  for (const float v : x) {
-    s += static_cast<double>(v) * v;
-  }
-  return std::sqrt(s);
-}
-
 // The mean of `calls` messages of compress(x) against x: within 6 standard errors of the
 // stochastic rounding's variance, (scale / levels)^2 f (1 - f) per element with f the fraction.
 template <class C>

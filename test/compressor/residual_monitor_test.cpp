@@ -25,14 +25,6 @@ struct reference {
   explicit reference(std::size_t n) : pending(n, -1) {}
 };
 
-double direct_norm(const std::vector<float>& v) {
-  double s = 0.0;
-  for (const float x : v) {
-    s += static_cast<double>(x) * static_cast<double>(x);
-  }
-  return std::sqrt(s);
-}
-
 // T iterations of error feedback on n elements; `keep_every`: with a global selection, the
 // sent values of every index i with i % keep_every != 0 go back (0: no global selection).
 void check_against_reference(float momentum, std::uint32_t keep_every) {
@@ -92,8 +84,8 @@ void check_against_reference(float momentum, std::uint32_t keep_every) {
     CHECK(got.sent_staleness_max == want.sent_staleness_max);
     CHECK(got.held == want.held);
     CHECK(got.held_age_sum == want.held_age_sum);
-    CHECK(got.gradient_norm == direct_norm(g));
-    CHECK(got.residual_norm == direct_norm(r));
+    CHECK(got.gradient_norm == test::direct_norm(g));
+    CHECK(got.residual_norm == test::direct_norm(r));
     total_sent += got.sent;
     max_seen = std::max(max_seen, got.sent_staleness_max);
   }

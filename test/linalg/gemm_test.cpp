@@ -15,6 +15,7 @@
 #include <random>
 #include <vector>
 
+#include "../common/gemm_by_hand.hpp"
 #include "../common/naive_gemm.hpp"
 
 using namespace gradcomp;
@@ -41,72 +42,12 @@ float& at(std::vector<float>& storage, std::size_t ld, std::size_t r, std::size_
 } // namespace
 
 TEST_CASE("gemm: a 2 x 3 by 3 x 2 product worked by hand", "[linalg][gemm]") {
-  // A = [1 2 3; 4 5 6], B = [7 8; 9 10; 11 12]: A B = [58 64; 139 154]
-  const std::vector<float> a{1, 2, 3, 4, 5, 6};
-  const std::vector<float> b{7, 8, 9, 10, 11, 12};
-  std::vector<float> c(4, std::numeric_limits<float>::quiet_NaN()); // beta 0: not read
-  test::naive_gemm{}({.m = 2,
-                      .n = 2,
-                      .k = 3,
-                      .a = a.data(),
-                      .lda = 3,
-                      .b = b.data(),
-                      .ldb = 2,
-                      .c = c.data(),
-                      .ldc = 2});
-  CHECK(c == std::vector<float>{58, 64, 139, 154});
-  // alpha 2, beta -1: 2 A B - C
-  test::naive_gemm{}({.m = 2,
-                      .n = 2,
-                      .k = 3,
-                      .alpha = 2.0f,
-                      .a = a.data(),
-                      .lda = 3,
-                      .b = b.data(),
-                      .ldb = 2,
-                      .beta = -1.0f,
-                      .c = c.data(),
-                      .ldc = 2});
-  CHECK(c == std::vector<float>{58, 64, 139, 154});
-  // A^T A (3 x 3): A stored as is, 2 x 3, trans_a
-  std::vector<float> ata(9);
-  test::naive_gemm{}({.trans_a = transpose::yes,
-                      .m = 3,
-                      .n = 3,
-                      .k = 2,
-                      .a = a.data(),
-                      .lda = 3,
-                      .b = a.data(),
-                      .ldb = 3,
-                      .c = ata.data(),
-                      .ldc = 3});
-  CHECK(ata == std::vector<float>{17, 22, 27, 22, 29, 36, 27, 36, 45});
-  // A A^T (2 x 2): trans_b
-  std::vector<float> aat(4);
-  test::naive_gemm{}({.trans_b = transpose::yes,
-                      .m = 2,
-                      .n = 2,
-                      .k = 3,
-                      .a = a.data(),
-                      .lda = 3,
-                      .b = a.data(),
-                      .ldb = 3,
-                      .c = aat.data(),
-                      .ldc = 2});
-  CHECK(aat == std::vector<float>{14, 32, 32, 77});
-  // k = 0 scales C by beta
-  std::vector<float> scaled{1, 2, 3, 4};
-  test::naive_gemm{}({.m = 2,
-                      .n = 2,
-                      .k = 0,
-                      .a = a.data(),
-                      .lda = 1,
-                      .b = b.data(),
-                      .ldb = 2,
-                      .beta = 0.5f,
-                      .c = scaled.data(),
-                      .ldc = 2});
-  CHECK(scaled == std::vector<float>{0.5f, 1, 1.5f, 2});
+  test::check_products_by_hand(test::naive_gemm{});
+}
+
+TEST_CASE("gemm: BLAS's rules for beta == 0, k == 0 and empty results, worked by hand",
+          "[linalg][gemm]") {
+  test::check_blas_rules_by_hand(test::naive_gemm{});
 }
 
 TEST_CASE("gemm: every orientation with padded leading dimensions against plain matrices",

@@ -29,14 +29,6 @@ std::vector<std::byte> require_round_trip(const sparse_message& m) {
   return test::require_quantized_round_trip(m);
 }
 
-double direct_norm(std::span<const float> x) {
-  double s = 0.0;
-  for (const float v : x) {
-    s += static_cast<double>(v) * v;
-  }
-  return std::sqrt(s);
-}
-
 // A dense quantized message of `levels` levels whose segment s has scale scales[s] and
 // counts[s] values with codes j cycling through -levels..levels.
 sparse_message segmented(const std::vector<std::uint64_t>& counts,
@@ -82,7 +74,7 @@ TEST_CASE("qsgd buckets: each bucket is what one-scale QSGD makes of it alone", 
       whole.compress(bucket, part);
       const quantization_segment& seg = m.quantization_segments[first / 512];
       CHECK(seg.values == count);
-      CHECK(seg.scale == static_cast<float>(direct_norm(bucket)));
+      CHECK(seg.scale == static_cast<float>(test::direct_norm(bucket)));
       CHECK(seg.scale == part.quantization_scale);
       CHECK(test::same_bits(std::span<const float>(m.values).subspan(first, count), part.values));
       largest = std::max(largest, seg.scale);
@@ -102,7 +94,7 @@ TEST_CASE("qsgd buckets: each bucket is what one-scale QSGD makes of it alone", 
   sparse_message m;
   qsgd({.levels = 15, .bucket_elements = 1300}).compress(x, m);
   CHECK(m.quantization_segments.empty());
-  CHECK(m.quantization_scale == static_cast<float>(direct_norm(x)));
+  CHECK(m.quantization_scale == static_cast<float>(test::direct_norm(x)));
   CHECK(schedule::message_format{.quantized_bits = 5, .quantized_bucket_elements = 1300}.bytes(
             1300) == 9 + (1300 * 5 + 7) / 8);
 }
