@@ -70,7 +70,7 @@ struct exchange_choice_settings {
 
 //! @brief One priced candidate.
 struct exchange_candidate {
-  exchange_method method = exchange_method::dense;
+  exchange_method method = exchange_method::dense; //!< what the group is sent as.
   double density = 1.0;               //!< 1 for dense and fp16.
   std::uint64_t bytes = 0;            //!< the message each rank sends.
   double compress_seconds = 0.0;      //!< on the training thread (cast or selection).
@@ -82,7 +82,7 @@ struct exchange_candidate {
 
 //! @brief The outcome of choose_exchange.
 struct exchange_decision {
-  exchange_candidate chosen;
+  exchange_candidate chosen; //!< the candidate the rule picked (one of `candidates`).
   //! Every candidate priced, least lossy first (dense, then fp16 if allowed, then sparse if it
   //! competes in this regime).
   std::vector<exchange_candidate> candidates;
