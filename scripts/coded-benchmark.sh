@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# CSSGD's coded exchange in training (issue 7, docs/coded.md "Training with coded exchange"):
+# CSSGD's coded exchange in training (docs/coded.md, "Training with coded exchange"):
 # runs gradcomp-train on the emulated cluster (scripts/emulated-cluster.sh; n hosts x 1 rank,
 # 1 Gbit/s links; needs root: without it, n plain local ranks, and it says so) for every n and,
 # per n, --transport coded with every redundancy r = 1..n-1, plus the uncoded baselines, all

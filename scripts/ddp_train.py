@@ -15,7 +15,7 @@ so scripts/compare-runs.py puts the runs side by side. Gradient exchange (--exch
   powersgd  DDP's PowerSGD hook (Vogels et al., NeurIPS 2019) of rank --powersgd-rank, error
             feedback and warm start on, dense for the first --powersgd-start-iter iterations;
             one bucket (with DDP's two default buckets its gloo collectives were started in
-            different orders on different ranks and crashed, ../shared/reference/ddp-baseline.md)
+            different orders on different ranks and crashed in the project's runs)
   none      no DDP, no gradient exchange: every rank trains alone on its shard (the floor)
   gradcomp       gradcomp's sparse_allgather_hook (gradcomp.torch, docs/python.md): --method
                  (default reused_threshold) at --density with error feedback; with

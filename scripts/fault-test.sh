@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Fault tests on the emulated cluster (issue 22; docs/testing.md, "Faults"): gradcomp-train on
+# Fault tests on the emulated cluster (docs/testing.md, "Faults"): gradcomp-train on
 # 4 emulated hosts with --timeout T and a checkpoint every 10 iterations; mid-epoch one rank is
 # killed (SIGKILL), or one host's link is taken down. Per trial: how long after the fault the
 # last surviving gradcomp-train process exited (the acceptance: at most T + 10 s), its exit and

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The accuracy-remedies study of docs/fidelity.md (issue 25): how much of the accuracy that
+# The accuracy-remedies study of docs/fidelity.md: how much of the accuracy that
 # sparse gradients lose each remedy of the literature wins back, on the emulated cluster
 # (scripts/emulated-cluster.sh, 1 Gbit/s links; without root, plain local ranks, and it says
 # so), one run after the other in this invocation, every report in OUT:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# The peers' compressors and sparse allreduces side by side (issue 23; docs/compressors.md,
+# The peers' compressors and sparse allreduces side by side (docs/compressors.md,
 # docs/sparse-allreduce.md), one run after the other in one invocation on the emulated cluster
 # (4 hosts x 1 rank, 1 Gbit/s; plain local ranks with --local), then the comparison table and
 # plots of scripts/compare-runs.py. Builds gradcomp-train first. The runs (names for --only):

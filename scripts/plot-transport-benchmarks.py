@@ -18,7 +18,8 @@ and writes, into --out (default docs/img/transport-benchmarks):
   allreduces of the same tensor (drawn at density 1);
 * model-ratios.svg: measured / model for every row of >= 1 MiB of every configuration, per
   operation, with the 0.75-1.25 band, for the parameter server and the hierarchical leader
-  variant both under the models before and after the correction of issue 4.
+  variant both under their cost models before and after their correction (the earlier
+  forms: ps_before and leader_before below).
 
 With --tables it prints the Markdown tables of the doc (measured / model per row and the count
 within 25 %). Nothing is measured here: the runs' own calibrated alpha and beta (gamma folded
@@ -29,8 +30,9 @@ themselves: the script builds one JSON query per number and runs the `gradcomp-c
 (apps/gradcomp-cost) once on all of them (--cost-tool PATH; default
 build/bin/gradcomp-cost, else gradcomp-cost on PATH; build it with
 `cmake --build build --target gradcomp-cost`). Only the models that are not in the library are
-written out below: those before the correction of issue 4 (the "before" columns) and the
-parameter server with push and pull overlapped (a what-if of the doc).
+written out below: the parameter server's and the leader variant's models before their
+correction (the "before" columns) and the parameter server with push and pull overlapped (a
+what-if of the doc).
 
 Needs Python 3 and matplotlib (Debian: python3-matplotlib, for /usr/bin/python3); the SVGs are
 reproducible (no date, fixed ids).
@@ -171,13 +173,14 @@ def find_cost_tool(path):
 # ---- the models that are not in the library (alpha a, beta b; gamma 0 as calibrated) ------
 
 def ps_before(m, w, a, b):
-    """The parameter server model before issue 4, S = 1: 2 alpha W + W beta (push + pull)."""
+    """The parameter server model before its correction, S = 1: 2 alpha W + W beta (push +
+    pull)."""
     return 2 * w * a + w * b * (m + m)
 
 
 def leader_before(d, m):
-    """The leader model before issue 4: intra-group terms (g-1)/g M each way, plus the ring of
-    the G leaders (ring_allreduce_seconds, from gradcomp-cost)."""
+    """The leader model before its correction: intra-group terms (g-1)/g M each way, plus the
+    ring of the G leaders (ring_allreduce_seconds, from gradcomp-cost)."""
     _, a, b = params(d)
     g = GROUP
     return 2 * ((g - 1) * a + (g - 1) / g * m * b) + d["model"][("leaders_ring", m)]
@@ -190,7 +193,8 @@ def ps_overlapped(m, p, a, b):
 
 
 def model(d, r, before=False):
-    """The model seconds of a benchmark row (before issue 4: PS and leader rows only)."""
+    """The model seconds of a benchmark row (before=True: the models before their correction,
+    PS and leader rows only)."""
     if before and r["op"] == PS:
         _, a, b = params(d)
         return ps_before(r["bytes"], d["ranks"], a, b)

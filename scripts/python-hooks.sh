@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# gradcomp.torch's DDP communication hooks against PyTorch DDP's own exchanges (issue 21,
-# docs/python.md), side by side in one invocation on the emulated 4-host cluster at 1 Gbit/s
+# gradcomp.torch's DDP communication hooks against PyTorch DDP's own exchanges
+# (docs/python.md), side by side in one invocation on the emulated 4-host cluster at 1 Gbit/s
 # (scripts/emulated-cluster.sh; needs root: without it, 4 plain local ranks, and it says so).
 # Every run is scripts/ddp_train.py on the ddp-baseline CNN with the same seed, initial
 # weights, data order and evaluation points; only the gradient exchange differs:

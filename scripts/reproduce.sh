@@ -24,7 +24,7 @@
 #          same 4 workers plus one dedicated server rank on a fifth emulated host); time and
 #          bytes to the highest accuracy every run reaches (scripts/compare-runs.py
 #          --target-common)
-#   dense  the dense exchange against PyTorch DDP (issue 24) on the CNN and the VGG-style model:
+#   dense  the dense exchange against PyTorch DDP on the CNN and the VGG-style model:
 #          gradcomp's ring with the optimal merge (WFBP overlap), the same ring as one group
 #          after backward (no overlap, as DDP's 25 MiB bucket), MPICH's MPI_Iallreduce in 25 MiB
 #          buckets, and DDP dense over gloo; time per iteration and to DDP's final accuracy
@@ -174,7 +174,7 @@ dense() {
     training_runs_setup 4 "$local_only" "$out/dense-$model"
     echo "reproduce dense ($model): $runs_mode; $epochs epoch(s), train limit $limit" >&2
     # --replan-mode keep: the plan stays the profile's; the report adds the model's prediction
-    # from the times measured in training's first 20 iterations (issue 24's model check)
+    # from the times measured in training's first 20 iterations (the check of the iteration model)
     run_gradcomp ring-optimal "gradcomp ring, optimal merge ($model)" --method dense \
       --transport ring --merge optimal --replan-after 20 --replan-mode keep
     run_gradcomp ring-single "gradcomp ring, one group after backward ($model)" --method dense \

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: Apache-2.0
-"""Scaling by simulation (issue 19, S4): the predicted iteration time and weak-scaling
+"""Scaling by simulation (S4): the predicted iteration time and weak-scaling
 efficiency of data-parallel training on 8..2048 ranks, 8 per node, for the flat ring and the
 hierarchical allreduce (S4: groups = nodes, leader and reduce-scatter variants) under each merge
 strategy (per layer, S4's fusion by size, S4's two-segment fusion, one group after backward,

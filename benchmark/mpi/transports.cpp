@@ -12,7 +12,7 @@
 //! (ours and MPICH's MPI_Iallreduce) completes with gradcomp's yield wait policy; the blocking
 //! MPI_Allreduce is measured as it is (MPICH busy-polls inside it).
 //!
-//! With --two-tier (issue 19; two_tier.hpp) it measures instead, on hosts with several ranks
+//! With --two-tier (two_tier.hpp) it measures instead, on hosts with several ranks
 //! each, the flat ring against hierarchical_allreduce with one group per host and MPICH's
 //! allreduce, 1 KiB .. 64 MiB, modelled with separately calibrated intra- and inter-host
 //! networks.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief The two-tier mode of gradcomp_bench_transports (`--two-tier`, issue 19): several
+//! @brief The two-tier mode of gradcomp_bench_transports (`--two-tier`): several
 //! ranks per host, fast shared memory inside a host and a slow link between hosts. Times
 //! gradcomp's flat ring_allreduce, hierarchical_allreduce (leader and reduce_scatter, one group
 //! per host) and MPICH's allreduce at 1 KiB .. 64 MiB, each beside the alpha-beta model with

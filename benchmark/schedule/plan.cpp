@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Planning time of every merge strategy on the shipped profiles (issue 5: planning ResNet-50's
-// 161 tensors must take under 10 ms). Cases are named <profile>/<strategy>/<regime>, regimes:
+// Planning time of every merge strategy on the shipped profiles (planning ResNet-50's 161
+// tensors must take under 10 ms). Cases are named <profile>/<strategy>/<regime>, regimes:
 //   dense:  fp32 messages, no compression step (optimal = E1, one state per prefix);
 //   off:    density 0.01, compression 50 us + 1 ns/element off the compute stream (Pareto DP);
 //   on:     the same compression on the compute stream (S1; Pareto DP, E2 of docs/planner.md).

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
-//! @brief Plan agreement across ranks (issue 5 item 3): every rank checks that all ranks have
+//! @brief Plan agreement across ranks: every rank checks that all ranks have
 //! the same layer layout, then takes rank 0's grouping, at construction and, for a re-planning
 //! policy, again when the pipeline re-plans from measured backward times. Needs gradcomp::mpi.
 #pragma once

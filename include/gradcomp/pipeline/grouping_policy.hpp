@@ -38,7 +38,7 @@ concept grouping_policy = std::same_as<typename G::grouping_concept, grouping_po
 };
 
 //! @brief A grouping policy that can also plan again from backward times the pipeline measured
-//! (issue 5: online profiling).
+//! (online profiling).
 //!
 //! Required members, besides groups():
 //! * `replan(numel, backward_seconds)`: the grouping for layers of `numel` elements (forward

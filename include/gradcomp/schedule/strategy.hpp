@@ -21,7 +21,7 @@
 
 namespace gradcomp::schedule {
 
-//! @brief The merge strategies (issue 5 item 2), each returning groups of consecutive layers.
+//! @brief The merge strategies, each returning groups of consecutive layers.
 enum class strategy {
   per_layer,      //!< every layer alone (plain WFBP).
   single,         //!< one message after backward.
