@@ -4,11 +4,10 @@
 // the servers' parameters bit for bit after finish(), a 10x slower worker does not hold the
 // others back without a staleness bound and does within one, S = 1 and 2, sparse and dense
 // pushes, the default momentum rule and a callback rule, statistics and byte counts, and faults
-// (bad or mismatched options, invalid pushes, a push the server rejects). Collective: every
-// rank runs every test; with one rank (no worker possible) only the option checks run.
+// (invalid pushes, a push the server rejects; bad or mismatched options:
+// async_parameter_server_options_test.cpp). Collective: every rank runs every test; with one
+// rank (no worker possible) only the role checks run.
 #include <gradcomp/mpi.hpp>
-
-#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
 
@@ -379,35 +379,6 @@ TEST_CASE("async parameter server with a 10x slower worker", "[mpi][async_parame
         }
       }
     }
-  }
-}
-
-TEST_CASE("async parameter server: options are validated and agreed on every rank",
-          "[mpi][async_parameter_server]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  CHECK_THROWS_WITH(asgd(comm, 10, {.servers = 0}), Catch::Contains("servers 0 is below 1"));
-  CHECK_THROWS_WITH(asgd(comm, 10, {.servers = p}), Catch::Contains("leave no worker"));
-  if (p == 1) {
-    return; // every option below would also fail for want of a worker
-  }
-  CHECK_THROWS_WITH(asgd(comm, 10, {.staleness_bound = -1}), Catch::Contains("negative"));
-  CHECK_THROWS_WITH(asgd(comm, 10, {.max_pushes_in_flight = 0}), Catch::Contains("below 1"));
-  CHECK_THROWS_WITH(asgd(comm, 10, {.tag_base = -1}), Catch::Contains("tag_base -1"));
-  CHECK_THROWS_WITH(asgd(comm, 10, {.tag_base = std::numeric_limits<int>::max()}),
-                    Catch::Contains("MPI_TAG_UB"));
-  CHECK_THROWS_AS(asgd(comm, 10, {.indices = index_encoding::none}), std::invalid_argument);
-  // one rank disagrees: every rank throws, none waits
-  CHECK_THROWS_WITH(asgd(comm, 10, {.staleness_bound = comm.rank() == 0 ? 1 : 0}),
-                    Catch::Contains("different options (staleness_bound from 0 to 1"));
-  CHECK_THROWS_WITH(asgd(comm, comm.rank() == p - 1 ? 11 : 10),
-                    Catch::Contains("different options (n from 10 to 11"));
-  // one rank's options are invalid: it gets the reason, the others its rank
-  if (comm.rank() == p - 1) {
-    CHECK_THROWS_AS(asgd(comm, 10, {.max_pushes_in_flight = 0}), std::invalid_argument);
-  } else {
-    CHECK_THROWS_WITH(asgd(comm, 10),
-                      Catch::Contains("rank " + std::to_string(p - 1) + " passed invalid options"));
   }
 }
 

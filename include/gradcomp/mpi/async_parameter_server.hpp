@@ -7,25 +7,24 @@
 #pragma once
 
 #include <gradcomp/error.hpp>
+#include <gradcomp/mpi/async_parameter_server_options.hpp>
 #include <gradcomp/mpi/communicator.hpp>
+#include <gradcomp/mpi/detail/async_agreement.hpp>
 #include <gradcomp/mpi/detail/async_server.hpp>
-#include <gradcomp/mpi/detail/operation.hpp>
+#include <gradcomp/mpi/detail/async_sgd_rule.hpp>
+#include <gradcomp/mpi/detail/async_worker.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
-#include <gradcomp/mpi/detail/transfer_queue.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <exception>
 #include <optional>
 #include <span>
@@ -34,53 +33,6 @@
 #include <vector>
 
 namespace gradcomp::mpi {
-
-//! @brief Options of async_parameter_server. The fields marked "agreed" must be equal on every
-//! rank (checked at construction: a disagreement makes every rank throw).
-struct async_parameter_server_options {
-  //! Number of dedicated server ranks S (agreed), 1 <= S < P: ranks P-S .. P-1 serve, ranks
-  //! 0 .. P-S-1 are the W = P - S workers. Server s owns the elements [n s / S, n (s+1) / S).
-  int servers = 1;
-  //! SSP bound k (agreed), >= 0. 0: pure ASGD, a pull is answered as soon as the puller's own
-  //! pushes are applied. k >= 1: a pull from a worker whose clock c (pushes it made) exceeds
-  //! the smallest clock among the workers not yet finished plus k is deferred until it no
-  //! longer does (Ho et al., NIPS 2013), so every answer includes each worker's pushes up to
-  //! clock c - k. A server counts a worker's clock as the pushes it has received from it; a
-  //! finished worker's clock (once all its pushes are in) counts as infinity.
-  int staleness_bound = 0;
-  //! Index encoding of sparse pushes on the wire (never none; dense pushes carry no indices).
-  index_encoding indices = index_encoding::delta_varint;
-  //! Pushes a worker may have in flight (>= 1): push() first waits for its oldest push's
-  //! sends to complete when this many are pending. Memory: this many encoded pushes.
-  int max_pushes_in_flight = 4;
-  //! How waits complete (see wait_policy.hpp): pull(), finish(), a push beyond
-  //! max_pushes_in_flight, the server's idle loop, the construction's agreement.
-  wait_policy wait{};
-  //! First message tag (agreed): the object uses tag_base .. tag_base + 3. Objects live at the
-  //! same time on one communicator need disjoint tag ranges. tag_base + 3 <= MPI_TAG_UB.
-  int tag_base = 0;
-};
-
-//! @brief How the default update rule scales the learning rate.
-enum class lr_scaling {
-  //! lr / W: W asynchronous pushes move the weights as far as one synchronous step of the
-  //! averaged gradient (the default).
-  inverse_workers,
-  //! lr as given (each push is a full SGD step).
-  none,
-};
-
-//! @brief The default server update rule: SGD with momentum on the server, per shard element
-//! v = momentum v + g, w -= step v, with step = lr / float(W) (lr_scaling::inverse_workers) or
-//! lr (none), in float. The velocity starts at zero and lives on the server (n_s floats). With
-//! momentum 0 no velocity is kept and only the pushed elements change (w -= step g, the same
-//! result). O(n_s) per push with momentum, O(nnz) without.
-struct async_sgd {
-  float lr = 0.01f;      //!< learning rate, finite and >= 0.
-  float momentum = 0.9f; //!< in [0, 1].
-  //! step = lr / float(W) (inverse_workers, the default) or lr (none).
-  lr_scaling scaling = lr_scaling::inverse_workers;
-};
 
 //! @brief A server update rule for async_parameter_server::serve(): called as rule(shard,
 //! part) for each push, in arrival order, with the server's n_s parameters and the decoded push
@@ -196,21 +148,12 @@ public:
   async_parameter_server(const communicator& comm, std::size_t n, options o = {})
       : comm_(&comm), n_(n), options_(o) {
     const int p = comm.size();
-    std::string problem;
-    try {
-      validate(comm, n, o);
-    } catch (const std::invalid_argument& e) {
-      problem = e.what();
-    }
-    agree(problem);
+    detail::agree_async_options(comm, n, o);
     workers_ = p - o.servers;
     const int r = comm.rank();
     my_server_ = r >= workers_ ? r - workers_ : -1;
     if (is_worker()) {
-      for (int i = 0; i < o.max_pushes_in_flight; ++i) {
-        slots_.emplace_back(o.servers);
-      }
-      headers_.resize(static_cast<std::size_t>(o.servers) * detail::async_header_fields);
+      worker_.emplace(comm, o);
       versions_.assign(static_cast<std::size_t>(o.servers), 0);
     }
   }
@@ -222,7 +165,7 @@ public:
   ~async_parameter_server() {
     if (is_worker() && !finished_) {
       try {
-        pulling_.abandon();
+        worker_->abandon();
         exchange(detail::async_request::leave, {});
       } catch (...) { // NOLINT(bugprone-empty-catch): destructors do not throw
       }
@@ -249,7 +192,7 @@ public:
   //! finite, momentum outside [0, 1]) is reported like invalid params: std::invalid_argument
   //! after draining.
   async_server_stats serve(std::span<float> params, const async_sgd& rule = {}) {
-    momentum_rule applier{rule, workers_};
+    detail::async_sgd_rule applier{rule, workers_};
     std::exception_ptr problem;
     if (!(std::isfinite(rule.lr) && rule.lr >= 0.0f && rule.momentum >= 0.0f &&
           rule.momentum <= 1.0f)) {
@@ -274,26 +217,10 @@ public:
     gradcomp::detail::require(gradient.dense_length_elements == n_,
                               "async_parameter_server: push of dense length ",
                               gradient.dense_length_elements, ", expected n = ", n_);
-    push_slot& slot = slots_[pushes_ % slots_.size()];
-    wait_for(slot.sends);
-    slot.sends.clear();
-    for (int s = 0; s < options_.servers; ++s) {
-      std::vector<std::byte>& bytes = slot.parts[static_cast<std::size_t>(s)];
-      detail::slice_message(gradient, shard_begin(s), shard_begin(s + 1), part_);
-      encode(part_, options_.indices, bytes);
-      gradcomp::detail::require(bytes.size() <= INT_MAX, "async_parameter_server: the part for ",
-                                "server ", s, " encodes to ", bytes.size(),
-                                " bytes, above INT_MAX (one MPI message)");
-    }
-    for (int s = 0; s < options_.servers; ++s) {
-      const std::vector<std::byte>& bytes = slot.parts[static_cast<std::size_t>(s)];
-      slot.sends.add(true, bytes.data(), bytes.size(), 1, MPI_BYTE, INT_MAX, server_rank(s),
-                     options_.tag_base + detail::async_push_tag);
-      bytes_sent_ += bytes.size();
-    }
+    worker_->push(*this, gradient, pushes_, bytes_sent_);
     ++pushes_;
     ++pushes_since_pull_;
-    progress_pushes();
+    worker_->progress_pushes();
   }
 
   //! @brief Fetches the current parameters from every server into `params` (n floats) and
@@ -355,40 +282,6 @@ public:
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
-  struct push_slot {
-    explicit push_slot(int servers)
-        : parts(static_cast<std::size_t>(servers)), sends(transfer_window) {}
-    std::vector<std::vector<std::byte>> parts;
-    detail::transfer_queue sends;
-  };
-
-  // async_sgd as the rule serve() calls.
-  struct momentum_rule {
-    momentum_rule(const async_sgd& rule, int workers)
-        : step(rule.scaling == lr_scaling::inverse_workers
-                   ? rule.lr / static_cast<float>(std::max(workers, 1))
-                   : rule.lr),
-          momentum(rule.momentum) {}
-    void operator()(std::span<float> shard, const sparse_message& g) {
-      if (momentum == 0.0f) {
-        accumulate(g, shard, -step);
-        return;
-      }
-      velocity.resize(shard.size(), 0.0f);
-      for (float& v : velocity) {
-        v *= momentum;
-      }
-      accumulate(g, velocity);
-      for (std::size_t i = 0; i < shard.size(); ++i) {
-        shard[i] -= step * velocity[i];
-      }
-    }
-    float step, momentum;
-    std::vector<float> velocity;
-  };
-
-  static constexpr std::size_t transfer_window = 16;
-
   template <class Rule>
   async_server_stats serve_with(std::span<float> params, Rule& rule, std::exception_ptr problem) {
     gradcomp::detail::require(is_server(), "async_parameter_server: serve() on rank ",
@@ -415,67 +308,6 @@ private:
     return stats();
   }
 
-  static void validate(const communicator& comm, std::size_t n, const options& o) {
-    const int p = comm.size();
-    using gradcomp::detail::require;
-    require(o.servers >= 1, "async_parameter_server: servers ", o.servers, " is below 1");
-    require(o.servers < p, "async_parameter_server: ", o.servers,
-            " dedicated servers leave no worker among the ", p,
-            " ranks (servers must be fewer than ranks)");
-    require(o.staleness_bound >= 0, "async_parameter_server: staleness_bound ", o.staleness_bound,
-            " is negative");
-    require(o.max_pushes_in_flight >= 1, "async_parameter_server: max_pushes_in_flight ",
-            o.max_pushes_in_flight, " is below 1");
-    const int tag_ub = detail::tag_upper_bound(comm);
-    require(o.tag_base >= 0 && o.tag_base <= tag_ub - (detail::async_tag_count - 1),
-            "async_parameter_server: tag_base ", o.tag_base,
-            " is outside [0, MPI_TAG_UB - 3 = ", tag_ub - (detail::async_tag_count - 1), "]");
-    require(o.indices != index_encoding::none,
-            "async_parameter_server: index encoding none cannot carry sparse pushes");
-    const auto servers = static_cast<std::size_t>(o.servers);
-    const std::size_t longest = n / servers + (n % servers != 0 ? 1 : 0);
-    require(longest <= INT_MAX, "async_parameter_server: shards of up to ", longest,
-            " elements exceed INT_MAX (one MPI message)");
-  }
-
-  // One MPI_Iallreduce (MIN) over the agreed fields, their complements (so the minimum of a
-  // complement is the maximum) and the lowest rank whose options are invalid.
-  void agree(const std::string& problem) {
-    const int p = comm_->size();
-    const std::array<std::uint64_t, 4> fields = {
-        n_, static_cast<std::uint64_t>(options_.servers),
-        static_cast<std::uint64_t>(options_.staleness_bound),
-        static_cast<std::uint64_t>(options_.tag_base)};
-    std::array<std::uint64_t, 9> values{};
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      values[i] = fields[i];
-      values[fields.size() + i] = ~fields[i];
-    }
-    values[8] = static_cast<std::uint64_t>(problem.empty() ? p : comm_->rank());
-    MPI_Request request = MPI_REQUEST_NULL;
-    detail::check(MPI_Iallreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()),
-                                 MPI_UINT64_T, MPI_MIN, comm_->native(), &request),
-                  "MPI_Iallreduce");
-    mpi::wait(request, options_.wait);
-    if (!problem.empty()) {
-      throw std::invalid_argument(problem);
-    }
-    if (values[8] != static_cast<std::uint64_t>(p)) {
-      throw mpi_error(gradcomp::detail::concat("gradcomp mpi: async_parameter_server: rank ",
-                                               values[8],
-                                               " passed invalid options (its exception says why)"));
-    }
-    static constexpr const char* names[] = {"n", "servers", "staleness_bound", "tag_base"};
-    for (std::size_t i = 0; i < fields.size(); ++i) {
-      if (values[i] != ~values[fields.size() + i]) {
-        throw mpi_error(gradcomp::detail::concat(
-            "gradcomp mpi: async_parameter_server: ranks pass different options (", names[i],
-            " from ", values[i], " to ", ~values[fields.size() + i], "; this rank passed ",
-            fields[i], ")"));
-      }
-    }
-  }
-
   void require_worker(const char* call) const {
     gradcomp::detail::require(is_worker(), "async_parameter_server: ", call, " on rank ",
                               comm_->rank(), ", a server (workers are ranks 0 .. ", workers_ - 1,
@@ -487,52 +319,9 @@ private:
                               params.size(), " elements, expected n = ", n_);
   }
 
-  void progress_pushes() {
-    for (push_slot& slot : slots_) {
-      slot.sends.progress(comm_->native());
-    }
-  }
-  void wait_for(detail::transfer_queue& queue) {
-    for (unsigned round = 0; !queue.progress(comm_->native()); ++round) {
-      options_.wait.pause(round);
-    }
-  }
-
   // One request to every server, and (unless leaving) every server's answer into params.
   async_pull_result exchange(detail::async_request kind, std::span<float> params) {
-    const int tag = options_.tag_base;
-    request_ = {static_cast<std::int64_t>(kind), static_cast<std::int64_t>(pushes_)};
-    pulling_.clear();
-    for (int s = 0; s < options_.servers; ++s) {
-      pulling_.add(true, request_.data(), request_.size(), sizeof(std::int64_t), MPI_INT64_T,
-                   request_.size(), server_rank(s), tag + detail::async_control_tag);
-    }
-    if (kind != detail::async_request::leave) {
-      for (int s = 0; s < options_.servers; ++s) {
-        const std::size_t lo = shard_begin(s);
-        const std::size_t length = shard_begin(s + 1) - lo;
-        pulling_.add(false, &headers_[static_cast<std::size_t>(s) * detail::async_header_fields],
-                     detail::async_header_fields, sizeof(std::int64_t), MPI_INT64_T,
-                     detail::async_header_fields, server_rank(s), tag + detail::async_header_tag);
-        pulling_.add(false, params.data() + lo, length, sizeof(float), MPI_FLOAT, INT_MAX,
-                     server_rank(s), tag + detail::async_shard_tag);
-      }
-    }
-    try {
-      for (unsigned round = 0; !pulling_.progress(comm_->native()); ++round) {
-        progress_pushes();
-        options_.wait.pause(round);
-      }
-      if (kind != detail::async_request::pull) { // every push has gone out when this returns
-        for (push_slot& slot : slots_) {
-          wait_for(slot.sends);
-        }
-      }
-    } catch (...) {
-      pulling_.abandon();
-      throw;
-    }
-    pulling_.clear();
+    worker_->exchange(*this, kind, pushes_, params);
     return kind == detail::async_request::leave ? async_pull_result{} : answered(params);
   }
 
@@ -540,7 +329,7 @@ private:
   async_pull_result answered(std::span<const float> params) {
     async_pull_result result{.version = UINT64_MAX};
     for (int s = 0; s < options_.servers; ++s) {
-      const std::int64_t* h = &headers_[static_cast<std::size_t>(s) * detail::async_header_fields];
+      const std::int64_t* h = worker_->header(s);
       const auto status = static_cast<detail::async_status>(h[1]);
       if (status == detail::async_status::rejected_push) {
         throw wire_error(gradcomp::detail::concat(
@@ -597,12 +386,8 @@ private:
   int workers_ = 1;
   int my_server_ = -1;
   bool finished_ = false;
-  std::deque<push_slot> slots_; // deque: a transfer_queue does not move
-  sparse_message part_;
-  std::array<std::int64_t, detail::async_control_fields> request_{};
-  std::vector<std::int64_t> headers_;
+  std::optional<detail::async_worker> worker_; // the pushes and pulls, on a worker
   std::vector<std::uint64_t> versions_;
-  detail::transfer_queue pulling_{transfer_window};
   std::optional<detail::async_server> server_; // the server loop, once serve() runs
   std::uint64_t pushes_ = 0, pulls_ = 0, pushes_since_pull_ = 0;
   std::size_t bytes_sent_ = 0, bytes_received_ = 0;

@@ -5,7 +5,7 @@
 //! allgather of index lists, one contributor per part), restrict every part to U, and run
 //! coded_allreduce on the |U|-element vectors. The MPI-free pieces (union, restriction, the
 //! choice of contributors, the cost model) are in <gradcomp/coded/sparse.hpp> and
-//! <gradcomp/coded/cost.hpp>; docs/coded.md "The sparse form".
+//! <gradcomp/coded/exchange_load.hpp>; docs/coded.md "The sparse form".
 #pragma once
 
 #include <gradcomp/coded/cost.hpp>

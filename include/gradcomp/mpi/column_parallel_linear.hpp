@@ -11,6 +11,7 @@
 #include <gradcomp/linalg/gemm.hpp>
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/column_parallel_agreement.hpp>
+#include <gradcomp/mpi/detail/column_parallel_buffers.hpp>
 #include <gradcomp/mpi/detail/phases.hpp>
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
@@ -206,7 +207,7 @@ public:
     // the forward's gathered inputs can be reused when this rank's block is still this input
     const bool cache_valid =
         options_.check_arguments && options_.exchange == fc_exchange::all_to_all &&
-        cached_batch_ == batch_ && input.size() == batch_ * k_ && !gathered_.empty() &&
+        cached_batch_ == batch_ && input.size() == batch_ * k_ && !buffers_.gathered.empty() &&
         std::equal(input.begin(), input.end(), own_block().begin());
     agree(cache_valid);
   }
@@ -244,8 +245,8 @@ private:
     return static_cast<std::size_t>(comm_->rank());
   }
   [[nodiscard]] std::span<const float> own_block() const noexcept {
-    return std::span<const float>(gathered_).subspan(rank() * cached_batch_ * k_,
-                                                     cached_batch_ * k_);
+    return std::span<const float>(buffers_.gathered)
+        .subspan(rank() * cached_batch_ * k_, cached_batch_ * k_);
   }
 
   // The arguments both passes share: the pass, the input (M x K) and the weight slice; the
@@ -336,10 +337,10 @@ private:
 
   void gather_input() {
     const std::size_t block = batch_ * k_;
-    gathered_.resize(ranks() * block);
+    buffers_.gathered.resize(ranks() * block);
     cached_batch_ = 0; // valid again once the gather completed (forward)
     detail::check(MPI_Iallgather(input_.data(), static_cast<int>(block), MPI_FLOAT,
-                                 gathered_.data(), static_cast<int>(block), MPI_FLOAT,
+                                 buffers_.gathered.data(), static_cast<int>(block), MPI_FLOAT,
                                  comm_->native(), this->collective()),
                   "MPI_Iallgather (column_parallel_linear inputs)");
     count(ranks() * block, (ranks() - 1) * block);
@@ -347,48 +348,24 @@ private:
   }
 
   // Y_r = X W_r^T + b_r: P M x n_r.
-  void compute_forward() {
-    const column_slice mine = slice();
-    const std::size_t rows = ranks() * batch_;
-    local_out_.resize(rows * mine.rows);
-    if (!bias_.empty()) {
-      for (std::size_t i = 0; i < rows; ++i) {
-        std::copy(bias_.begin(), bias_.end(), local_out_.begin() + i * mine.rows);
-      }
-    }
-    gemm_(gemm_call{transpose::no, transpose::yes, rows, mine.rows, k_, 1.0f, gathered_.data(), k_,
-                    weight_.data(), k_, bias_.empty() ? 0.0f : 1.0f, local_out_.data(), mine.rows});
-  }
+  void compute_forward() { buffers_.forward(gemm_, ranks() * batch_, k_, slice(), weight_, bias_); }
 
   void exchange_output() {
     const std::size_t p = ranks();
     const column_slice mine = slice();
-    counts_.assign(p, 0);
-    displs_.assign(p, 0);
-    if (options_.exchange == fc_exchange::all_to_all) {
-      // send rows [s M, s M + M) of Y_r to rank s; receive M x n_s from each rank s
-      send_counts_.assign(p, static_cast<int>(batch_ * mine.rows));
-      send_displs_.resize(p);
-      for (std::size_t s = 0; s < p; ++s) {
-        send_displs_[s] = static_cast<int>(s * batch_ * mine.rows);
-        counts_[s] = static_cast<int>(batch_ * slices_[s].rows);
-        displs_[s] = static_cast<int>(batch_ * slices_[s].offset);
-      }
-      exchange_.resize(batch_ * n_);
-      detail::check(MPI_Ialltoallv(local_out_.data(), send_counts_.data(), send_displs_.data(),
-                                   MPI_FLOAT, exchange_.data(), counts_.data(), displs_.data(),
-                                   MPI_FLOAT, comm_->native(), this->collective()),
+    const bool a2a = options_.exchange == fc_exchange::all_to_all;
+    buffers_.lay_out_outputs(a2a, batch_, n_, mine, slices_);
+    if (a2a) {
+      detail::check(MPI_Ialltoallv(buffers_.local_out.data(), buffers_.send_counts.data(),
+                                   buffers_.send_displs.data(), MPI_FLOAT, buffers_.exchange.data(),
+                                   buffers_.counts.data(), buffers_.displs.data(), MPI_FLOAT,
+                                   comm_->native(), this->collective()),
                     "MPI_Ialltoallv (column_parallel_linear outputs)");
       count(batch_ * n_, (p - 1) * batch_ * mine.rows);
     } else {
-      // every rank gathers every slice (P M x n_s each) and reads its own rows
-      for (std::size_t s = 0; s < p; ++s) {
-        counts_[s] = static_cast<int>(p * batch_ * slices_[s].rows);
-        displs_[s] = static_cast<int>(p * batch_ * slices_[s].offset);
-      }
-      exchange_.resize(p * batch_ * n_);
-      detail::check(MPI_Iallgatherv(local_out_.data(), counts_[rank()], MPI_FLOAT, exchange_.data(),
-                                    counts_.data(), displs_.data(), MPI_FLOAT, comm_->native(),
+      detail::check(MPI_Iallgatherv(buffers_.local_out.data(), buffers_.counts[rank()], MPI_FLOAT,
+                                    buffers_.exchange.data(), buffers_.counts.data(),
+                                    buffers_.displs.data(), MPI_FLOAT, comm_->native(),
                                     this->collective()),
                     "MPI_Iallgatherv (column_parallel_linear outputs)");
       count(p * batch_ * n_, (p - 1) * p * batch_ * mine.rows);
@@ -398,16 +375,8 @@ private:
 
   // output[m][offset_s + c] from rank s's block (M x n_s, or P M x n_s read at this rank's rows)
   void assemble_output() {
-    const bool a2a = options_.exchange == fc_exchange::all_to_all;
-    for (std::size_t s = 0; s < ranks(); ++s) {
-      const column_slice sl = slices_[s];
-      const std::size_t first_row = a2a ? 0 : rank() * batch_;
-      const float* block = exchange_.data() + static_cast<std::size_t>(displs_[s]);
-      for (std::size_t m = 0; m < batch_; ++m) {
-        const float* from = block + (first_row + m) * sl.rows;
-        std::copy(from, from + sl.rows, output_.begin() + m * n_ + sl.offset);
-      }
-    }
+    buffers_.assemble_output(options_.exchange == fc_exchange::all_to_all, rank(), batch_, n_,
+                             slices_, output_);
   }
 
   void exchange_grad() {
@@ -416,32 +385,19 @@ private:
     if (options_.exchange == fc_exchange::all_to_all) {
       // columns [offset_s, offset_s + n_s) of dY (M x N) to rank s, packed; receive M x n_r
       // from each rank s, which stacks into dY_r (P M x n_r) in global sample order
-      exchange_.resize(batch_ * n_);
-      send_counts_.resize(p);
-      send_displs_.resize(p);
-      counts_.assign(p, static_cast<int>(batch_ * mine.rows));
-      displs_.resize(p);
-      for (std::size_t s = 0; s < p; ++s) {
-        const column_slice sl = slices_[s];
-        send_counts_[s] = static_cast<int>(batch_ * sl.rows);
-        send_displs_[s] = static_cast<int>(batch_ * sl.offset);
-        displs_[s] = static_cast<int>(s * batch_ * mine.rows);
-        for (std::size_t m = 0; m < batch_; ++m) {
-          const float* from = output_grad_.data() + m * n_ + sl.offset;
-          std::copy(from, from + sl.rows, exchange_.begin() + batch_ * sl.offset + m * sl.rows);
-        }
-      }
-      grad_slice_.resize(p * batch_ * mine.rows);
-      detail::check(MPI_Ialltoallv(exchange_.data(), send_counts_.data(), send_displs_.data(),
-                                   MPI_FLOAT, grad_slice_.data(), counts_.data(), displs_.data(),
-                                   MPI_FLOAT, comm_->native(), this->collective()),
+      buffers_.pack_output_grad(batch_, n_, mine, slices_, output_grad_);
+      detail::check(MPI_Ialltoallv(buffers_.exchange.data(), buffers_.send_counts.data(),
+                                   buffers_.send_displs.data(), MPI_FLOAT,
+                                   buffers_.grad_slice.data(), buffers_.counts.data(),
+                                   buffers_.displs.data(), MPI_FLOAT, comm_->native(),
+                                   this->collective()),
                     "MPI_Ialltoallv (column_parallel_linear output gradients)");
       count(p * batch_ * mine.rows, batch_ * (n_ - mine.rows));
     } else {
-      exchange_.resize(p * batch_ * n_);
+      buffers_.exchange.resize(p * batch_ * n_);
       const std::size_t block = batch_ * n_;
       detail::check(MPI_Iallgather(output_grad_.data(), static_cast<int>(block), MPI_FLOAT,
-                                   exchange_.data(), static_cast<int>(block), MPI_FLOAT,
+                                   buffers_.exchange.data(), static_cast<int>(block), MPI_FLOAT,
                                    comm_->native(), this->collective()),
                     "MPI_Iallgather (column_parallel_linear output gradients)");
       count(p * block, (p - 1) * block);
@@ -454,40 +410,16 @@ private:
     if (options_.exchange != fc_exchange::s2_allgather) {
       return;
     }
-    const column_slice mine = slice();
-    const std::size_t rows = ranks() * batch_;
-    grad_slice_.resize(rows * mine.rows);
-    for (std::size_t i = 0; i < rows; ++i) {
-      const float* from = exchange_.data() + i * n_ + mine.offset;
-      std::copy(from, from + mine.rows, grad_slice_.begin() + i * mine.rows);
-    }
+    buffers_.extract_grad_slice(ranks() * batch_, n_, slice());
   }
 
   void compute_backward() {
     cached_batch_ = batch_;
-    const column_slice mine = slice();
-    const std::size_t rows = ranks() * batch_;
     const float scale = options_.average_over_ranks ? 1.0f / static_cast<float>(ranks()) : 1.0f;
-    // dW_r = s dY_r^T X: (n_r x PM) (PM x K)
-    gemm_(gemm_call{transpose::yes, transpose::no, mine.rows, k_, rows, scale, grad_slice_.data(),
-                    mine.rows, gathered_.data(), k_, 0.0f, weight_grad_.data(), k_});
-    if (!bias_grad_.empty()) {
-      std::fill(bias_grad_.begin(), bias_grad_.end(), 0.0f);
-      for (std::size_t i = 0; i < rows; ++i) {
-        for (std::size_t c = 0; c < mine.rows; ++c) {
-          bias_grad_[c] += grad_slice_[i * mine.rows + c];
-        }
-      }
-      for (float& v : bias_grad_) {
-        v *= scale;
-      }
-    }
-    // partial dX = dY_r W_r: (PM x n_r) (n_r x K), summed over ranks into each rank's samples
-    partial_.resize(rows * k_);
-    gemm_(gemm_call{transpose::no, transpose::no, rows, k_, mine.rows, 1.0f, grad_slice_.data(),
-                    mine.rows, weight_.data(), k_, 0.0f, partial_.data(), k_});
+    buffers_.backward(gemm_, ranks() * batch_, k_, slice(), scale, weight_, weight_grad_,
+                      bias_grad_);
     const std::size_t block = batch_ * k_;
-    detail::check(MPI_Ireduce_scatter_block(partial_.data(), input_grad_.data(),
+    detail::check(MPI_Ireduce_scatter_block(buffers_.partial.data(), input_grad_.data(),
                                             static_cast<int>(block), MPI_FLOAT, MPI_SUM,
                                             comm_->native(), this->collective()),
                   "MPI_Ireduce_scatter_block (column_parallel_linear input gradients)");
@@ -507,17 +439,12 @@ private:
   detail::column_parallel_agreement agreement_;
   std::string local_error_;
   std::size_t batch_ = 0;
-  std::size_t cached_batch_ = 0; // batch of the inputs in gathered_ (0: none)
+  std::size_t cached_batch_ = 0; // batch of the inputs in buffers_.gathered (0: none)
 
   std::span<const float> input_, weight_, bias_, output_grad_;
   std::span<float> output_, weight_grad_, bias_grad_, input_grad_;
 
-  std::vector<float> gathered_;   // P M x K inputs
-  std::vector<float> local_out_;  // P M x n_r outputs of this slice
-  std::vector<float> exchange_;   // receive (forward) or send / gather (backward) buffer
-  std::vector<float> grad_slice_; // P M x n_r output gradient of this slice
-  std::vector<float> partial_;    // P M x K partial input gradient
-  std::vector<int> counts_, displs_, send_counts_, send_displs_;
+  detail::column_parallel_buffers buffers_; // the passes' buffers and local work
 };
 
 } // namespace gradcomp::mpi

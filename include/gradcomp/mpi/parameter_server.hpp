@@ -9,6 +9,7 @@
 #include <gradcomp/mpi/communicator.hpp>
 #include <gradcomp/mpi/detail/parameter_server_agreement.hpp>
 #include <gradcomp/mpi/detail/phases.hpp>
+#include <gradcomp/mpi/detail/pull_receiver.hpp>
 #include <gradcomp/mpi/detail/server_shard.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
 #include <gradcomp/mpi/detail/transfer_queue.hpp>
@@ -27,7 +28,6 @@
 #include <cstdint>
 #include <span>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace gradcomp::mpi {
@@ -133,9 +133,7 @@ public:
     parts_.resize(static_cast<std::size_t>(o.servers));
     received_parts_.resize(static_cast<std::size_t>(workers_));
     last_transfer_.resize(static_cast<std::size_t>(workers_));
-    statuses_.assign(static_cast<std::size_t>(o.servers) * status_fields, -1);
-    status_items_.resize(static_cast<std::size_t>(o.servers));
-    pulled_.resize(static_cast<std::size_t>(o.servers));
+    pulls_.resize(o.servers);
   }
   parameter_server(const parameter_server&) = delete;
   parameter_server& operator=(const parameter_server&) = delete;
@@ -206,9 +204,8 @@ public:
   //! Whether server s (0 <= s < S) sent its shard of the last round as the sparse union (false
   //! for a dense pull and before any round; on server s itself, what it sent to the others).
   [[nodiscard]] bool pull_was_sparse(int s) const noexcept {
-    return s == my_server_
-               ? status_out_[status_pull_bytes] >= 0
-               : statuses_[static_cast<std::size_t>(s) * status_fields + status_pull_bytes] >= 0;
+    return s == my_server_ ? status_out_[status_pull_bytes] >= 0
+                           : pulls_.status(s, status_pull_bytes) >= 0;
   }
   //! Payload bytes this rank sent in the last round (push parts and pulled shards).
   [[nodiscard]] std::size_t bytes_sent() const noexcept { return bytes_sent_; }
@@ -216,9 +213,10 @@ public:
   [[nodiscard]] std::size_t bytes_received() const noexcept { return bytes_received_; }
 
 private:
-  // Fields of a server's status to every rank (int64 each): the first worker rank whose push it
-  // rejected (-1: none), and the size of the sparse pull that follows, bytes (-1: dense).
-  static constexpr std::size_t status_rejected = 0, status_pull_bytes = 1, status_fields = 2;
+  // Fields of a server's status to every rank (int64 each; see detail::pull_receiver).
+  static constexpr std::size_t status_rejected = detail::pull_receiver::status_rejected,
+                               status_pull_bytes = detail::pull_receiver::status_pull_bytes,
+                               status_fields = detail::pull_receiver::status_fields;
   static constexpr std::size_t window = 16;
 
   // Server index of rank r, or -1.
@@ -261,10 +259,9 @@ private:
   }
 
   // The exchange's point-to-point transfers, in queues (one pass over them: progress_exchange;
-  // then finish_pulls() and check_statuses()). Dropped mid-way, the sends are waited for, until
-  // their receivers take them, then the receives cancelled and completed
-  // (transfer_queue::abandon); what this completes is left by a failure on this rank alone or by
-  // destruction mid-way.
+  // then finish_exchange()). Dropped mid-way, the sends are waited for, until their receivers
+  // take them, then the receives cancelled and completed (transfer_queue::abandon); what this
+  // completes is left by a failure on this rank alone or by destruction mid-way.
   void post_exchange() {
     const int me = comm_->rank();
     const int tag = options_.tag_base;
@@ -309,19 +306,9 @@ private:
       }
     }
     // The statuses first, in server order; each server's pull is posted once its status says
-    // its format and size (post_ready_pulls), also in server order, so that the receivers' order
-    // of servers and the servers' order of receivers agree (see transfer_queue).
-    for (int s = 0; s < options_.servers; ++s) {
-      pulled_[static_cast<std::size_t>(s)].clear();
-      if (server_rank(s) != me) {
-        status_receives_.add(false, &statuses_[static_cast<std::size_t>(s) * status_fields],
-                             status_fields, sizeof(std::int64_t), MPI_INT64_T, status_fields,
-                             server_rank(s), tag + 1);
-      }
-      status_items_[static_cast<std::size_t>(s)] = status_receives_.size();
-    }
-    next_pull_ = 0;
-    pull_problem_.clear();
+    // its format and size (pull_receiver::post_ready), also in server order, so that the
+    // receivers' order of servers and the servers' order of receivers agree (see transfer_queue).
+    pulls_.post_statuses(*this, me, tag, status_receives_);
   }
 
   // Decodes and sums the received parts in worker order, as far as they have arrived, and
@@ -370,78 +357,6 @@ private:
     pulls_posted_ = true;
   }
 
-  // Posts the pull receives whose status has come, in server order: a dense shard straight
-  // into the output, a sparse one into a buffer that finish_pulls() decodes.
-  void post_ready_pulls() {
-    const std::size_t n = average_.size();
-    while (next_pull_ < options_.servers) {
-      const auto s = static_cast<std::size_t>(next_pull_);
-      if (server_rank(next_pull_) == comm_->rank()) {
-        ++next_pull_;
-        continue;
-      }
-      if (status_receives_.completed() < status_items_[s]) {
-        return;
-      }
-      const std::size_t lo = shard_begin(n, next_pull_);
-      const std::size_t length = shard_begin(n, next_pull_ + 1) - lo;
-      const std::int64_t stated = statuses_[s * status_fields + status_pull_bytes];
-      const int tag = options_.tag_base + 2;
-      if (stated < 0) {
-        pull_receives_.add(false, average_.data() + lo, length, sizeof(float), MPI_FLOAT,
-                           float_chunk(), server_rank(next_pull_), tag);
-        bytes_received_ += length * sizeof(float);
-      } else {
-        // A sparse pull is sent only when smaller than the dense shard. A size outside that
-        // range is a fault: the receive is clamped (a longer message then fails as truncated,
-        // an mpi_error) and finish_pulls() reports it.
-        const std::size_t dense_bytes = length * sizeof(float);
-        const auto bytes = std::min(static_cast<std::size_t>(stated), dense_bytes);
-        if (static_cast<std::size_t>(stated) < wire_header_bytes ||
-            static_cast<std::size_t>(stated) >= dense_bytes) {
-          note_pull_problem(gradcomp::detail::concat(
-              "server rank ", server_rank(next_pull_), " states a sparse pull of ", stated,
-              " bytes for a shard of ", length, " elements, outside [", wire_header_bytes, ", ",
-              dense_bytes, ")"));
-        }
-        std::vector<std::byte>& buffer = pulled_[s];
-        buffer.resize(std::max<std::size_t>(bytes, 1)); // non-empty: marks a sparse pull
-        pull_receives_.add(false, buffer.data(), bytes, 1, MPI_BYTE, byte_chunk(),
-                           server_rank(next_pull_), tag);
-        bytes_received_ += bytes;
-      }
-      ++next_pull_;
-    }
-  }
-
-  void note_pull_problem(std::string what) {
-    if (pull_problem_.empty()) {
-      pull_problem_ = std::move(what);
-    }
-  }
-
-  // Decodes every sparse pull into the output's shard (zeros outside the union). Called once
-  // the whole exchange has completed on this rank.
-  void finish_pulls() {
-    const std::size_t n = average_.size();
-    for (int s = 0; s < options_.servers && pull_problem_.empty(); ++s) {
-      const std::vector<std::byte>& bytes = pulled_[static_cast<std::size_t>(s)];
-      if (bytes.empty()) {
-        continue;
-      }
-      const std::size_t lo = shard_begin(n, s);
-      const std::span<float> shard = average_.subspan(lo, shard_begin(n, s + 1) - lo);
-      try {
-        decode(bytes, received_);
-        detail::check_length(received_, shard.size(), server_rank(s));
-        decompress(received_, shard);
-      } catch (const wire_error& e) {
-        note_pull_problem(gradcomp::detail::concat("the pull of server rank ", server_rank(s),
-                                                   " does not decode: ", e.what()));
-      }
-    }
-  }
-
   // One pass over every queue; true when this rank's part of the round is complete.
   bool progress_exchange() {
     const MPI_Comm comm = comm_->native();
@@ -459,14 +374,15 @@ private:
       served = pull_sends_.progress(comm) && statuses_sent;
     }
     const bool statuses = status_receives_.progress(comm);
-    post_ready_pulls();
-    const bool pulled = pull_receives_.progress(comm) && next_pull_ == options_.servers;
+    pulls_.post_ready(*this, comm_->rank(), options_.tag_base, average_, byte_chunk(),
+                      float_chunk(), status_receives_, pull_receives_, bytes_received_);
+    const bool pulled = pull_receives_.progress(comm) && pulls_.posted_all(options_.servers);
     return pushed && served && statuses && pulled;
   }
 
   // The exchange completed on this rank: the sparse pulls decoded, then the verdicts checked.
   void finish_exchange() {
-    finish_pulls();
+    pulls_.finish(*this, average_);
     check_statuses();
   }
 
@@ -476,8 +392,7 @@ private:
     for (int s = 0; s < options_.servers; ++s) {
       const bool mine = s == my_server_;
       const std::int64_t status =
-          mine ? status_out_[status_rejected]
-               : statuses_[static_cast<std::size_t>(s) * status_fields + status_rejected];
+          mine ? status_out_[status_rejected] : pulls_.status(s, status_rejected);
       if (status >= 0) {
         throw wire_error(gradcomp::detail::concat(
             "gradcomp wire: parameter_server: server rank ", server_rank(s),
@@ -485,9 +400,9 @@ private:
             mine ? ": " + shard_.rejection() : std::string(" (the server's exception says why)")));
       }
     }
-    if (!pull_problem_.empty()) {
+    if (!pulls_.problem().empty()) {
       throw wire_error(gradcomp::detail::concat("gradcomp wire: parameter_server: rank ",
-                                                comm_->rank(), ": ", pull_problem_));
+                                                comm_->rank(), ": ", pulls_.problem()));
     }
   }
 
@@ -498,15 +413,13 @@ private:
   std::span<float> average_;
   std::string problem_; // why this rank's push is invalid
   detail::parameter_server_agreement agreement_;
-  sparse_message part_, received_;
+  sparse_message part_;
   std::vector<std::vector<std::byte>> parts_, received_parts_;
-  std::vector<std::vector<std::byte>> pulled_; // per server: its sparse pull (empty: dense)
-  detail::server_shard shard_;                 // this server's shard
-  std::vector<std::size_t> last_transfer_, status_items_;
-  std::vector<std::int64_t> statuses_;
-  std::string pull_problem_;
+  detail::server_shard shard_;  // this server's shard
+  detail::pull_receiver pulls_; // the statuses and pulls this rank receives
+  std::vector<std::size_t> last_transfer_;
   std::array<std::int64_t, status_fields> status_out_{-1, -1};
-  int next_worker_ = 0, next_pull_ = 0;
+  int next_worker_ = 0;
   bool pulls_posted_ = false;
   detail::transfer_queue push_sends_, push_receives_, status_sends_, pull_sends_, status_receives_,
       pull_receives_;
