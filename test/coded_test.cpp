@@ -5,11 +5,13 @@
 // n = 3, r = 2 example of docs/coded.md worked by hand. The pieces' own tests are in test/coded/.
 #include <gradcomp/coded.hpp>
 
-#include "common/catch.hpp"
-
 #include <cstdint>
 #include <span>
 #include <vector>
+
+#include "common/catch.hpp"
+
+namespace coded_test {
 
 using namespace gradcomp::coded;
 
@@ -62,3 +64,5 @@ TEST_CASE("coded.hpp: n = 3, r = 2 worked by hand with the umbrella header alone
     CHECK(p.owns(contributors[t], t)); // one of the part's owners sends its indices
   }
 }
+
+} // namespace coded_test

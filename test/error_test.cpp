@@ -7,13 +7,15 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "common/catch.hpp"
-
 #include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include "common/catch.hpp"
+
+namespace error_test {
 
 using namespace gradcomp;
 
@@ -65,3 +67,5 @@ TEST_CASE("error: the library reports bad bytes as wire_error, bad arguments as 
   m.values = {1.0f, 2.0f};
   CHECK_THROWS_AS(m.validate(), std::invalid_argument);
 }
+
+} // namespace error_test

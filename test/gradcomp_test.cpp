@@ -5,12 +5,14 @@
 // Each header's own test is in the folder of the same name.
 #include <gradcomp/gradcomp.hpp>
 
-#include "common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "common/catch.hpp"
+
+namespace gradcomp_test {
 
 TEST_CASE("gradcomp.hpp: compress, send and resume with the umbrella header alone",
           "[gradcomp][umbrella]") {
@@ -49,3 +51,5 @@ TEST_CASE("gradcomp.hpp: compress, send and resume with the umbrella header alon
   CHECK(std::string(version_string) == GRADCOMP_VERSION_STRING);
   CHECK(k_for_density(1000, 0.01) == 10);
 }
+
+} // namespace gradcomp_test

@@ -5,11 +5,12 @@
 // tests are in test/schedule/.
 #include <gradcomp/schedule.hpp>
 
-#include "common/catch.hpp"
-
 #include <string_view>
 
+#include "common/catch.hpp"
 #include "common/schedule_testing.hpp"
+
+namespace schedule_test {
 
 using namespace gradcomp::schedule;
 
@@ -44,3 +45,5 @@ TEST_CASE("schedule.hpp: a two-layer model planned with the umbrella header alon
   CHECK(r.observe(16.0));
   CHECK_FALSE(r.observe(17.6));
 }
+
+} // namespace schedule_test

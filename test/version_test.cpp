@@ -4,11 +4,13 @@
 // gradcomp.pc say the same is the ctest "package: one version everywhere".)
 #include <gradcomp/version.hpp>
 
-#include "common/catch.hpp"
-
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include "common/catch.hpp"
+
+namespace version_test {
 
 TEST_CASE("version: the string is made of the three numbers", "[version]") {
   const std::string expected = std::to_string(GRADCOMP_VERSION_MAJOR) + "." +
@@ -25,3 +27,5 @@ TEST_CASE("version: the string is made of the three numbers", "[version]") {
   }
   CHECK(dots == 2);
 }
+
+} // namespace version_test

@@ -7,8 +7,6 @@
 // state_error naming what is wrong, leaving the object unchanged.
 #include <gradcomp/checkpoint/state_stream.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +16,10 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace checkpoint_state_stream_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -235,3 +237,5 @@ TEST_CASE("state_stream: load_state refuses left-over bytes and leaves the objec
   broken.setstate(std::ios::badbit);
   CHECK_THROWS_AS(load_state(s, broken), state_error);
 }
+
+} // namespace checkpoint_state_stream_test

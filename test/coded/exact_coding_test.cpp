@@ -7,8 +7,6 @@
 #include <gradcomp/coded/exact_coding.hpp>
 #include <gradcomp/coded/placement.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -19,6 +17,10 @@
 #include <random>
 #include <span>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace coded_exact_coding_test {
 
 using namespace gradcomp::coded;
 
@@ -499,3 +501,5 @@ TEST_CASE("coded exact coding: bad parameters are rejected with messages naming 
   CHECK_THROWS_WITH(xor_into(std::vector<std::uint32_t>(4), words),
                     Contains("4 elements") && Contains("3 elements"));
 }
+
+} // namespace coded_exact_coding_test

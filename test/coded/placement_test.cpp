@@ -5,8 +5,6 @@
 // reduce-scatter form's blocks reach exactly the ranks that lack them; bad parameters.
 #include <gradcomp/coded/placement.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cstdint>
@@ -16,6 +14,10 @@
 #include <set>
 #include <span>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace coded_placement_test {
 
 using namespace gradcomp::coded;
 
@@ -362,3 +364,5 @@ TEST_CASE("coded placement: bad parameters are rejected with messages naming the
   CHECK_THROWS_WITH(p.block_elements(10, 5), Contains("block 5") && Contains("[0, n = 5)"));
   CHECK_THROWS_WITH(p.block_slice_elements(10, 1, 2), Contains("slice 2"));
 }
+
+} // namespace coded_placement_test

@@ -6,8 +6,6 @@
 // against counts taken by simulating the ring; bad parameters.
 #include <gradcomp/coded.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <iterator>
@@ -15,6 +13,10 @@
 #include <random>
 #include <span>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace coded_sparse_test {
 
 using namespace gradcomp::coded;
 using gradcomp::sparse_message;
@@ -266,3 +268,5 @@ TEST_CASE("the sparse form's examples of docs/coded.md", "[coded]") {
   CHECK(worse.sent_bytes == 7000000.0 + 6.0 * 492188.0 * 4.0);
   CHECK(worse.sent_bytes > dense.sent_bytes);
 }
+
+} // namespace coded_sparse_test

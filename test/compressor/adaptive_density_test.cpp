@@ -5,14 +5,16 @@
 // cases and the errors.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace compressor_adaptive_density_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -180,3 +182,5 @@ TEST_CASE("adaptive densities name bad input", "[adaptive_density]") {
   REQUIRE_THROWS_WITH(adaptive_densities(std::vector<std::size_t>{0, 0}, w, 0.1, 0.01),
                       Contains("the layers have no elements"));
 }
+
+} // namespace compressor_adaptive_density_test

@@ -29,6 +29,8 @@
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
 
+namespace compressor_any_compressor_test {
+
 using gradcomp::test::error_of;
 using gradcomp::test::same_bits;
 using namespace gradcomp;
@@ -494,3 +496,5 @@ TEST_CASE("any_compressor: copies, moves, held objects and what they lack", "[an
     REQUIRE(std::all_of(u.begin(), u.end(), [](float v) { return v == 2.0f; }));
   }
 }
+
+} // namespace compressor_any_compressor_test

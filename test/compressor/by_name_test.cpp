@@ -5,8 +5,6 @@
 // naming the value.
 #include <gradcomp/compressor/by_name.hpp>
 
-#include "../common/catch.hpp"
-
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -16,7 +14,10 @@
 #include <utility>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_by_name_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -158,3 +159,5 @@ TEST_CASE("quantizers by name", "[quantizer]") {
                     Contains("values quantized is made by the quantizing compressors"));
   CHECK(to_string(value_type::quantized) == "quantized");
 }
+
+} // namespace compressor_by_name_test

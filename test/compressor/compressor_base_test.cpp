@@ -8,8 +8,6 @@
 // hooks and the option checks, the non-finite policies, and that run() never sees n = 0.
 #include <gradcomp/compressor/compressor_base.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -18,6 +16,10 @@
 #include <stdexcept>
 #include <string_view>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace compressor_compressor_base_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -244,3 +246,5 @@ TEST_CASE("compressor_base: the non-finite policies around run()", "[compressor_
   keep.compress(grad, m);
   CHECK(m.values[0] == inf);
 }
+
+} // namespace compressor_compressor_base_test

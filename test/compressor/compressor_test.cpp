@@ -2,10 +2,12 @@
 // k = ceil(density x n) clamped to [1, n]; invalid densities are rejected by name.
 #include <gradcomp/compressor/compressor.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <limits>
+
+#include "../common/catch.hpp"
+
+namespace compressor_compressor_test {
 
 using gradcomp::k_for_density;
 
@@ -41,3 +43,5 @@ TEST_CASE("the guard band is k/c to c k", "[compressor][guard]") {
   CHECK(gradcomp::in_guard_band(10, 10, 1.0));
   CHECK_FALSE(gradcomp::in_guard_band(11, 10, 1.0));
 }
+
+} // namespace compressor_compressor_test

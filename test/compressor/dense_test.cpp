@@ -7,14 +7,15 @@
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cstddef>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_dense_test {
 
 using namespace gradcomp;
 
@@ -96,3 +97,5 @@ TEST_CASE("dense: with error feedback the rounding error and the saturation exce
     }
   }
 }
+
+} // namespace compressor_dense_test

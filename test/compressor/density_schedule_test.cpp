@@ -3,11 +3,9 @@
 // d(t) = d0 (dT / d0)^(e / E) evaluated by hand for DGC's defaults (0.25 -> 0.001 over 4 epochs),
 // stepped and continuous, by iteration, with fractional and zero warm-ups; never rising and
 // within [dT, d0]; every bad value named; and a compressor following it, its k = ceil(d n)
-// counted by hand. (The pipeline's use of it is tested in test/core/density_schedule_test.cpp.)
+// counted by hand. (The pipeline's use of it is tested in test/pipeline/pipeline_density_test.cpp.)
 #include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/exact_top_k.hpp>
-
-#include "../common/catch.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +13,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_density_schedule_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -116,3 +117,5 @@ TEST_CASE("density_warmup: a compressor following it selects ceil(d n) each epoc
     CHECK(m.indices == test::reference_top_k(x, k_by_hand[e]));
   }
 }
+
+} // namespace compressor_density_schedule_test

@@ -4,14 +4,15 @@
 // compressors' counts stay in the guard band under it.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_error_feedback_test {
 
 using namespace gradcomp;
 using test::distribution;
@@ -186,3 +187,5 @@ TEST_CASE("estimator counts stay in the guard band over many error-feedback iter
   // Gaussian-k is known to under-select under error feedback: the guard must have fired
   CHECK(gaussian_fallbacks > 0);
 }
+
+} // namespace compressor_error_feedback_test

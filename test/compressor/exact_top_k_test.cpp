@@ -4,13 +4,14 @@
 // for any thread count.
 #include <gradcomp/compressor/exact_top_k.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <limits>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_exact_top_k_test {
 
 using namespace gradcomp;
 using test::distribution;
@@ -168,3 +169,5 @@ TEST_CASE("exact top-k with error feedback is exact when the sample misleads", "
     REQUIRE(sent[i] + residual[i] == g[i]); // accumulated exactly once
   }
 }
+
+} // namespace compressor_exact_top_k_test

@@ -5,15 +5,16 @@
 // the guard band falls back to exact top-k where the fit is badly off; options are validated.
 #include <gradcomp/compressor/gaussian_threshold.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/estimator_testing.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_gaussian_threshold_test {
 
 using namespace gradcomp;
 using test::check_selection;
@@ -74,3 +75,5 @@ TEST_CASE("gaussian and lognormal threshold options are validated", "[estimators
   CHECK_THROWS_AS(lognormal_threshold({.density = 0.1, .guard_factor = 0.99}),
                   std::invalid_argument);
 }
+
+} // namespace compressor_gaussian_threshold_test

@@ -4,8 +4,6 @@
 // threshold divided by sqrt(N); and clipping before error feedback conserves the clipped values.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -13,7 +11,10 @@
 #include <span>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_local_clipping_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -126,3 +127,5 @@ TEST_CASE("clipping before error feedback: the residual accumulates the clipped 
     }
   }
 }
+
+} // namespace compressor_local_clipping_test

@@ -6,8 +6,6 @@
 // and the refusals.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,8 +15,11 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_momentum_correction_test {
 
 using gradcomp::test::same_bits;
 
@@ -291,3 +292,5 @@ TEST_CASE("momentum correction refuses a momentum outside 0 to 1 and mismatched 
   REQUIRE_THROWS_WITH(c.compress_accumulate_momentum(r, u10, g, 1.5f, m),
                       Catch::Contains("momentum 1.5"));
 }
+
+} // namespace compressor_momentum_correction_test

@@ -6,8 +6,6 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -16,6 +14,10 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace compressor_nonfinite_policy_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -134,3 +136,5 @@ TEST_CASE("nonfinite_policy: raise names the first element through a compressor"
   CHECK(m.indices[0] == 17);
   CHECK(m.values[0] == inf_value);
 }
+
+} // namespace compressor_nonfinite_policy_test

@@ -7,8 +7,6 @@
 // start and the seeded starting Q, and the length checks.
 #include <gradcomp/compressor/powersgd.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -17,7 +15,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/naive_gemm.hpp"
+
+namespace compressor_powersgd_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -204,3 +205,5 @@ TEST_CASE("powersgd: lengths that do not fit the layer are refused", "[powersgd]
   CHECK_THROWS_WITH(l.finish(p, q, short_average), Contains("average of 101"));
   CHECK_THROWS_AS(l.finish(short_p, q, average), std::invalid_argument);
 }
+
+} // namespace compressor_powersgd_test

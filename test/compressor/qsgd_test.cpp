@@ -4,17 +4,18 @@
 // scale, the levels' limits.
 #include <gradcomp/compressor/qsgd.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/quantizer_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_qsgd_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -46,3 +47,5 @@ TEST_CASE("qsgd: s levels of the L2 norm, unbiased, 1 + bit_width(s) bits", "[qu
   CHECK_THROWS_WITH(qsgd(0), Contains("qsgd: levels 0 outside [1, 32768]"));
   CHECK_THROWS_WITH(qsgd(40000), Contains("levels 40000 outside [1, 32768]"));
 }
+
+} // namespace compressor_qsgd_test

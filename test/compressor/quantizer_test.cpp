@@ -7,8 +7,6 @@
 // scaled_sign_test.cpp, terngrad_test.cpp, qsgd_test.cpp; by name: by_name_test.cpp.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -17,9 +15,12 @@
 #include <limits>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/quantizer_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_quantizer_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -207,3 +208,5 @@ TEST_CASE("quantized parts concatenate with a shared scale, a segment per scale,
   CHECK(test::same_bits(std::span<const float>(group.values).first(20), t.values));
   CHECK(test::same_bits(std::span<const float>(group.values).last(20), b.values));
 }
+
+} // namespace compressor_quantizer_test

@@ -6,13 +6,14 @@
 // chooses, and bad densities named.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_random_k_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -127,3 +128,5 @@ TEST_CASE("random_k: bad densities are named", "[random_k]") {
   CHECK_THROWS_WITH(with_sparse_compressor("random_kk", {}, [](auto) { return 0; }),
                     Contains("random_k"));
 }
+
+} // namespace compressor_random_k_test

@@ -6,14 +6,15 @@
 // elements' ages = iterations since that contribution, inclusive; norms by direct sums.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_residual_monitor_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -143,3 +144,5 @@ TEST_CASE("residual_monitor: hand-made sequence and bad lengths", "[residual_mon
   CHECK_THROWS_WITH(m.observe(std::vector<float>(2), std::vector<float>(3)),
                     Contains("residual of 2 and gradient of 3 elements for a layer of 3"));
 }
+
+} // namespace compressor_residual_monitor_test

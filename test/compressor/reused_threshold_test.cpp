@@ -4,15 +4,16 @@
 // a fallback that re-learns when the scale changes; options are validated.
 #include <gradcomp/compressor/reused_threshold.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/estimator_testing.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_reused_threshold_test {
 
 using namespace gradcomp;
 using test::check_selection;
@@ -61,3 +62,5 @@ TEST_CASE("reused threshold options are validated", "[estimators]") {
   CHECK_THROWS_AS(reused_threshold({.density = 0.01, .interval = 0}), std::invalid_argument);
   CHECK_THROWS_AS(reused_threshold({.density = 0.01, .guard_factor = 0.5}), std::invalid_argument);
 }
+
+} // namespace compressor_reused_threshold_test

@@ -4,15 +4,16 @@
 // input shape; reproducible for a seed; k is hit on smooth data; options are validated.
 #include <gradcomp/compressor/sampled_threshold.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <random>
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/estimator_testing.hpp"
 #include "../common/generators.hpp"
+
+namespace compressor_sampled_threshold_test {
 
 using namespace gradcomp;
 using test::distribution;
@@ -46,3 +47,5 @@ TEST_CASE("sampled threshold options are validated", "[estimators]") {
                   std::invalid_argument);
   CHECK_THROWS_AS(sampled_threshold({.density = 0.01, .min_samples = 0}), std::invalid_argument);
 }
+
+} // namespace compressor_sampled_threshold_test

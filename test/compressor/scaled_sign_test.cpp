@@ -4,17 +4,18 @@
 // ceil(n / 8) bytes; all zeros at two bits.
 #include <gradcomp/compressor/scaled_sign.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/quantizer_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_scaled_sign_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -51,3 +52,5 @@ TEST_CASE("scaled_sign: +-mean |x| at one bit per element", "[quantizer]") {
   }
   require_round_trip(m, 2);
 }
+
+} // namespace compressor_scaled_sign_test

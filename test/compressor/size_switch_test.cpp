@@ -3,10 +3,12 @@
 // feedback, and its results equal the chosen compressor's.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
-
 #include <random>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace compressor_size_switch_test {
 
 using namespace gradcomp;
 
@@ -64,3 +66,5 @@ TEST_CASE("size_switch under error_feedback keeps the chosen compressor's residu
   CHECK(std::vector<float>(large_threshold.residual().begin(), large_threshold.residual().end()) ==
         std::vector<float>(reference.residual().begin(), reference.residual().end()));
 }
+
+} // namespace compressor_size_switch_test

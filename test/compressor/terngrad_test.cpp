@@ -4,17 +4,18 @@
 // the same seed.
 #include <gradcomp/compressor/terngrad.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/quantizer_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace compressor_terngrad_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -43,3 +44,5 @@ TEST_CASE("terngrad: {-s, 0, s} with s = max |x|, unbiased, two bits", "[quantiz
   CHECK(test::same_bits(ma.values, mb.values));
   CHECK_FALSE(test::same_bits(ma.values, mo.values));
 }
+
+} // namespace compressor_terngrad_test

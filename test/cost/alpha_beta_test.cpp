@@ -5,9 +5,11 @@
 #include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/cost/transport.hpp>
 
+#include <limits>
+
 #include "../common/catch.hpp"
 
-#include <limits>
+namespace cost_alpha_beta_test {
 
 using namespace gradcomp::cost;
 
@@ -212,3 +214,5 @@ TEST_CASE("tree levels, reduce-scatter, all-to-all and links by hand", "[cost]")
                     Catch::Contains("rank count 0 is below 1"));
   CHECK_THROWS_AS(all_to_all_seconds(1.0, -2, net), std::invalid_argument);
 }
+
+} // namespace cost_alpha_beta_test

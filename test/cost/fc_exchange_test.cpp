@@ -8,9 +8,11 @@
 #include <gradcomp/cost/hybrid.hpp>
 #include <gradcomp/cost/volume.hpp>
 
+#include <type_traits>
+
 #include "../common/catch.hpp"
 
-#include <type_traits>
+namespace cost_fc_exchange_test {
 
 using namespace gradcomp;
 
@@ -55,3 +57,5 @@ TEST_CASE("fc_exchange: the values each moves, against S2's accounting", "[cost]
   CHECK(values(fc_exchange::s2_allgather) == Approx(12160.0));
   CHECK(values(fc_exchange::s2_allgather) == Approx(cost::fc_model_parallel_values(m, k, n, p)));
 }
+
+} // namespace cost_fc_exchange_test

@@ -2,10 +2,12 @@
 // The least-squares line fit (cost/fit.hpp) against an exact line and a spoiled one.
 #include <gradcomp/cost/fit.hpp>
 
-#include "../common/catch.hpp"
-
 #include <array>
 #include <span>
+
+#include "../common/catch.hpp"
+
+namespace cost_fit_test {
 
 using namespace gradcomp::cost;
 
@@ -30,3 +32,5 @@ TEST_CASE("fit_line recovers an exact line and reports its quality", "[cost][fit
       fit_line(std::span<const double>(x).first(1), std::span<const double>(t).first(1)),
       std::invalid_argument);
 }
+
+} // namespace cost_fit_test

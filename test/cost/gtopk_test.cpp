@@ -6,6 +6,8 @@
 
 #include "../common/catch.hpp"
 
+namespace cost_gtopk_test {
+
 using namespace gradcomp::cost;
 
 TEST_CASE("gtopk: the busiest rank's bytes per tree level", "[cost][gtopk]") {
@@ -36,3 +38,5 @@ TEST_CASE("gtopk: the time, 9 alpha + 24 k beta + 12 k gamma per level", "[cost]
   CHECK(gtopk_allreduce_seconds(1000, 4, {.beta_seconds_per_byte = 1.0}) == 48000.0);
   CHECK(gtopk_allreduce_seconds(1000, 4, {.gamma_seconds_per_byte = 1.0}) == 24000.0);
 }
+
+} // namespace cost_gtopk_test

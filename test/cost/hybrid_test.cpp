@@ -4,6 +4,8 @@
 
 #include "../common/catch.hpp"
 
+namespace cost_hybrid_test {
+
 using namespace gradcomp;
 
 TEST_CASE("FC layer costs are the sums of their collectives", "[hybrid]") {
@@ -51,3 +53,5 @@ TEST_CASE("FC layer costs are the sums of their collectives", "[hybrid]") {
   CHECK_THROWS_WITH(cost::fc_data_parallel_seconds(k, n, p, net, {.bytes_per_value = 0}),
                     Catch::Contains("bytes per value 0"));
 }
+
+} // namespace cost_hybrid_test

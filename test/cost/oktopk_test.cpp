@@ -6,6 +6,8 @@
 
 #include "../common/catch.hpp"
 
+namespace cost_oktopk_test {
+
 using namespace gradcomp::cost;
 
 TEST_CASE("oktopk: the bytes one rank sends, worked by hand", "[cost][oktopk]") {
@@ -37,3 +39,5 @@ TEST_CASE("oktopk: the time, worked by hand", "[cost][oktopk]") {
   CHECK(oktopk_allreduce_seconds(1000, 8, {.alpha_seconds = 1.0}) == 24.0);
   CHECK(oktopk_allreduce_seconds(400, 1, net) == 0.0);
 }
+
+} // namespace cost_oktopk_test

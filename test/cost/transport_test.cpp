@@ -2,12 +2,14 @@
 // message_cost (cost/transport.hpp) against hand-computed values.
 #include <gradcomp/cost/transport.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <limits>
+
+#include "../common/catch.hpp"
+
+namespace cost_transport_test {
 
 using namespace gradcomp::cost;
 
@@ -166,3 +168,5 @@ TEST_CASE("message_cost is a copyable cost function and rejects bad parameters",
   // options that belong to other kinds are not checked
   CHECK_NOTHROW(message_cost(K::ring_allreduce, 4, net, {.servers = -1, .group_size = -1}));
 }
+
+} // namespace cost_transport_test

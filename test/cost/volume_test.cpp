@@ -3,9 +3,11 @@
 // hand-computed values.
 #include <gradcomp/cost/volume.hpp>
 
+#include <array>
+
 #include "../common/catch.hpp"
 
-#include <array>
+namespace cost_volume_test {
 
 using namespace gradcomp::cost;
 
@@ -24,3 +26,5 @@ TEST_CASE("S5 volumes and S2's fully connected layer rule", "[cost]") {
   // a small FC layer (FC3 of VGG: 4096 -> 1000): threshold ~ 305, so M P = 512 prefers data
   CHECK_FALSE(fc_prefer_model_parallel(128, 4096, 1000, 4));
 }
+
+} // namespace cost_volume_test

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA compressors on device_backend (a GPU): the same cases as host_backend_test.cpp.
+// The CUDA compressors on device_backend (a GPU): the cases of every <header>_cases.hpp, which
+// test/cuda/<header>_test.cpp run on host_backend.
 #include <gradcomp/cuda/backend.cuh>
 
 #include <cstddef>
@@ -25,9 +26,13 @@ struct harness {
 #define GRADCOMP_CUDA_CASE(name) "device_backend: " name
 #include <gradcomp/cuda/tensor.cuh>
 
-#include "batched_cases.hpp"
-#include "batched_threshold_cases.hpp"
-#include "compressor_cases.hpp"
+#include "batched_reused_threshold_cases.hpp"
+#include "batched_top_k_cases.hpp"
+#include "compressors_cases.hpp"
+#include "exact_top_k_cases.hpp"
+#include "fitted_threshold_cases.hpp"
+#include "reused_threshold_cases.hpp"
+#include "sampled_threshold_cases.hpp"
 
 TEST_CASE("device_backend: thrust::device_vector and tensor_view are device tensors",
           "[cuda][tensor]") {

@@ -3,12 +3,14 @@
 // concurrent callers are serialised safely.
 #include <gradcomp/detail/parallel.hpp>
 
-#include "../common/catch.hpp"
-
 #include <atomic>
 #include <stdexcept>
 #include <thread>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace detail_parallel_test {
 
 using namespace gradcomp::detail;
 
@@ -66,3 +68,5 @@ TEST_CASE("concurrent callers share the pool safely", "[parallel]") {
   }
   CHECK(total == 4 * 20 * (3 * chunk_elements + 1));
 }
+
+} // namespace detail_parallel_test

@@ -3,9 +3,11 @@
 // ranks, checked against the partition it must be and against S2's floor / ceil sizes.
 #include <gradcomp/hybrid/column_split.hpp>
 
+#include <cstddef>
+
 #include "../common/catch.hpp"
 
-#include <cstddef>
+namespace hybrid_column_split_test {
 
 using namespace gradcomp;
 
@@ -43,3 +45,5 @@ TEST_CASE("column_split gives the first N mod P ranks the extra output, worked b
   CHECK_FALSE(column_split(10, 4, 0) == column_slice{0, 2});
   CHECK_THROWS_WITH(column_split(10, 4, -1), Catch::Contains("rank -1 is outside [0, 4)"));
 }
+
+} // namespace hybrid_column_split_test

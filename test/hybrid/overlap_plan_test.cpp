@@ -5,10 +5,12 @@
 #include <gradcomp/hybrid/overlap_plan.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace hybrid_overlap_plan_test {
 
 using namespace gradcomp;
 
@@ -202,3 +204,5 @@ TEST_CASE("plan_with_overlap as docs/hybrid.md shows it", "[hybrid]") {
   CHECK(gradcomp::hybrid::choose(fc1.layer, 32, 4, net).by_cost ==
         gradcomp::hybrid::parallelism::model);
 }
+
+} // namespace hybrid_overlap_plan_test

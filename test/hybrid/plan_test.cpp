@@ -4,9 +4,11 @@
 #include <gradcomp/cost/hybrid.hpp>
 #include <gradcomp/hybrid/plan.hpp>
 
+#include <cstddef>
+
 #include "../common/catch.hpp"
 
-#include <cstddef>
+namespace hybrid_plan_test {
 
 using namespace gradcomp;
 
@@ -50,3 +52,5 @@ TEST_CASE("S2's reported FC1 / FC2 outcome on VGG-16, P = 2, 4, 8, batch 1..128"
   }
   CHECK_THROWS_WITH(hybrid::choose({"empty", 0, 10}, 1, 2, net), Catch::Contains("K = 0"));
 }
+
+} // namespace hybrid_plan_test

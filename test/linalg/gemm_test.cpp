@@ -7,16 +7,17 @@
 // no_gemm leaving C alone; check_gemm_call's limits for every operand in both orientations.
 #include <gradcomp/linalg/gemm.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/gemm_by_hand.hpp"
 #include "../common/naive_gemm.hpp"
+
+namespace linalg_gemm_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -158,3 +159,5 @@ TEST_CASE("gemm: check_gemm_call names the leading dimension below its row lengt
   CHECK(ok.alpha == 1.0f);
   CHECK(ok.beta == 0.0f);
 }
+
+} // namespace linalg_gemm_test

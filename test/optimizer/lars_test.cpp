@@ -4,13 +4,14 @@
 // adaptation, and bad input named in the exception.
 #include <gradcomp/optimizer/lars.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace optimizer_lars_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -126,3 +127,5 @@ TEST_CASE("lars: bad input is named", "[lars][errors]") {
                     Contains("trust coefficient 0"));
   CHECK_THROWS_WITH(lars_trust_ratio(w, g, 0.001, 0.0), Contains("gradient 2"));
 }
+
+} // namespace optimizer_lars_test

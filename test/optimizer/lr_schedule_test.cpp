@@ -4,10 +4,12 @@
 // passes each milestone; bad schedules named in the exception.
 #include <gradcomp/optimizer/lr_schedule.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace optimizer_lr_schedule_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -71,3 +73,5 @@ TEST_CASE("lr_schedule: a bad step schedule is named", "[lr_schedule][errors]") 
   const warmup_step_schedule negative{.base = -1.0, .milestones = {}};
   CHECK_THROWS_WITH(negative.validate(), Contains("base -1"));
 }
+
+} // namespace optimizer_lr_schedule_test

@@ -6,14 +6,15 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace precision_loss_scale_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -203,3 +204,5 @@ TEST_CASE("loss scale: drop_non_finite_state clears what an overflowed step left
     }
   }
 }
+
+} // namespace precision_loss_scale_test

@@ -4,13 +4,15 @@
 // density, quantized codes with and without a segment table), cost_model::affine and its checks.
 #include <gradcomp/schedule/cost_model.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <optional>
 #include <stdexcept>
+
+#include "../common/catch.hpp"
+
+namespace schedule_cost_model_test {
 
 using namespace gradcomp::schedule;
 using Catch::Contains;
@@ -67,7 +69,7 @@ TEST_CASE("cost_model: affine builds T = alpha + beta bytes and s = a + b numel"
   CHECK_FALSE(plain.compression_seconds); // no compression step
   CHECK_FALSE(plain.message.density.has_value());
   CHECK(plain.placement == compression_placement::off_compute_stream);
-  CHECK_NOTHROW(detail::validate(plain));
+  CHECK_NOTHROW(gradcomp::schedule::detail::validate(plain));
 
   const cost_model full = cost_model::affine(0.5, 0.25, affine_cost{0.125, 0.0625}, 0.5,
                                              compression_placement::on_compute_stream);
@@ -89,13 +91,16 @@ TEST_CASE("cost_model: affine builds T = alpha + beta bytes and s = a + b numel"
   CHECK_THROWS_WITH(cost_model::affine(0.0, 0.0, std::nullopt, 2.0), Contains("density 2"));
 
   // a model without a communication function, or with a bad density, is refused
-  CHECK_THROWS_WITH(detail::validate(cost_model{}),
+  CHECK_THROWS_WITH(gradcomp::schedule::detail::validate(cost_model{}),
                     Contains("cost_model: communication_seconds is empty"));
   cost_model bad = plain;
   bad.message.density = -0.5;
-  CHECK_THROWS_WITH(detail::validate(bad), Contains("density -0.5"));
+  CHECK_THROWS_WITH(gradcomp::schedule::detail::validate(bad), Contains("density -0.5"));
   // a cost function's value must be finite and >= 0
-  CHECK(detail::checked_cost(0.25, "T", 8) == 0.25);
-  CHECK_THROWS_WITH(detail::checked_cost(-1.0, "T", 8), Contains("T(8) = -1 s"));
-  CHECK_THROWS_AS(detail::checked_cost(nan, "s", 3), std::invalid_argument);
+  CHECK(gradcomp::schedule::detail::checked_cost(0.25, "T", 8) == 0.25);
+  CHECK_THROWS_WITH(gradcomp::schedule::detail::checked_cost(-1.0, "T", 8),
+                    Contains("T(8) = -1 s"));
+  CHECK_THROWS_AS(gradcomp::schedule::detail::checked_cost(nan, "s", 3), std::invalid_argument);
 }
+
+} // namespace schedule_cost_model_test

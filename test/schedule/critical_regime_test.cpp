@@ -11,6 +11,8 @@
 
 #include "../common/catch.hpp"
 
+namespace schedule_critical_regime_test {
+
 using gradcomp::schedule::critical_regime;
 
 TEST_CASE("critical_regime: the first interval is critical, then the relative change decides",
@@ -71,3 +73,5 @@ TEST_CASE("critical_regime: bad values are refused naming them", "[schedule][cri
   CHECK_THROWS_AS(r.observe(std::numeric_limits<double>::infinity()), std::invalid_argument);
   CHECK_THROWS_WITH(r.learning_rate_dropped(0), Catch::Contains("0 intervals"));
 }
+
+} // namespace schedule_critical_regime_test

@@ -7,15 +7,16 @@
 #include <gradcomp/schedule/simulate.hpp>
 #include <gradcomp/schedule/strategy.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/random_schedule.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_dlgs_greedy_test {
 
 using namespace gradcomp::schedule;
 
@@ -95,3 +96,5 @@ TEST_CASE("dlgs_greedy is S1 Algorithm 2 re-run on groupings, between per_layer 
     }
   }
 }
+
+} // namespace schedule_dlgs_greedy_test

@@ -13,6 +13,8 @@
 
 #include "../common/catch.hpp"
 
+namespace schedule_exchange_choice_test {
+
 namespace gs = gradcomp::schedule;
 namespace gcost = gradcomp::cost;
 
@@ -144,3 +146,5 @@ TEST_CASE("choose_exchange: bad input is refused naming the value", "[schedule][
   CHECK_THROWS_WITH(gs::choose_exchange(10, nan, {}, false),
                     Catch::Contains("the sparse candidate costs"));
 }
+
+} // namespace schedule_exchange_choice_test

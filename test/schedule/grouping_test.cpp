@@ -4,14 +4,15 @@
 // grouping_from_ends, per_layer, single and forward_index on hand-worked cases.
 #include <gradcomp/schedule/grouping.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_grouping_test {
 
 using namespace gradcomp::schedule;
 
@@ -98,3 +99,5 @@ TEST_CASE("grouping: per_layer, single, grouping_from_ends and forward_index by 
   CHECK(forward_index(1, 5) == 3);
   static_assert(forward_index(0, 1) == 0);
 }
+
+} // namespace schedule_grouping_test

@@ -4,11 +4,13 @@
 // or NaN), naming the layer's index and name.
 #include <gradcomp/schedule/layer_profile.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
+
+#include "../common/catch.hpp"
+
+namespace schedule_layer_profile_test {
 
 using namespace gradcomp::schedule;
 using Catch::Contains;
@@ -52,3 +54,5 @@ TEST_CASE("layer_profile: validate names the first offending layer", "[schedule]
   p.forward_seconds = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(validate(p), std::invalid_argument);
 }
+
+} // namespace schedule_layer_profile_test

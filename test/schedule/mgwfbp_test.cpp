@@ -4,15 +4,16 @@
 #include <gradcomp/schedule/mgwfbp.hpp>
 #include <gradcomp/schedule/simulate.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/random_schedule.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_mgwfbp_test {
 
 using namespace gradcomp::schedule;
 
@@ -83,3 +84,5 @@ TEST_CASE("mgwfbp is the MG-WFBP rule re-run on simulated timelines", "[schedule
   }
   CHECK(merged > 0); // the instances exercise the merge branch
 }
+
+} // namespace schedule_mgwfbp_test

@@ -4,8 +4,6 @@
 // every other strategy is a valid grouping and never beats it.
 #include <gradcomp/schedule.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -17,7 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_optimal_test {
 
 using namespace gradcomp::schedule;
 
@@ -25,7 +26,7 @@ namespace {
 
 //! The least t_iter over all 2^(L-1) groupings, by enumeration (bit k of the mask: a group
 //! ends after backward position k).
-double exhaustive_minimum(const detail::backward_view& view) {
+double exhaustive_minimum(const gradcomp::schedule::detail::backward_view& view) {
   const std::size_t n = view.size();
   double best = std::numeric_limits<double>::infinity();
   std::vector<std::size_t> ends;
@@ -112,7 +113,7 @@ struct tally {
 
 void check_instance(const instance& x, tally& counts) {
   INFO(x.description);
-  const detail::backward_view view(x.profile, x.model);
+  const gradcomp::schedule::detail::backward_view view(x.profile, x.model);
   const std::size_t n = view.size();
   const double minimum = exhaustive_minimum(view);
 
@@ -122,14 +123,15 @@ void check_instance(const instance& x, tally& counts) {
   CHECK(t_best <= minimum + tolerance(minimum));
   CHECK(t_best >= minimum); // a grouping cannot beat the minimum over all groupings
 
-  const detail::exact_search_result search = detail::exact_search(view, true);
+  const gradcomp::schedule::detail::exact_search_result search =
+      gradcomp::schedule::detail::exact_search(view, true);
   CHECK(std::abs(search.t_iter_seconds - t_best) <= tolerance(t_best));
   if (x.model.placement == compression_placement::off_compute_stream) {
     CHECK(search.t_iter_seconds == t_best); // the same arithmetic as the simulator
   }
   counts.largest_front = std::max(counts.largest_front, search.max_front_size);
   if (!x.model.compression_seconds) { // E1: one state per prefix is exact without compression
-    CHECK(detail::exact_search(view, false).t_iter_seconds == t_best);
+    CHECK(gradcomp::schedule::detail::exact_search(view, false).t_iter_seconds == t_best);
   }
 
   for (const strategy s : all_strategies) {
@@ -180,9 +182,11 @@ TEST_CASE("one state per prefix is not exact with a compression stream", "[sched
   const layer_profile p{{{"l0", 5, 4.0}, {"l1", 2, 0.0}, {"l2", 5, 2.0}}, 0.0};
   const cost_model m = cost_model::affine(4.0, 0.75, affine_cost{5.0, 5.0}, std::nullopt,
                                           compression_placement::off_compute_stream);
-  const detail::backward_view view(p, m);
-  CHECK(detail::exact_search(view, false).t_iter_seconds == 96.0);
-  CHECK(detail::exact_search(view, true).t_iter_seconds == 91.0);
+  const gradcomp::schedule::detail::backward_view view(p, m);
+  CHECK(gradcomp::schedule::detail::exact_search(view, false).t_iter_seconds == 96.0);
+  CHECK(gradcomp::schedule::detail::exact_search(view, true).t_iter_seconds == 91.0);
   CHECK(optimal(p, m) == grouping{{0, 2}, {2, 3}});
   CHECK(exhaustive_minimum(view) == 91.0);
 }
+
+} // namespace schedule_optimal_test

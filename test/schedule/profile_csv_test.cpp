@@ -3,12 +3,14 @@
 // message, and the round trip writer -> reader.
 #include <gradcomp/schedule/profile_csv.hpp>
 
-#include "../common/catch.hpp"
-
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace schedule_profile_csv_test {
 
 using namespace gradcomp::schedule;
 
@@ -132,3 +134,5 @@ TEST_CASE("profile CSV: written profiles read back exactly", "[schedule][csv]") 
   CHECK_THROWS_AS(to_profile_csv(std::vector<layer>{{"x", 1, 0.0}, {"x", 2, 0.0}}),
                   std::invalid_argument);
 }
+
+} // namespace schedule_profile_csv_test

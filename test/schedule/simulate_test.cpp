@@ -3,13 +3,14 @@
 // merging as in eq. 6), in both compression placements, and its argument checks.
 #include <gradcomp/schedule.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 
+#include "../common/catch.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_simulate_test {
 
 using namespace gradcomp::schedule;
 
@@ -186,3 +187,5 @@ TEST_CASE("the simulator rejects invalid profiles, models and groupings", "[sche
   CHECK_FALSE(is_valid_grouping(grouping{{0, 3}}, 0));
   CHECK(is_valid_grouping(grouping{{0, 3}}, 3));
 }
+
+} // namespace schedule_simulate_test

@@ -3,11 +3,12 @@
 #include <gradcomp/schedule/size_threshold.hpp>
 #include <gradcomp/schedule/strategy.hpp>
 
-#include "../common/catch.hpp"
-
 #include <stdexcept>
 
+#include "../common/catch.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_size_threshold_test {
 
 using namespace gradcomp::schedule;
 
@@ -27,3 +28,5 @@ TEST_CASE("size_threshold closes a bucket when its fp32 bytes reach the cap", "[
   CHECK(plan(strategy::size_threshold, p, m, {.bucket_bytes = 160}) ==
         grouping{{0, 1}, {1, 2}, {2, 4}, {4, 5}});
 }
+
+} // namespace schedule_size_threshold_test

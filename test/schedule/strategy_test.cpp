@@ -5,13 +5,14 @@
 #include <gradcomp/schedule/simulate.hpp>
 #include <gradcomp/schedule/strategy.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstdint>
 #include <stdexcept>
 #include <string_view>
 
+#include "../common/catch.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_strategy_test {
 
 using namespace gradcomp::schedule;
 
@@ -58,3 +59,5 @@ TEST_CASE("strategies by name", "[schedule]") {
                   std::invalid_argument);
   CHECK_THROWS_AS(plan(strategy::per_layer, counterexample(), cost_model{}), std::invalid_argument);
 }
+
+} // namespace schedule_strategy_test

@@ -4,14 +4,15 @@
 #include <gradcomp/schedule/simulate.hpp>
 #include <gradcomp/schedule/two_segment.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <random>
 
+#include "../common/catch.hpp"
 #include "../common/random_schedule.hpp"
 #include "../common/schedule_testing.hpp"
+
+namespace schedule_two_segment_test {
 
 using namespace gradcomp::schedule;
 
@@ -55,3 +56,5 @@ TEST_CASE("two_segment is the first split point of least simulated t_iter", "[sc
     }
   }
 }
+
+} // namespace schedule_two_segment_test

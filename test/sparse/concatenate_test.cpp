@@ -4,11 +4,13 @@
 // only for dense parts without a gap, and rejects parts out of order or out of range.
 #include <gradcomp/sparse/concatenate.hpp>
 
-#include "../common/catch.hpp"
-
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace sparse_concatenate_test {
 
 using gradcomp::append_concatenated;
 using gradcomp::begin_concatenation;
@@ -135,3 +137,5 @@ TEST_CASE("concatenation: value types and rejected parts", "[concatenate]") {
     CHECK(got == std::vector<float>{1, 2, 3, 0, 5, 0, 0, 1, 2, 3});
   }
 }
+
+} // namespace sparse_concatenate_test

@@ -6,8 +6,6 @@
 // accumulate against a dense reference filled element by element.
 #include <gradcomp/sparse/sparse_message.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -16,6 +14,10 @@
 #include <stdexcept>
 #include <utility>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace sparse_sparse_message_test {
 
 using Catch::Contains;
 using gradcomp::quantization_segment;
@@ -218,3 +220,5 @@ TEST_CASE("sparse_message: decompress and accumulate equal a dense reference", "
                       Contains("accumulate: output has 301 elements"));
   }
 }
+
+} // namespace sparse_sparse_message_test

@@ -4,14 +4,16 @@
 #include <gradcomp/sparse/detail/float16.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace sparse_value_type_test {
 
 using namespace gradcomp::detail;
 
@@ -164,3 +166,5 @@ TEST_CASE("value_type names round-trip", "[float16]") {
   CHECK_FALSE(gradcomp::value_type_from_string("fp8").has_value());
   CHECK_FALSE(gradcomp::value_type_from_string("FP16").has_value());
 }
+
+} // namespace sparse_value_type_test

@@ -3,13 +3,14 @@
 // sizes, and rejection of every malformed message with a wire_error (never UB).
 #include <gradcomp/sparse/wire.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace sparse_wire_test {
 
 using gradcomp::decode;
 using gradcomp::encode;
@@ -283,3 +284,5 @@ TEST_CASE("random byte flips never crash the decoder", "[wire]") {
   }
   CHECK(rejected > 0);
 }
+
+} // namespace sparse_wire_test

@@ -3,10 +3,12 @@
 // is_memory_space_v true for exactly them; a tag chosen at compile time decides what code runs.
 #include <gradcomp/tensor/memory_space.hpp>
 
-#include "../common/catch.hpp"
-
 #include <string_view>
 #include <type_traits>
+
+#include "../common/catch.hpp"
+
+namespace tensor_memory_space_test {
 
 using namespace gradcomp;
 
@@ -43,3 +45,5 @@ TEST_CASE("memory_space: the tags select what runs", "[tensor][memory_space]") {
   CHECK(is_memory_space_v<host_space> == true);
   CHECK(is_memory_space_v<user_space> == false);
 }
+
+} // namespace tensor_memory_space_test

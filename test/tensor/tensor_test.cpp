@@ -3,11 +3,11 @@
 #include <gradcomp/compressor/exact_top_k.hpp>
 #include <gradcomp/tensor/tensor.hpp>
 
-#include "../common/catch.hpp"
-
 #include <array>
 #include <span>
 #include <vector>
+
+#include "../common/catch.hpp"
 
 namespace user {
 // easy tier: an ADL as_tensor_view
@@ -45,6 +45,8 @@ struct gradcomp::tensor_traits<user::host_matrix> {
   static float* data(const user::host_matrix& m) { return m.p; }
   static std::size_t size(const user::host_matrix& m) { return m.rows * m.cols; }
 };
+
+namespace tensor_tensor_test {
 
 using namespace gradcomp;
 
@@ -99,3 +101,5 @@ TEST_CASE("a compressor accepts every host adapter and gives the same result", "
   CHECK(d.indices == a.indices);
   CHECK(e.indices == a.indices);
 }
+
+} // namespace tensor_tensor_test

@@ -4,13 +4,15 @@
 // removed), a device view never from a span; copies share the elements; constexpr throughout.
 #include <gradcomp/tensor/tensor_view.hpp>
 
-#include "../common/catch.hpp"
-
 #include <array>
 #include <cstddef>
 #include <span>
 #include <type_traits>
 #include <vector>
+
+#include "../common/catch.hpp"
+
+namespace tensor_tensor_view_test {
 
 using namespace gradcomp;
 
@@ -69,3 +71,5 @@ TEST_CASE("tensor_view: a pointer and a count, shared by copies", "[tensor][tens
   CHECK(device.data() == not_dereferenced);
   CHECK(device.size() == 1000);
 }
+
+} // namespace tensor_tensor_view_test

@@ -4,12 +4,13 @@
 // error-feedback accumulation, across caps that overflow and thresholds 0 and above all.
 #include <gradcomp/compressor/detail/scan_kernel.hpp>
 
-#include "../../common/catch.hpp"
-
 #include <bit>
 #include <random>
 
+#include "../../common/catch.hpp"
 #include "../../common/generators.hpp"
+
+namespace compressor_detail_scan_kernel_test {
 
 using namespace gradcomp::detail;
 
@@ -124,3 +125,5 @@ TEST_CASE("the AVX2 scan kernel matches the portable one bit for bit", "[scan_ke
   SUCCEED("not an x86-64 GCC/Clang build: only the portable kernel exists");
 #endif
 }
+
+} // namespace compressor_detail_scan_kernel_test

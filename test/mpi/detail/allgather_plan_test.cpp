@@ -6,11 +6,14 @@
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "../../common/catch.hpp"
 #include <climits>
 
 #include <cstdint>
 #include <vector>
+
+#include "../../common/catch.hpp"
+
+namespace mpi_detail_allgather_plan_test {
 
 using gradcomp::wire_error;
 using gradcomp::mpi::detail::plan_allgather;
@@ -138,3 +141,5 @@ TEST_CASE("allgather header screen: invalid arguments and settings that differ, 
   CHECK(fields == std::vector<std::int64_t>{40, 100, 1, 40, 100, 1, -1, 100, 1, -1, 100, 1});
   CHECK_THROWS_AS(screen_headers(std::vector<std::int64_t>{1, 2, 3}), std::invalid_argument);
 }
+
+} // namespace mpi_detail_allgather_plan_test

@@ -7,8 +7,6 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi/detail/shards.hpp>
 
-#include "../../common/catch.hpp"
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,9 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "../../common/catch.hpp"
 #include "../../common/generators.hpp"
 #include "../../common/quantized_round_trip.hpp"
 #include "../../common/same_bits.hpp"
+
+namespace mpi_detail_shards_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -247,3 +248,5 @@ TEST_CASE("quantized segments: a slice keeps the segments it covers", "[quantize
   CHECK(part.quantization_segments == std::vector<quantization_segment>{{1, 1.0f}, {1, 2.0f}});
   require_round_trip(part);
 }
+
+} // namespace mpi_detail_shards_test

@@ -6,16 +6,17 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <random>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace pipeline_pipeline_checkpoint_test {
 
 using gradcomp::test::same_bits;
 using namespace gradcomp;
@@ -244,3 +245,5 @@ TEST_CASE("checkpoint: a pipeline refuses to save or load mid-iteration", "[chec
   p.finish();
   load_state(p, bytes);
 }
+
+} // namespace pipeline_pipeline_checkpoint_test

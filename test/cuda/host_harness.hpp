@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// The CUDA compressors' algorithms on host_backend (Thrust's CPP system, host memory): built by
-// the host compiler and run in CI, where there is no GPU.
+//! @file
+//! @brief The harness of the CUDA compressors' cases (compressor_cases.hpp) on host_backend
+//! (Thrust's CPP system, host memory): each test/cuda/<header>_test.cpp includes it before the
+//! cases of its header, so they are built by the host compiler and run in CI, where there is no
+//! GPU. device_backend_test.cu defines the same harness for device_backend.
+#pragma once
+
 #include <gradcomp/cuda/backend.cuh>
 
 #include <cstddef>
@@ -20,6 +25,3 @@ struct harness {
 } // namespace gradcomp::test::cuda_cases
 
 #define GRADCOMP_CUDA_CASE(name) "host_backend: " name
-#include "batched_cases.hpp"
-#include "batched_threshold_cases.hpp"
-#include "compressor_cases.hpp"

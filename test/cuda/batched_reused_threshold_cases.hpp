@@ -1,22 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief Tests of the batched reused threshold (gradcomp::cuda::basic_batched_reused_threshold),
-//! over the harness and helpers of compressor_cases.hpp and batched_cases.hpp, compiled with
-//! them for both backends. The reference is one host gradcomp::reused_threshold per layer (with
-//! gradcomp::error_feedback where the batch carries a residual), call by call.
+//! over the harness and helpers of compressor_cases.hpp and batched_cases.hpp, compiled for both
+//! backends: batched_reused_threshold_test.cpp (host_backend) and device_backend_test.cu. The
+//! reference is one host gradcomp::reused_threshold per layer (with gradcomp::error_feedback
+//! where the batch carries a residual), call by call.
 #pragma once
 
 #include <gradcomp/compressor/error_feedback.hpp>
 #include <gradcomp/compressor/reused_threshold.hpp>
 #include <gradcomp/cuda/batched_reused_threshold.cuh>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
 #include "batched_cases.hpp"

@@ -7,8 +7,6 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -16,7 +14,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
+
+namespace pipeline_pipeline_density_test {
 
 using namespace gradcomp;
 using Catch::Contains;
@@ -262,3 +263,5 @@ TEST_CASE("pipeline set_density per group, and its misuse", "[density_warmup][pi
   REQUIRE_THROWS_WITH(q.set_layer_densities(d),
                       Contains("set_layer_densities() while an iteration"));
 }
+
+} // namespace pipeline_pipeline_density_test

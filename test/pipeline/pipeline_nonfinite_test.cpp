@@ -10,15 +10,16 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
+
+namespace pipeline_pipeline_nonfinite_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -315,3 +316,5 @@ TEST_CASE("nonfinite: the in-place path is off under the check", "[nonfinite]") 
   CHECK(checked.return_sent() == 10);
   CHECK(checked.residual(0)[3] == 1.0f);
 }
+
+} // namespace pipeline_pipeline_nonfinite_test

@@ -9,8 +9,6 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <condition_variable>
@@ -24,8 +22,11 @@
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
+
+namespace pipeline_pipeline_user_extension_test {
 
 using namespace gradcomp;
 
@@ -331,3 +332,5 @@ TEST_CASE("a user's compressor refuses a bad option with a message naming it",
                       Catch::Contains("threshold -1") && Catch::Contains(">= 0"));
   REQUIRE_THROWS_AS(fixed_threshold({.threshold = std::nanf("")}), std::invalid_argument);
 }
+
+} // namespace pipeline_pipeline_user_extension_test

@@ -5,8 +5,6 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cstddef>
 #include <random>
 #include <span>
@@ -14,8 +12,11 @@
 #include <utility>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace pipeline_any_transport_test {
 
 using gradcomp::test::same_bits;
 using namespace gradcomp;
@@ -131,3 +132,5 @@ TEST_CASE("any_transport: a moved-from object refuses to be used", "[any_transpo
   CHECK(b.test());
   CHECK_THROWS_AS(a.wait(), std::logic_error); // NOLINT(bugprone-use-after-move): tested
 }
+
+} // namespace pipeline_any_transport_test

@@ -6,8 +6,6 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -17,9 +15,12 @@
 #include <utility>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/generators.hpp"
 #include "../common/pipeline_testing.hpp"
 #include "../common/same_bits.hpp"
+
+namespace pipeline_pipeline_parts_test {
 
 using gradcomp::test::error_of;
 using gradcomp::test::same_bits;
@@ -347,3 +348,5 @@ TEST_CASE("multi-part pipeline resumes from its checkpoint bit for bit",
     CHECK(same_bits(got, expected));
   }
 }
+
+} // namespace pipeline_pipeline_parts_test
