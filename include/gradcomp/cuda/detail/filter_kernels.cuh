@@ -50,6 +50,10 @@ __device__ inline void filter_ballots(const float* __restrict__ x,
 }
 
 //! counts[tile] = elements of the tile with key >= `key`. One block per tile.
+//! A template (one parameter, defaulted and unused) so that the copies of this kernel in several
+//! translation units are one definition: a plain __global__ function defined in a header
+//! breaks the link of a program with two .cu files that include it.
+template <int = 0>
 __global__ void __launch_bounds__(filter_threads)
     filter_count_kernel(const float* __restrict__ x,
                         std::size_t n,
@@ -82,6 +86,10 @@ __global__ void __launch_bounds__(filter_threads)
 //! Writes the tile's selected (index, value) pairs, ascending by index, to positions
 //! offsets[tile], offsets[tile] + 1, ...; a position p >= cap writes slot cap instead (the
 //! overflow slot; indices and values have room for cap + 1). One block per tile.
+//! A template (one parameter, defaulted and unused) so that the copies of this kernel in several
+//! translation units are one definition: a plain __global__ function defined in a header
+//! breaks the link of a program with two .cu files that include it.
+template <int = 0>
 __global__ void __launch_bounds__(filter_threads)
     filter_scatter_kernel(const float* __restrict__ x,
                           std::size_t n,

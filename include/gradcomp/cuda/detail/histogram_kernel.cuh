@@ -18,6 +18,10 @@ namespace gradcomp::cuda::detail {
 inline constexpr unsigned histogram_threads = 256;
 inline constexpr unsigned histogram_max_bins = 2048;
 
+//! A template (one parameter, defaulted and unused) so that the copies of this kernel in several
+//! translation units are one definition: a plain __global__ function defined in a header
+//! breaks the link of a program with two .cu files that include it.
+template <int = 0>
 __global__ void __launch_bounds__(histogram_threads)
     digit_histogram_kernel(const float* __restrict__ values,
                            std::size_t n,
