@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 //! @file
 //! @brief What the pipeline tests share: the order in which a test's backward hooks report the
-//! layers, a steady clock the test advances by hand (for exact measured times), and the text of
-//! a misuse error.
+//! layers, the five layers and their gradients, a steady clock the test advances by hand (for exact
+//! measured times), and the text of a misuse error.
 #pragma once
 
 #include <algorithm>
@@ -15,6 +15,8 @@
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "generators.hpp"
 
 namespace gradcomp::test {
 
@@ -31,6 +33,18 @@ inline std::vector<std::size_t> hook_order(
     std::shuffle(order.begin(), order.end(), rng);
   }
   return order;
+}
+
+//! The five layers of the pipeline tests, elements per layer in forward order: a mid-sized, a
+//! small, the largest, a one-element and a power-of-two layer.
+inline const std::vector<std::size_t> five_layer_sizes{300, 17, 1000, 1, 64};
+
+//! Layer `layer`'s gradient (five_layer_sizes) in `iteration`: normal values seeded
+//! seed_stride x iteration + layer, so that every layer and iteration differs.
+inline std::vector<float>
+five_layer_gradient(std::size_t layer, int iteration, std::uint64_t seed_stride) {
+  return make_values(distribution::normal, five_layer_sizes.at(layer),
+                     seed_stride * static_cast<std::uint64_t>(iteration) + layer);
 }
 
 //! The per-layer backward times a pipeline measures from one iteration's ready times (seconds

@@ -30,7 +30,7 @@ using pipeline_policy::fixed_grouping;
 
 namespace {
 
-const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64};
+const std::vector<std::size_t>& sizes = test::five_layer_sizes;
 constexpr std::size_t parts = 3;
 
 std::vector<float> gradient(std::size_t part, std::size_t layer, int iteration) {

@@ -28,11 +28,10 @@ using pipeline_policy::planned_grouping;
 
 namespace {
 
-const std::vector<std::size_t> sizes{300, 17, 1000, 1, 64};
+const std::vector<std::size_t>& sizes = test::five_layer_sizes;
 
 std::vector<float> gradient(std::size_t layer, int iteration) {
-  return test::make_values(test::distribution::normal, sizes[layer],
-                           7000 * static_cast<std::uint64_t>(iteration) + layer);
+  return test::five_layer_gradient(layer, iteration, 7000);
 }
 
 std::vector<std::size_t> hook_order(int iteration, int mode) {
