@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Hierarchical allreduce, both variants, grouped by node or by 1, 2, 3 consecutive ranks (groups
-// that do and do not divide the rank count): against MPI_Allreduce (tolerance for
-// reassociation), exact on integer data, bit-identical on every rank, several pieces,
-// nonblocking progress, the group layout, and a length mismatch that every rank reports.
+// that do and do not divide the rank count): against MPI_Allreduce, or the sum of every rank's
+// data that every rank computes in double (tolerance for reassociation), exact on integer data,
+// bit-identical on every rank, several pieces, nonblocking progress, the group layout, and a
+// length mismatch that every rank reports.
 // Collective: every rank runs every test.
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/mpi.hpp>
@@ -11,13 +12,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <thread>
 
 #include "mpi_test_util.hpp"
 
 using namespace gradcomp;
+using gradcomp::test::describe;
 using gradcomp::test::identical_on_all_ranks;
+using gradcomp::test::identity_batch;
 using gradcomp::test::rank_values;
+using gradcomp::test::sum_of_rank_values;
 using gradcomp::test::world_rank;
 
 namespace {
@@ -38,21 +43,29 @@ double worst_error(std::span<const float> got, std::span<const float> expected) 
 TEST_CASE("hierarchical allreduce equals MPI_Allreduce and is bit-identical on every rank",
           "[mpi][hierarchical_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
+  identity_batch sums; // compared across ranks once, at the end
+  constexpr std::size_t sizes[] = {0, 1, 2, 3, 5, 7, 1000, 65537};
+  // what MPI_Allreduce sums, computed on every rank: the ranks' data, summed in double
+  std::vector<std::vector<float>> expected_sums;
+  for (const std::size_t n : sizes) {
+    expected_sums.push_back(sum_of_rank_values(n, comm.size(), n + 3));
+  }
   for (mpi::hierarchical_variant variant : variants) {
     for (int group_size : {0, 1, 2, 3, 4}) {
       mpi::hierarchical_allreduce allreduce(comm, {.group_size = group_size, .variant = variant});
-      for (std::size_t n : {0, 1, 2, 3, 5, 7, 1000, 65537}) {
+      for (std::size_t k = 0; k < std::size(sizes); ++k) {
+        const std::size_t n = sizes[k];
         CAPTURE(static_cast<int>(variant), group_size, n, comm.size());
         std::vector<float> data = rank_values(n, world_rank(), n + 3);
-        std::vector<float> expected(n);
-        MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                      MPI_COMM_WORLD);
+        const std::vector<float>& expected = expected_sums[k];
         allreduce(data);
         CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
-        CHECK(identical_on_all_ranks(data));
+        sums.add(data, describe("variant ", static_cast<int>(variant), ", group_size ", group_size,
+                                ", n ", n));
       }
     }
   }
+  sums.check();
 }
 
 TEST_CASE("hierarchical allreduce sums exactly on integer-valued data",
@@ -84,6 +97,7 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
   struct sizes {
     std::size_t n, piece_bytes;
   };
+  identity_batch sums; // compared across ranks once, at the end
   for (mpi::hierarchical_variant variant : variants) {
     for (int group_size : {2, 3}) {
       for (auto [n, piece_bytes] : {sizes{37, 4}, sizes{10007, 1000}, sizes{10007, 8000}}) {
@@ -91,9 +105,7 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
         for (const bool pipelined : {false, true}) {
           CAPTURE(static_cast<int>(variant), group_size, n, piece_bytes, pipelined, comm.size());
           std::vector<float> data = rank_values(n, world_rank(), 5);
-          std::vector<float> expected(n);
-          MPI_Allreduce(data.data(), expected.data(), static_cast<int>(n), MPI_FLOAT, MPI_SUM,
-                        MPI_COMM_WORLD);
+          const std::vector<float> expected = sum_of_rank_values(n, comm.size(), 5);
           mpi::hierarchical_allreduce allreduce(comm, {.group_size = group_size,
                                                        .variant = variant,
                                                        .segment_bytes = 64,
@@ -101,7 +113,9 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
                                                        .pipelined = pipelined});
           allreduce(data);
           CHECK(worst_error(data, expected) <= 1e-5 * comm.size());
-          CHECK(identical_on_all_ranks(data));
+          sums.add(data,
+                   describe("variant ", static_cast<int>(variant), ", group_size ", group_size,
+                            ", n ", n, ", piece_bytes ", piece_bytes, ", pipelined ", pipelined));
           const std::size_t pieces = (n * 4 + piece_bytes / 4 * 4 - 1) / (piece_bytes / 4 * 4);
           CHECK(allreduce.piece_count() == (comm.size() == 1 ? 0 : pieces));
           if (comm.size() > 1) { // pipelined: the first two reduces go out together
@@ -118,6 +132,7 @@ TEST_CASE("hierarchical allreduce processes long vectors piece by piece",
       }
     }
   }
+  sums.check();
 }
 
 TEST_CASE("hierarchical allreduce pipelines pieces exactly on integer-valued data",

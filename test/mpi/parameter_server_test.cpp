@@ -19,12 +19,15 @@
 #include <utility>
 #include <vector>
 
+#include "../common/same_bits.hpp"
 #include "fault_injection.hpp"
 #include "mpi_test_util.hpp"
 
 using namespace gradcomp;
+using gradcomp::test::describe;
 using gradcomp::test::identical_on_all_ranks;
 using gradcomp::test::rank_values;
+using gradcomp::test::same_bits;
 using gradcomp::test::world_rank;
 
 namespace {
@@ -57,17 +60,30 @@ sparse_message push_of(int rank, std::size_t n, double density, overlap kind) {
   return m;
 }
 
+// Every worker's push, worker w's at index w.
+std::vector<sparse_message> pushes_of(int workers, std::size_t n, double density, overlap kind) {
+  std::vector<sparse_message> pushes;
+  for (int w = 0; w < workers; ++w) {
+    pushes.push_back(push_of(mpi::parameter_server::worker_rank(w), n, density, kind));
+  }
+  return pushes;
+}
+
 // The average the server computes: the workers' pushes summed in worker order, divided by W.
-std::vector<float>
-expected_average(const mpi::parameter_server& ps, std::size_t n, double density, overlap kind) {
+std::vector<float> average_of(const std::vector<sparse_message>& pushes, std::size_t n) {
   std::vector<float> sum(n, 0.0f);
-  for (int w = 0; w < ps.workers(); ++w) {
-    accumulate(push_of(mpi::parameter_server::worker_rank(w), n, density, kind), sum);
+  for (const sparse_message& push : pushes) {
+    accumulate(push, sum);
   }
   for (float& v : sum) {
-    v /= static_cast<float>(ps.workers());
+    v /= static_cast<float>(pushes.size());
   }
   return sum;
+}
+
+std::vector<float>
+expected_average(const mpi::parameter_server& ps, std::size_t n, double density, overlap kind) {
+  return average_of(pushes_of(ps.workers(), n, density, kind), n);
 }
 
 // Largest server count that fits the rank count with `placement`.
@@ -80,6 +96,7 @@ int max_servers(int ranks, mpi::server_placement placement) {
 TEST_CASE("parameter server averages the workers' pushes, identically on every rank",
           "[mpi][parameter_server]") {
   mpi::communicator comm(MPI_COMM_WORLD);
+  gradcomp::test::identity_batch averages; // compared across ranks once, at the end
   for (mpi::server_placement placement :
        {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
     for (int servers : {1, 2, 3}) {
@@ -89,24 +106,35 @@ TEST_CASE("parameter server averages the workers' pushes, identically on every r
       for (overlap kind : {overlap::random, overlap::disjoint, overlap::identical,
                            overlap::empty_on_odd_ranks, overlap::dense}) {
         for (std::size_t n : {0, 1, 2, 5, 1000, 30000}) {
+          // every worker's push and the reference average, the same for every encoding and pull
+          const int workers =
+              placement == mpi::server_placement::colocated ? comm.size() : comm.size() - servers;
+          const std::vector<sparse_message> pushes = pushes_of(workers, n, 0.05, kind);
+          const std::vector<float> expected = average_of(pushes, n);
           for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
             for (mpi::pull_format pull : {mpi::pull_format::dense, mpi::pull_format::adaptive}) {
               CAPTURE(static_cast<int>(placement), servers, static_cast<int>(kind), n,
                       to_string(enc), static_cast<int>(pull), comm.size());
               mpi::parameter_server ps(
                   comm, {.servers = servers, .placement = placement, .indices = enc, .pull = pull});
+              REQUIRE(ps.workers() == workers);
               const sparse_message push =
-                  ps.is_worker() ? push_of(comm.rank(), n, 0.05, kind) : sparse_message{};
+                  ps.is_worker() ? pushes[static_cast<std::size_t>(comm.rank())] : sparse_message{};
               std::vector<float> average(n, -1.0f);
               ps(push, average);
-              CHECK(average == expected_average(ps, n, 0.05, kind));
-              CHECK(identical_on_all_ranks(average));
+              // bit for bit the reference, which every rank computes alike
+              CHECK(same_bits(average, expected));
+              averages.add(average,
+                           describe("placement ", static_cast<int>(placement), ", servers ",
+                                    servers, ", kind ", static_cast<int>(kind), ", n ", n, ", ",
+                                    to_string(enc), ", pull ", static_cast<int>(pull)));
             }
           }
         }
       }
     }
   }
+  averages.check();
 }
 
 TEST_CASE("parameter server roles follow the placement", "[mpi][parameter_server]") {
@@ -234,18 +262,17 @@ namespace {
 // Independent reference of an adaptive pull's size: server s's shard of the workers' pushes,
 // the union of their indices with any values (the size does not depend on them), encoded; or
 // the dense shard's 4 n_s bytes when that is not larger or a push is dense.
+// `pushes`: every worker's (pushes_of).
 std::size_t expected_pull_bytes(const mpi::parameter_server& ps,
                                 std::size_t n,
                                 int s,
-                                double density,
-                                overlap kind,
+                                const std::vector<sparse_message>& pushes,
                                 index_encoding enc) {
   const std::size_t lo = ps.shard_begin(n, s);
   const std::size_t hi = ps.shard_begin(n, s + 1);
   const std::size_t dense_bytes = 4 * (hi - lo);
   std::vector<std::uint32_t> all;
-  for (int w = 0; w < ps.workers(); ++w) {
-    const sparse_message push = push_of(mpi::parameter_server::worker_rank(w), n, density, kind);
+  for (const sparse_message& push : pushes) {
     if (push.dense) {
       return dense_bytes;
     }
@@ -272,6 +299,7 @@ TEST_CASE("parameter server: the adaptive pull carries the pushes' union when sm
   mpi::communicator comm(MPI_COMM_WORLD);
   const int p = comm.size();
   const std::size_t n = 30000;
+  gradcomp::test::identity_batch averages; // compared across ranks once, at the end
   for (mpi::server_placement placement :
        {mpi::server_placement::colocated, mpi::server_placement::dedicated}) {
     for (int servers = 1; servers <= std::min(3, max_servers(p, placement)); ++servers) {
@@ -282,28 +310,34 @@ TEST_CASE("parameter server: the adaptive pull carries the pushes' union when sm
           for (index_encoding enc : {index_encoding::u32, index_encoding::delta_varint}) {
             CAPTURE(static_cast<int>(placement), servers, density, static_cast<int>(kind),
                     to_string(enc), p);
+            mpi::parameter_server ps(comm,
+                                     {.servers = servers, .placement = placement, .indices = enc});
+            // every worker's push, computed once for both runs and the references
+            const std::vector<sparse_message> pushes = pushes_of(ps.workers(), n, density, kind);
+            const sparse_message push =
+                ps.is_worker() ? pushes[static_cast<std::size_t>(comm.rank())] : sparse_message{};
             const auto run = [&](mpi::pull_format pull, std::vector<float>& average) {
-              mpi::parameter_server ps(
+              mpi::parameter_server dense_ps(
                   comm, {.servers = servers, .placement = placement, .indices = enc, .pull = pull});
-              const sparse_message push =
-                  ps.is_worker() ? push_of(comm.rank(), n, density, kind) : sparse_message{};
-              ps(push, average);
-              return std::pair{ps.bytes_received(), ps.bytes_sent()};
+              dense_ps(push, average);
+              return std::pair{dense_ps.bytes_received(), dense_ps.bytes_sent()};
             };
             std::vector<float> dense_average(n, -1.0f);
             std::vector<float> sparse_average(n, 7.0f); // stale values must not survive
             const auto [dense_received, dense_sent] = run(mpi::pull_format::dense, dense_average);
-            mpi::parameter_server ps(comm,
-                                     {.servers = servers, .placement = placement, .indices = enc});
-            const sparse_message push =
-                ps.is_worker() ? push_of(comm.rank(), n, density, kind) : sparse_message{};
             ps(push, sparse_average);
-            CHECK(sparse_average == dense_average); // bit-identical, zeros outside the union
-            CHECK(identical_on_all_ranks(sparse_average));
+            // bit-identical, zeros outside the union
+            CHECK(same_bits(sparse_average, dense_average));
+            // and the reference every rank computes alike
+            CHECK(same_bits(sparse_average, average_of(pushes, n)));
+            averages.add(sparse_average,
+                         describe("placement ", static_cast<int>(placement), ", servers ", servers,
+                                  ", density ", density, ", kind ", static_cast<int>(kind), ", ",
+                                  to_string(enc)));
             // what this rank pulled: every other server's pull, by the independent reference
             std::size_t pulled = 0, dense_pulled = 0, pulled_elsewhere = 0;
             for (int s = 0; s < servers; ++s) {
-              const std::size_t expected = expected_pull_bytes(ps, n, s, density, kind, enc);
+              const std::size_t expected = expected_pull_bytes(ps, n, s, pushes, enc);
               CHECK(ps.pull_was_sparse(s) ==
                     (expected < 4 * (ps.shard_begin(n, s + 1) - ps.shard_begin(n, s))));
               if (ps.server_rank(s) != comm.rank()) {
@@ -329,7 +363,7 @@ TEST_CASE("parameter server: the adaptive pull carries the pushes' union when sm
             if (density == 0.01 && kind != overlap::dense) {
               for (int s = 0; s < servers; ++s) { // the union saves more than half the pull
                 const std::size_t shard = ps.shard_begin(n, s + 1) - ps.shard_begin(n, s);
-                CHECK(2 * expected_pull_bytes(ps, n, s, density, kind, enc) < 4 * shard);
+                CHECK(2 * expected_pull_bytes(ps, n, s, pushes, enc) < 4 * shard);
                 CHECK(ps.pull_was_sparse(s));
               }
             }
@@ -338,6 +372,7 @@ TEST_CASE("parameter server: the adaptive pull carries the pushes' union when sm
       }
     }
   }
+  averages.check();
 }
 
 TEST_CASE("parameter server: ranks passing different lengths all get an exception",

@@ -92,6 +92,7 @@ reference_group(const schedule::layer_group& g, int iteration, std::vector<Feedb
 template <class Compressor>
 void check_dense_exchange(const Compressor& prototype, bool in_place) {
   const int ranks = test::world_size();
+  test::identity_batch averages; // compared across ranks once, at the end
   mpi::communicator comm(MPI_COMM_WORLD);
   mpi::communicator reference_comm(MPI_COMM_WORLD);
   mpi::dense_exchange exchange(comm);
@@ -113,7 +114,7 @@ void check_dense_exchange(const Compressor& prototype, bool in_place) {
       for (std::size_t l = first; l <= last; ++l) {
         CAPTURE(it, l);
         REQUIRE(same_bits(p.averaged(l), std::span<const float>(group).subspan(offset, sizes[l])));
-        REQUIRE(test::identical_on_all_ranks(p.averaged(l)));
+        averages.add(p.averaged(l), test::describe("iteration ", it, ", layer ", l));
         offset += sizes[l];
       }
     }
@@ -122,6 +123,7 @@ void check_dense_exchange(const Compressor& prototype, bool in_place) {
     CHECK((ranks == 1) == (stats.bytes_sent == 0));
     CHECK(stats.selected > 0);
   }
+  averages.check();
 }
 
 } // namespace
@@ -150,6 +152,7 @@ TEST_CASE("pipeline with sparse_exchange equals a per-layer sparse allgather", "
   }
   mpi::sparse_allgather gather(reference_comm, options);
   sparse_message m;
+  test::identity_batch averages; // compared across ranks once, at the end
   for (int it = 0; it < iterations; ++it) {
     feed(p, it);
     for (std::size_t l = 0; l < sizes.size(); ++l) {
@@ -159,17 +162,18 @@ TEST_CASE("pipeline with sparse_exchange equals a per-layer sparse allgather", "
       gather(m, std::span<float>(expected));
       divide(expected, ranks);
       REQUIRE(same_bits(p.averaged(l), expected));
-      REQUIRE(test::identical_on_all_ranks(p.averaged(l)));
+      averages.add(p.averaged(l), test::describe("iteration ", it, ", layer ", l));
     }
     CHECK(p.last_stats().bytes_reported);
   }
+  averages.check();
 }
 
 namespace {
 
 // A pipeline over `Exchange` against the same exchange called directly on each group's
-// concatenated message (bit for bit), against MPI_Allreduce's average (to rounding), and
-// bit-identical on every rank.
+// concatenated message (bit for bit), against MPI's average (MPI_Iallreduce's sum divided by P,
+// to rounding), and bit-identical on every rank.
 template <class Exchange, class Options>
 void check_groupwise(const Options& options, float tolerance) {
   const int ranks = test::world_size();
@@ -183,14 +187,13 @@ void check_groupwise(const Options& options, float tolerance) {
   for (const std::size_t n : sizes) {
     reference.emplace_back(n, exact_top_k(0.2));
   }
+  test::identity_batch averages; // compared across ranks once, at the end
   for (int it = 0; it < iterations; ++it) {
     feed(p, it);
     for (const schedule::layer_group& g : groups) {
       const auto [first, last, group] = reference_group(g, it, reference);
       const std::size_t numel = group.size();
-      std::vector<float> summed(numel);
-      MPI_Allreduce(group.data(), summed.data(), static_cast<int>(numel), MPI_FLOAT, MPI_SUM,
-                    MPI_COMM_WORLD);
+      std::vector<float> summed = test::sum_on_all_ranks(group); // MPI's sum
       divide(summed, ranks);
       sparse_message whole;
       dense().compress(group, whole);
@@ -202,7 +205,7 @@ void check_groupwise(const Options& options, float tolerance) {
         CAPTURE(it, l);
         const auto mine = std::span<const float>(expected).subspan(offset, sizes[l]);
         REQUIRE(same_bits(p.averaged(l), mine));
-        REQUIRE(test::identical_on_all_ranks(p.averaged(l)));
+        averages.add(p.averaged(l), test::describe("iteration ", it, ", layer ", l));
         for (std::size_t i = 0; i < sizes[l]; ++i) {
           REQUIRE(p.averaged(l)[i] == Approx(summed[offset + i]).margin(tolerance));
         }
@@ -211,6 +214,7 @@ void check_groupwise(const Options& options, float tolerance) {
     }
     CHECK(p.last_stats().bytes_reported);
   }
+  averages.check();
 }
 
 } // namespace
@@ -255,21 +259,14 @@ std::uint64_t grouping_hash(const schedule::grouping& g) {
   return h;
 }
 
-// True on every rank when every rank holds the same grouping (MPI_Allgather of hashes).
+// True on every rank when every rank holds the same grouping (an allgather of hashes).
 bool same_grouping_on_all_ranks(const schedule::grouping& g) {
   const std::uint64_t mine = grouping_hash(g);
-  std::vector<std::uint64_t> all(static_cast<std::size_t>(test::world_size()));
-  MPI_Allgather(&mine, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD);
+  const std::vector<std::uint64_t> all = test::allgather_on_all_ranks(std::span(&mine, 1));
   return std::all_of(all.begin(), all.end(), [&](std::uint64_t h) { return h == all[0]; });
 }
 
-// True on every rank when `local` holds on every rank.
-bool on_all_ranks(bool local) {
-  int mine = local ? 1 : 0;
-  int all = 0;
-  MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
-  return all == 1;
-}
+using gradcomp::test::on_all_ranks;
 
 using gradcomp::test::manual_clock;
 
@@ -328,6 +325,7 @@ void run_replanning(Pipeline& p, int warmup, int iterations, BeforeHook before_h
     reference.emplace_back(n, exact_top_k(0.05));
   }
   sparse_message m;
+  test::identity_batch averages; // compared across ranks once, at the end
   REQUIRE(same_grouping_on_all_ranks(p.groups()));
   for (int it = 0; it < iterations; ++it) {
     const std::vector<std::size_t> order = replanning_hook_order(test::world_rank(), it);
@@ -345,12 +343,13 @@ void run_replanning(Pipeline& p, int warmup, int iterations, BeforeHook before_h
       gather(m, std::span<float>(expected));
       divide(expected, ranks);
       REQUIRE(on_all_ranks(same_bits(p.averaged(l), expected)));
-      REQUIRE(test::identical_on_all_ranks(p.averaged(l)));
+      averages.add(p.averaged(l), test::describe("iteration ", it, ", layer ", l));
     }
     REQUIRE(on_all_ranks(p.replanned() == (it + 1 >= warmup)));
     REQUIRE(on_all_ranks(p.measured_backward_seconds().empty() == (it + 1 < warmup)));
     REQUIRE(same_grouping_on_all_ranks(p.groups()));
   }
+  averages.check();
 }
 
 } // namespace
@@ -454,9 +453,10 @@ namespace {
 // K iterations, save_state, a new pipeline (as a restarted job builds it) load_state, K more:
 // the averages of every iteration equal the uninterrupted run's on every rank, bit for bit.
 template <class Compressor>
-void check_resume(const Compressor& prototype, const char* transport_name) {
+void check_resume(const mpi::communicator& comm,
+                  const Compressor& prototype,
+                  const char* transport_name) {
   constexpr int k = 3;
-  mpi::communicator comm(MPI_COMM_WORLD);
   const auto make = [&] {
     if (std::string(transport_name) == "ring") {
       return any_transport::make<mpi::dense_exchange>(comm);
@@ -518,17 +518,18 @@ void check_resume(const Compressor& prototype, const char* transport_name) {
 TEST_CASE("pipeline checkpoint: every method over allgather, ring and ps (and gtopk) resumes bit "
           "for bit",
           "[pipeline][checkpoint]") {
+  mpi::communicator comm(MPI_COMM_WORLD); // every run's transports are new, on this communicator
   for (const char* transport : {"allgather", "ring", "ps"}) {
-    check_resume(dense(), transport);
-    check_resume(dense(value_type::fp16), transport);
-    check_resume(exact_top_k(0.05), transport);
-    check_resume(sampled_threshold({.density = 0.05, .seed = 11}), transport);
-    check_resume(gaussian_threshold(0.05), transport);
-    check_resume(lognormal_threshold(0.05), transport);
-    check_resume(reused_threshold({.density = 0.05, .interval = 2}), transport);
-    check_resume(random_k(0.05, 11), transport);
+    check_resume(comm, dense(), transport);
+    check_resume(comm, dense(value_type::fp16), transport);
+    check_resume(comm, exact_top_k(0.05), transport);
+    check_resume(comm, sampled_threshold({.density = 0.05, .seed = 11}), transport);
+    check_resume(comm, gaussian_threshold(0.05), transport);
+    check_resume(comm, lognormal_threshold(0.05), transport);
+    check_resume(comm, reused_threshold({.density = 0.05, .interval = 2}), transport);
+    check_resume(comm, random_k(0.05, 11), transport);
   }
   // gTop-k returns what its global selection left out to the residuals: in the state too
-  check_resume(exact_top_k(0.05), "gtopk");
-  check_resume(random_k(0.05, 11), "gtopk");
+  check_resume(comm, exact_top_k(0.05), "gtopk");
+  check_resume(comm, random_k(0.05, 11), "gtopk");
 }
