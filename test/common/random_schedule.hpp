@@ -59,4 +59,20 @@ inline schedule_instance random_schedule_instance(std::mt19937_64& rng,
   return x;
 }
 
+//! Calls check(instance, layers, trial) on the instances the strategy tests sweep: for both
+//! compression placements, 1 to 9 layers, 40 trials each, drawn in that order from one
+//! generator seeded `seed` (each test its own seed, so the instances differ between tests).
+template <class Check>
+void for_each_random_schedule_instance(std::uint64_t seed, Check check) {
+  std::mt19937_64 rng(seed);
+  for (const auto placement : {schedule::compression_placement::off_compute_stream,
+                               schedule::compression_placement::on_compute_stream}) {
+    for (std::size_t layers = 1; layers <= 9; ++layers) {
+      for (int trial = 0; trial < 40; ++trial) {
+        check(random_schedule_instance(rng, layers, placement), layers, trial);
+      }
+    }
+  }
+}
+
 } // namespace gradcomp::test

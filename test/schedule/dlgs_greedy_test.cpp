@@ -79,22 +79,15 @@ TEST_CASE("S1 Algorithm 2 keeps a merge only if t_iter strictly drops", "[schedu
 
 TEST_CASE("dlgs_greedy is S1 Algorithm 2 re-run on groupings, between per_layer and the optimum",
           "[schedule]") {
-  std::mt19937_64 rng(20);
-  for (const auto placement :
-       {compression_placement::off_compute_stream, compression_placement::on_compute_stream}) {
-    for (std::size_t layers = 1; layers <= 9; ++layers) {
-      for (int trial = 0; trial < 40; ++trial) {
-        const gradcomp::test::schedule_instance x =
-            gradcomp::test::random_schedule_instance(rng, layers, placement);
+  gradcomp::test::for_each_random_schedule_instance(
+      20, [](const gradcomp::test::schedule_instance& x, std::size_t layers, int trial) {
         CAPTURE(layers, trial);
         const grouping g = dlgs_greedy(x.profile, x.model);
         REQUIRE(g == reference_dlgs_greedy(x.profile, x.model));
         const double t = t_iter_seconds(x.profile, x.model, g);
         CHECK(t <= t_iter_seconds(x.profile, x.model, per_layer(layers)));
         CHECK(t >= t_iter_seconds(x.profile, x.model, optimal(x.profile, x.model)));
-      }
-    }
-  }
+      });
 }
 
 } // namespace schedule_dlgs_greedy_test

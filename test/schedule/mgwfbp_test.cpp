@@ -67,21 +67,14 @@ TEST_CASE("MG-WFBP merges when the wait is below the startup cost", "[schedule]"
 }
 
 TEST_CASE("mgwfbp is the MG-WFBP rule re-run on simulated timelines", "[schedule]") {
-  std::mt19937_64 rng(21);
   int merged = 0;
-  for (const auto placement :
-       {compression_placement::off_compute_stream, compression_placement::on_compute_stream}) {
-    for (std::size_t layers = 1; layers <= 9; ++layers) {
-      for (int trial = 0; trial < 40; ++trial) {
-        const gradcomp::test::schedule_instance x =
-            gradcomp::test::random_schedule_instance(rng, layers, placement);
+  gradcomp::test::for_each_random_schedule_instance(
+      21, [&merged](const gradcomp::test::schedule_instance& x, std::size_t layers, int trial) {
         CAPTURE(layers, trial);
         const grouping g = mgwfbp(x.profile, x.model);
         REQUIRE(g == reference_mgwfbp(x.profile, x.model));
         merged += g.size() < layers ? 1 : 0;
-      }
-    }
-  }
+      });
   CHECK(merged > 0); // the instances exercise the merge branch
 }
 

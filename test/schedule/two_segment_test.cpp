@@ -28,18 +28,13 @@ TEST_CASE("two_segment picks the best split point (S4)", "[schedule]") {
 }
 
 TEST_CASE("two_segment is the first split point of least simulated t_iter", "[schedule]") {
-  std::mt19937_64 rng(22);
-  for (const auto placement :
-       {compression_placement::off_compute_stream, compression_placement::on_compute_stream}) {
-    for (std::size_t layers = 1; layers <= 9; ++layers) {
-      for (int trial = 0; trial < 40; ++trial) {
-        const gradcomp::test::schedule_instance x =
-            gradcomp::test::random_schedule_instance(rng, layers, placement);
+  gradcomp::test::for_each_random_schedule_instance(
+      22, [](const gradcomp::test::schedule_instance& x, std::size_t layers, int trial) {
         CAPTURE(layers, trial);
         const grouping g = two_segment(x.profile, x.model);
         if (layers == 1) {
           CHECK(g == single(1));
-          continue;
+          return;
         }
         // every split point k in [1, L-1], the first of the least t_iter on ties
         std::size_t best = 1;
@@ -52,9 +47,7 @@ TEST_CASE("two_segment is the first split point of least simulated t_iter", "[sc
           }
         }
         CHECK(g == grouping{{0, best}, {best, layers}});
-      }
-    }
-  }
+      });
 }
 
 } // namespace schedule_two_segment_test
