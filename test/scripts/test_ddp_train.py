@@ -99,7 +99,7 @@ def test_lr_decay_text_and_milestones_follow_gradcomp_train():
 def run_ddp(tmp_path, name, *args, port):
     report = tmp_path / f"{name}.json"
     cmd = [MPIEXEC, "-n", "2", sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
-           "--train-limit", "512", "--test-limit", "1000", "--epochs", "1", "--evals-per-epoch", "1",
+           "--train-limit", "512", "--test-limit", "400", "--epochs", "1", "--evals-per-epoch", "1",
            "--iface", "lo",
            "--master-port", str(port), "--report", str(report), "--label", name, *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -155,7 +155,7 @@ def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     _, ours_py = run_ddp(tmp_path, "py", "--exchange", "none", "--model", model, port=port)
     report = tmp_path / "cpp.json"
     p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
-                        "single", "--train-limit", "512", "--test-limit", "1000", "--epochs", "1",
+                        "single", "--train-limit", "512", "--test-limit", "400", "--epochs", "1",
                         "--evals-per-epoch", "1", "--model", model, "--report", str(report)],
                        capture_output=True,
                        text=True, timeout=300, env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -163,7 +163,7 @@ def test_same_initial_model_and_data_as_gradcomp_train(tmp_path, model, port):
     with open(report) as f:
         cpp = json.load(f)
     assert cpp["config"]["parameters"] == ours_py["config"]["parameters"]
-    assert cpp["config"]["test_samples"] == ours_py["config"]["test_samples"] == 1000
+    assert cpp["config"]["test_samples"] == ours_py["config"]["test_samples"] == 400
     assert cpp["curve"][0]["test_loss"] == pytest.approx(ours_py["curve"][0]["test_loss"], rel=1e-6)
     assert cpp["curve"][0]["test_accuracy"] == ours_py["curve"][0]["test_accuracy"]
     # the same batches, optimizer and kernels: measured bit-identical after training too
@@ -182,7 +182,7 @@ def test_step_decay_matches_gradcomp_train(tmp_path):
     for name, extra in (("step", decay), ("constant", [])):
         report = tmp_path / f"cpp-{name}.json"
         p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none", "--merge",
-                            "single", "--train-limit", "512", "--test-limit", "1000", "--epochs",
+                            "single", "--train-limit", "512", "--test-limit", "400", "--epochs",
                             "1", "--evals-per-epoch", "1", "--report", str(report), *extra],
                            capture_output=True, text=True, timeout=300,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -230,7 +230,7 @@ def test_target_accuracy_stops_both_programs_at_the_same_evaluation(tmp_path):
     (no-communication runs: the same curve), report the training time there, and compare-runs
     --target-accuracy puts every run's time to it side by side; unreached, the run trains the
     cap and reports null."""
-    common = ["--train-limit", "512", "--test-limit", "1000", "--epochs", "2",
+    common = ["--train-limit", "512", "--test-limit", "400", "--epochs", "2",
               "--evals-per-epoch", "4"]
 
     def cpp(name, *extra, transport="none"):

@@ -25,7 +25,7 @@ from train_runner import GRADCOMP_TRAIN, MPIEXEC, load, needs_train
 
 pytestmark = needs_train
 
-BASE = ["--train-limit", "256", "--test-limit", "1000", "--batch-size", "32",
+BASE = ["--train-limit", "256", "--test-limit", "200", "--batch-size", "32",
         "--evals-per-epoch", "1", "--profile-iterations", "1"]
 ITERATIONS_PER_EPOCH = 4  # 256 samples over 2 ranks, batch 32
 
