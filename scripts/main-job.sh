@@ -16,6 +16,10 @@
 #                          correction keeping the velocity; docs/fidelity.md: on this CNN it
 #                          reached dense's 2-epoch accuracy in 0.79x of dense's time, where
 #                          the reused threshold alone did not reach it in 2 epochs)
+#   gradcomp, auto:        --method auto --density 0.01 --transport allgather --merge optimal
+#                          (per merge group dense or 1 %, 10 % while Accordion's detector sees
+#                          a critical regime, from the cost model calibrated at start-up;
+#                          docs/train.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
@@ -33,6 +37,8 @@
 # --lr-decay-epochs: the epochs the rate drops x 0.1 at, in every run; default 1.5; none: a
 # constant rate, as the main job ran until 2026-12-02. --target-accuracy: a fraction, default
 # 0.905; none: every run trains all --epochs. The floors never reach it: they run the cap.)
+# runs_only="NAME ..." in the environment runs only the named runs (dense-ring dense compressed
+# auto floor ddp-dense ddp-fp16 ddp-powersgd ddp-floor).
 # Takes about 30-40 minutes on a 2-core machine (the floors run the 3-epoch cap; build and apt
 # excluded); --no-ddp leaves the four PyTorch runs out (about half of it).
 set -euo pipefail
@@ -95,6 +101,8 @@ run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport 
 run_gradcomp compressed "gradcomp reused_threshold 1% (warm-up, velocity kept), allgather, optimal merge" \
   --method reused_threshold --density 0.01 --transport allgather --merge optimal \
   --density-warmup-epochs 1 --factor-masking false "${extra[@]}"
+run_gradcomp auto "gradcomp --method auto (dense or 1 % per group, 10 % when critical), allgather, optimal merge" \
+  --method auto --density 0.01 --transport allgather --merge optimal "${extra[@]}"
 if [[ $floor == 1 ]]; then
   run_gradcomp floor "gradcomp, no communication (floor)" --method dense --transport none \
     --merge single "${extra[@]}"

@@ -38,7 +38,8 @@ inline const std::vector<std::string> method_names = {"dense",
                                                       "terngrad",
                                                       "qsgd",
                                                       "powersgd",
-                                                      "fp16"};
+                                                      "fp16",
+                                                      "auto"};
 inline const std::vector<std::string> transport_names = {
     "allreduce", "ring", "allgather", "ps", "hierarchical", "none", "coded", "gtopk", "oktopk"};
 //! A command-line name and the library value it stands for.
@@ -342,6 +343,21 @@ private:
   gradcomp::pipeline<C, T, training_grouping> pipe_;
 };
 
+//! --method auto (auto_method.hpp): Accordion's detector and the rule's parameters.
+struct auto_settings {
+  //! --auto-critical-density: the sparse candidate's density while a group's gradient is in a
+  //! critical regime, in [--density, 1] (1: dense or nothing there).
+  double critical_density = 0.1;
+  //! --auto-interval-epochs: the interval whose accumulated gradient norm the detector compares
+  //! (Accordion: an epoch), in epochs.
+  double interval_epochs = 0.125;
+  double eta = 0.5;        //!< --auto-eta: the detector's threshold on the relative norm change.
+  double min_saving = 0.1; //!< --auto-min-saving: what a lossier candidate must save, [0, 1).
+};
+
+//! The compressor --method auto sends its sparse groups with.
+inline const std::string auto_compressor_name = "reused_threshold";
+
 //! Compressor settings from the command line.
 struct method_settings {
   std::string name = "dense";
@@ -353,6 +369,12 @@ struct method_settings {
   std::size_t rank = 2;        //!< powersgd: the approximation rank (--rank).
   std::size_t dense_below = 0; //!< sparse methods send layers below this many elements dense.
   std::string scope = "layer"; //!< error feedback and selection per "layer" or per "group".
+  auto_settings automatic;     //!< --method auto's settings.
+
+  //! The library compressor the method builds: auto's is the reused threshold.
+  [[nodiscard]] const std::string& compressor_name() const {
+    return name == "auto" ? auto_compressor_name : name;
+  }
 };
 
 //! The names accepted by --compression-scope.
@@ -386,7 +408,8 @@ decltype(auto) with_method(const method_settings& s, Fn&& fn) {
     return fn(gradcomp::dense(
         {.values = gradcomp::value_type::fp16, .threads = c.threads, .nonfinite = c.nonfinite}));
   }
-  return fn(selecting_compressor(s.dense_below, plain, gradcomp::any_compressor(s.name, c)));
+  return fn(
+      selecting_compressor(s.dense_below, plain, gradcomp::any_compressor(s.compressor_name(), c)));
 }
 
 //! Whether the method quantizes every value (signsgd, terngrad, qsgd).
@@ -394,9 +417,10 @@ inline bool is_quantizer_method(const std::string& name) {
   return gradcomp::is_quantizer_name(name);
 }
 
-//! Whether the method sends a density of the gradient (a top-k or threshold compressor).
+//! Whether the method sends a density of the gradient (a top-k or threshold compressor, or
+//! auto, whose groups are sparse at a density or dense at density 1).
 inline bool is_sparse_method(const std::string& name) {
-  return gradcomp::is_sparse_compressor_name(name);
+  return name == "auto" || gradcomp::is_sparse_compressor_name(name);
 }
 
 //! Bits per value of a quantizing method's messages on the wire (1 + bit_width(levels); signsgd

@@ -86,6 +86,9 @@ int main(int argc, char** argv) {
     o.method.compressor.seed = o.seed;
     o.method.compressor.values = gt::wire_type(o.large_batch.precision);
     o.method.compressor.threads = static_cast<unsigned>(o.threads);
+    if (o.method.name == "auto" && app.count("--factor-masking") == 0) {
+      o.factor_masking = false; // auto's dense groups (density 1) then run momentum SGD
+    }
     gt::check_options(o);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) { // --help

@@ -364,6 +364,27 @@ inline void add_training_remedy_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(0.0, 1.0));
 }
 
+//! --method auto's options (auto_method.hpp, docs/train.md).
+inline void add_auto_options(CLI::App& app, train_options& o) {
+  auto_settings& a = o.method.automatic;
+  app.add_option("--auto-critical-density", a.critical_density,
+                 "--method auto: a sparse group's density while its gradient is in a critical "
+                 "regime (Accordion), in [--density, 1]")
+      ->capture_default_str();
+  app.add_option("--auto-interval-epochs", a.interval_epochs,
+                 "--method auto: the interval whose accumulated gradient norm decides the "
+                 "regime, in epochs")
+      ->capture_default_str();
+  app.add_option("--auto-eta", a.eta,
+                 "--method auto: a relative change of a group's gradient norm of at least this "
+                 "from one interval to the next is a critical regime")
+      ->capture_default_str();
+  app.add_option("--auto-min-saving", a.min_saving,
+                 "--method auto: a lossier choice must save at least this fraction of the "
+                 "exposed time, in [0, 1)")
+      ->capture_default_str();
+}
+
 //! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
 //! values are the defaults).
 inline void add_options(CLI::App& app, train_options& o) {
@@ -371,6 +392,7 @@ inline void add_options(CLI::App& app, train_options& o) {
   add_run_options(app, o);
   add_transport_options(app, o);
   add_training_remedy_options(app, o);
+  add_auto_options(app, o);
 }
 
 //! Checks of --sync and the learning-rate schedule (part of check_options).
@@ -467,6 +489,44 @@ inline void check_method_and_transport(const train_options& o) {
   }
 }
 
+//! Why --method auto cannot run with these options (empty: it can, or the method is another).
+inline std::string auto_problem(const train_options& o) {
+  if (o.method.name != "auto") {
+    return {};
+  }
+  const auto_settings& a = o.method.automatic;
+  const fidelity_settings& f = o.fidelity;
+  if (o.transport.name != "allgather" || o.sync != "sync" || o.parallel != "data" ||
+      o.method.scope != "layer") {
+    return "auto sends each group dense through the sparse allgather's ring or sparse through "
+           "the allgather: it needs --transport allgather, --sync sync, --parallel data and "
+           "--compression-scope layer";
+  }
+  if (f.density_warmup_epochs > 0 || f.adaptive_density || o.replan_after > 0 ||
+      !o.checkpoint.empty() || !o.resume.empty()) {
+    return "auto sets every layer's density itself and keeps its state in memory only: not with "
+           "--density-warmup-epochs, --adaptive-density, --replan-after, --checkpoint or "
+           "--resume";
+  }
+  if (!(a.critical_density > 0 && a.critical_density <= 1) ||
+      a.critical_density < o.method.compressor.density) {
+    return gradcomp_tools::format("--auto-critical-density %g is outside [--density, 1] = "
+                                  "[%g, 1]",
+                                  a.critical_density, o.method.compressor.density);
+  }
+  if (!(a.interval_epochs > 0 && a.interval_epochs <= 1e3)) {
+    return gradcomp_tools::format("--auto-interval-epochs %g is outside (0, 1000]",
+                                  a.interval_epochs);
+  }
+  if (!(a.eta > 0 && std::isfinite(a.eta))) {
+    return gradcomp_tools::format("--auto-eta %g is not a finite value above 0", a.eta);
+  }
+  if (!(a.min_saving >= 0 && a.min_saving < 1)) {
+    return gradcomp_tools::format("--auto-min-saving %g is outside [0, 1)", a.min_saving);
+  }
+  return {};
+}
+
 //! Checks of the remedies, checkpoints and the compressor settings (part of check_options).
 //! @throws CLI::ValidationError naming the option and the problem.
 inline void check_remedies_and_state(const train_options& o) {
@@ -494,6 +554,9 @@ inline void check_remedies_and_state(const train_options& o) {
     throw CLI::ValidationError("--density-warmup-epochs/--clip-norm/--adaptive-density/"
                                "--residual-stats",
                                why);
+  }
+  if (const std::string why = auto_problem(o); !why.empty()) {
+    throw CLI::ValidationError("--method", why);
   }
   if (fs.residual_stats && lb.precision != "fp32") {
     throw CLI::ValidationError("--residual-stats", "needs --precision fp32 (with fp16 / bf16 "

@@ -224,6 +224,9 @@ inline nlohmann::json report_json(const sync_setup& s,
                            {"dropped_non_finite", u.scaling.dropped_values()},
                            {"returned_values", u.scaling.returned_values()}};
   t.remedies.add_to(report);
+  if (t.automatic) {
+    t.automatic->add_to(report, s.model.layers);
+  }
   if (s.coded) {
     const gradcomp::coded::placement& pl = *s.coded;
     nlohmann::json& coded_config = report["config"];

@@ -30,6 +30,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "auto_method.hpp"
 #include "checkpoint.hpp"
 #include "coded_training.hpp"
 #include "exchange.hpp"
@@ -102,6 +103,9 @@ public:
                   s.comm, o.method, transport, s.model.numel,
                   training_grouping{plan.groups, {&s.comm, plan.planner}, o.replan_mode == "keep"},
                   s.mc);
+    if (o.method.name == "auto") {
+      automatic.emplace(s, plan); // collective: the agreed calibration
+    }
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),
                         u_.scaling.scale(), [&](std::size_t l, std::span<const float> v) {
@@ -215,6 +219,7 @@ public:
   //! --density-warmup-epochs, --clip-norm, --adaptive-density (fidelity.hpp, docs/fidelity.md)
   fidelity_remedies remedies;
   std::unique_ptr<gradient_exchange> exchange; //!< the pipeline (null with --transport none)
+  std::optional<auto_control> automatic;       //!< --method auto's decisions (auto_method.hpp)
 
 private:
   //! --transport none: no pipeline.
@@ -294,6 +299,10 @@ private:
       remedies.before_iteration(u_.global_iteration, u_.learning_rate.at(u_.global_iteration),
                                 *exchange, s_.comm);
     }
+    if (automatic) {
+      automatic->before_iteration(u_.global_iteration, u_.learning_rate.at(u_.global_iteration),
+                                  *exchange);
+    }
     const backward_times c = s_.coded ? coded_.run(order, it, *exchange, u_.scaling.scale())
                                       : forward_backward(mine, it, t0);
     const auto t2 = clock_type::now();
@@ -318,6 +327,9 @@ private:
     }
     const auto& st = alone() ? no_stats_ : exchange->last_stats();
     remedies.after_iteration(st, exchange.get());
+    if (automatic) {
+      automatic->after_iteration(*exchange);
+    }
     add(c, st, t0, t2, t3, t4);
     show_progress(epoch, it);
     // evaluation points: evals per epoch, the last at the epoch's end

@@ -1,0 +1,302 @@
+// SPDX-License-Identifier: Apache-2.0
+//! @file
+//! @brief gradcomp-train --method auto: per merge group and per phase of training, what to send,
+//! decided by the library's rule (gradcomp::schedule::choose_exchange) on the cost model
+//! calibrated at start-up and the measured backward times, with the phase from Accordion's
+//! detector of critical regimes (gradcomp::schedule::critical_regime) on the averaged gradient.
+//!
+//! The exchange is the sparse allgather with its dense switch, and the compressor the reused
+//! threshold at a density per layer: a group sent dense gets density 1 (every value on its exact
+//! calls, and between them every value at or above the last minimum magnitude, which leaves a
+//! handful in the residual; the allgather then switches to its ring allreduce, the dense
+//! candidate the rule priced), a sparse group --density, or --auto-critical-density while its
+//! gradient is in a critical regime. docs/train.md states the rule and its inputs.
+#pragma once
+
+#include <gradcomp/gradcomp.hpp>
+#include <gradcomp/mpi.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "exchange.hpp"
+#include "merge_plan.hpp"
+#include "setup.hpp"
+#include "training_support.hpp"
+
+namespace gradcomp_train {
+
+//! @brief The decisions of --method auto and the state they come from: every rank computes the
+//! same ones from rank 0's calibration (alpha, beta, the selection's seconds per element and
+//! the backward times), agreed at construction, and from the averaged gradient, which is
+//! bit-identical on every rank; so no communication follows the start.
+class auto_control {
+public:
+  //! Calibrates (collective): the network's alpha and beta from the merge plan's calibration, or
+  //! a ring sweep when the plan did not calibrate; the reused threshold's seconds per element
+  //! with error feedback on the largest layer; then prices every group of `plan` with and
+  //! without a critical regime.
+  auto_control(sync_setup& s, const merge_plan& plan)
+      : settings_(s.o.method.automatic), density_(s.o.method.compressor.density),
+        numel_(s.model.numel), groups_(plan.groups), ranks_(s.ranks),
+        interval_iterations_(std::max<std::int64_t>(
+            1,
+            std::llround(settings_.interval_epochs *
+                         static_cast<double>(s.data.iterations_per_epoch)))) {
+    double alpha = plan.info.value("alpha_seconds", 0.0);
+    double beta = plan.info.value("beta_seconds_per_byte", 0.0);
+    if (alpha == 0.0 && beta == 0.0 && s.ranks > 1) {
+      const gradcomp::cost::network net = calibrate_network(s, s.o.calibrate_under_load);
+      alpha = net.alpha_seconds;
+      beta = net.beta_seconds_per_byte;
+    }
+    const std::vector<double> backward =
+        plan.info.value("backward_seconds_rank0", std::vector<double>(numel_.size(), 0.0));
+    // rank 0's inputs on every rank (a sum where the other ranks add zeros)
+    std::vector<double> agreed = {alpha, beta, select_seconds_per_element(s)};
+    agreed.insert(agreed.end(), backward.begin(), backward.end());
+    if (!s.root) {
+      std::fill(agreed.begin(), agreed.end(), 0.0);
+    }
+    allreduce(s.comm, std::span<double>(agreed), MPI_SUM);
+    net_.alpha_seconds = agreed[0];
+    net_.beta_seconds_per_byte = agreed[1];
+    select_per_element_ = agreed[2];
+    backward_.assign(agreed.begin() + 3, agreed.end());
+    price_groups(s);
+    accumulated_.resize(numel_.size());
+    for (std::size_t l = 0; l < numel_.size(); ++l) {
+      accumulated_[l].assign(numel_[l], 0.0f);
+    }
+    regimes_.assign(groups_.size(), gradcomp::schedule::critical_regime(settings_.eta));
+  }
+
+  //! At the step boundary before global iteration `it` (learning rate `lr`): at the end of an
+  //! interval each group's regime observes the norm of the averaged gradient it accumulated
+  //! (a learning-rate drop since the previous boundary marks the next interval critical); then
+  //! every layer's density is set from its group's decision in its regime.
+  void before_iteration(std::int64_t it, double lr, gradient_exchange& exchange) {
+    if (it == 0) {
+      apply(it, lr, exchange, {});
+    } else if (it % interval_iterations_ == 0) {
+      end_interval(it, lr, exchange);
+    }
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      critical_iterations_[g] += regimes_[g].critical() ? 1 : 0;
+    }
+  }
+
+  //! After the exchange: adds the iteration's averaged gradient to the interval's accumulation.
+  void after_iteration(const gradient_exchange& exchange) {
+    for (std::size_t l = 0; l < numel_.size(); ++l) {
+      const std::span<const float> avg = exchange.averaged(l);
+      std::vector<float>& a = accumulated_[l];
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        a[i] += avg[i];
+      }
+    }
+  }
+
+  //! Adds the settings to report["config"] and the decisions as report["auto"]: the calibration,
+  //! per group its elements, overlap and priced candidates in either regime, per interval the
+  //! groups' regimes, norm changes and the densities set, and per group the iterations it spent
+  //! critical.
+  void add_to(nlohmann::json& report, const std::vector<layer_info>& layers) const {
+    report["config"]["auto_critical_density"] = settings_.critical_density;
+    report["config"]["auto_interval_epochs"] = settings_.interval_epochs;
+    report["config"]["auto_eta"] = settings_.eta;
+    report["config"]["auto_min_saving"] = settings_.min_saving;
+    nlohmann::json groups = nlohmann::json::array();
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      nlohmann::json names = nlohmann::json::array();
+      for (std::size_t p = groups_[g].begin; p < groups_[g].end; ++p) {
+        names.push_back(layers[gradcomp::schedule::forward_index(p, numel_.size())].name);
+      }
+      groups.push_back({{"layers", names},
+                        {"elements", elements_[g]},
+                        {"overlap_seconds", overlap_[g]},
+                        {"normal", decision_json(normal_[g])},
+                        {"critical", decision_json(critical_[g])},
+                        {"critical_iterations", critical_iterations_[g]}});
+    }
+    report["auto"] = {{"ranks", ranks_},
+                      {"density", density_},
+                      {"critical_density", settings_.critical_density},
+                      {"eta", settings_.eta},
+                      {"min_saving", settings_.min_saving},
+                      {"interval_iterations", interval_iterations_},
+                      {"alpha_seconds", net_.alpha_seconds},
+                      {"beta_seconds_per_byte", net_.beta_seconds_per_byte},
+                      {"select_seconds_per_element", select_per_element_},
+                      {"backward_seconds", backward_},
+                      {"groups", groups},
+                      {"intervals", intervals_}};
+  }
+
+private:
+  // The reused threshold's seconds per element with error feedback at --density on random
+  // normal values of the largest layer's size: the mean of 2 S calls after one (S = --interval,
+  // at least 3), on every rank at once (each rank's cores as loaded as in training).
+  static double select_seconds_per_element(const sync_setup& s) {
+    const std::size_t n = *std::max_element(s.model.numel.begin(), s.model.numel.end());
+    const gradcomp::any_compressor c(auto_compressor_name, s.o.method.compressor);
+    gradcomp::error_feedback<gradcomp::any_compressor> ef(n, c, s.mc);
+    std::vector<float> g(n);
+    std::mt19937 rng(12345);
+    std::normal_distribution<float> normal(0.0f, 1e-3f);
+    gradcomp::sparse_message m;
+    const std::size_t calls = 2 * std::max<std::size_t>(3, s.o.method.compressor.interval);
+    double seconds = 0;
+    for (std::size_t call = 0; call <= calls; ++call) {
+      for (float& v : g) {
+        v = normal(rng);
+      }
+      const auto t0 = clock_type::now();
+      ef.compress(g, m);
+      if (call > 0) {
+        seconds += seconds_since(t0);
+      }
+    }
+    return seconds / static_cast<double>(calls) / static_cast<double>(n);
+  }
+
+  // Prices every group dense, fp16 left out (the allgather's switch runs the fp32 ring) and
+  // sparse at --density (normal) or --auto-critical-density (critical); the overlap is the
+  // backward time of the layers after the group in backward order.
+  void price_groups(const sync_setup& s) {
+    namespace gs = gradcomp::schedule;
+    using kind = gradcomp::cost::transport_kind;
+    gs::exchange_costs costs;
+    costs.allreduce_seconds = gradcomp::cost::message_cost(kind::ring_allreduce, s.ranks, net_);
+    costs.allgather_seconds = gradcomp::cost::message_cost(kind::sparse_allgather, s.ranks, net_);
+    costs.select_seconds = {0.0, select_per_element_};
+    const gs::exchange_choice_settings choice{.density = density_,
+                                              .critical_density = settings_.critical_density,
+                                              .allow_fp16 = false,
+                                              .min_saving = settings_.min_saving};
+    const std::size_t layers = numel_.size();
+    for (const auto& group : groups_) {
+      std::uint64_t elements = 0;
+      for (std::size_t p = group.begin; p < group.end; ++p) {
+        elements += numel_[gs::forward_index(p, layers)];
+      }
+      double overlap = 0;
+      for (std::size_t p = group.end; p < layers; ++p) {
+        overlap += backward_[gs::forward_index(p, layers)];
+      }
+      elements_.push_back(elements);
+      overlap_.push_back(overlap);
+      normal_.push_back(gs::choose_exchange(elements, costs, choice, false, overlap));
+      critical_.push_back(gs::choose_exchange(elements, costs, choice, true, overlap));
+    }
+    critical_iterations_.assign(groups_.size(), 0);
+  }
+
+  // Ends the interval before iteration `it`: each group's regime observes the norm of the
+  // averaged gradient it accumulated (after a learning-rate drop: critical), then apply().
+  void end_interval(std::int64_t it, double lr, gradient_exchange& exchange) {
+    std::vector<double> change(groups_.size());
+    const bool dropped = lr < last_lr_;
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      if (dropped) {
+        regimes_[g].learning_rate_dropped();
+      }
+      regimes_[g].observe(std::sqrt(group_sum_of_squares(g)));
+      change[g] = regimes_[g].last_change();
+    }
+    for (std::vector<float>& a : accumulated_) {
+      std::fill(a.begin(), a.end(), 0.0f);
+    }
+    apply(it, lr, exchange, change);
+  }
+
+  // The sum of squares of group g's accumulated gradient (double accumulation).
+  [[nodiscard]] double group_sum_of_squares(std::size_t g) const {
+    double sum = 0;
+    for (std::size_t p = groups_[g].begin; p < groups_[g].end; ++p) {
+      for (const float v : accumulated_[gradcomp::schedule::forward_index(p, numel_.size())]) {
+        sum += static_cast<double>(v) * static_cast<double>(v);
+      }
+    }
+    return sum;
+  }
+
+  // Sets every layer's density from its group's decision in its group's regime (from `it` on)
+  // and records the interval.
+  void apply(std::int64_t it,
+             double lr,
+             gradient_exchange& exchange,
+             const std::vector<double>& change) {
+    std::vector<double> densities(numel_.size(), 1.0);
+    nlohmann::json critical = nlohmann::json::array();
+    nlohmann::json group_density = nlohmann::json::array();
+    for (std::size_t g = 0; g < groups_.size(); ++g) {
+      const bool c = regimes_[g].critical();
+      const gradcomp::schedule::exchange_candidate& d = (c ? critical_[g] : normal_[g]).chosen;
+      for (std::size_t p = groups_[g].begin; p < groups_[g].end; ++p) {
+        densities[gradcomp::schedule::forward_index(p, numel_.size())] = d.density;
+      }
+      critical.push_back(c);
+      group_density.push_back(d.density);
+    }
+    if (densities != densities_) {
+      exchange.set_layer_densities(densities);
+      densities_ = densities;
+    }
+    nlohmann::json changes = nlohmann::json::array();
+    for (const double c : change) {
+      changes.push_back(std::isfinite(c) ? nlohmann::json(c) : nlohmann::json(nullptr));
+    }
+    intervals_.push_back({{"iteration", it},
+                          {"learning_rate", lr},
+                          {"critical", critical},
+                          {"change", changes},
+                          {"density", group_density}});
+    last_lr_ = lr;
+  }
+
+  static nlohmann::json decision_json(const gradcomp::schedule::exchange_decision& d) {
+    const auto candidate = [](const gradcomp::schedule::exchange_candidate& c) {
+      return nlohmann::json{{"method", std::string(gradcomp::schedule::name(c.method))},
+                            {"density", c.density},
+                            {"bytes", c.bytes},
+                            {"compress_seconds", c.compress_seconds},
+                            {"communication_seconds", c.communication_seconds},
+                            {"exposed_seconds", c.exposed_seconds}};
+    };
+    nlohmann::json all = nlohmann::json::array();
+    for (const auto& c : d.candidates) {
+      all.push_back(candidate(c));
+    }
+    return {{"chosen", candidate(d.chosen)}, {"candidates", all}};
+  }
+
+  auto_settings settings_;
+  double density_;
+  std::vector<std::size_t> numel_;
+  gradcomp::schedule::grouping groups_;
+  int ranks_;
+  std::int64_t interval_iterations_;
+  gradcomp::cost::network net_;
+  double select_per_element_ = 0;
+  std::vector<double> backward_; // rank 0's backward seconds per layer, forward order
+  std::vector<std::uint64_t> elements_;
+  std::vector<double> overlap_;
+  std::vector<gradcomp::schedule::exchange_decision> normal_, critical_;
+  std::vector<std::int64_t> critical_iterations_;
+  std::vector<gradcomp::schedule::critical_regime> regimes_;
+  std::vector<std::vector<float>> accumulated_; // per layer, this interval's averaged gradients
+  std::vector<double> densities_;               // the densities set last
+  double last_lr_ = 0;
+  nlohmann::json intervals_ = nlohmann::json::array();
+};
+
+} // namespace gradcomp_train

@@ -1,0 +1,145 @@
+# SPDX-License-Identifier: Apache-2.0
+"""gradcomp-train --method auto (docs/train.md): per merge group and phase, dense through the
+sparse allgather's ring or the reused threshold's pairs at a density, from the library's rule
+(schedule::choose_exchange) on the calibrated alpha-beta model, and Accordion's critical regimes
+(schedule::critical_regime) on the averaged gradient; end to end on 2 ranks.
+
+The report's candidates are recomputed here from its own calibration with the alpha-beta
+formulas of the ring allreduce and the sparse allgather (docs/choosing.md), the exposed times
+from the overlaps, the choice by walking the candidates from the least lossy; the regimes start
+critical, follow the interval grid, turn critical after a learning-rate drop; a rule that must
+choose dense (a saving of 99.9999 % required) sends every value; the replicas stay identical and
+the model learns; bad combinations exit 2 naming the option.
+"""
+import math
+
+import pytest
+
+from train_runner import load, needs_train, run
+
+pytestmark = needs_train
+
+AUTO = ["--method", "auto", "--transport", "allgather", "--merge", "optimal", "--density",
+        "0.01", "--profile-iterations", "2"]
+
+
+def ring(bytes_, p, a):
+    return 2 * (p - 1) * a["alpha_seconds"] + 2 * (p - 1) / p * a["beta_seconds_per_byte"] * bytes_
+
+
+def allgather(bytes_, p, a):  # header allgather (32 bytes per rank), then the messages
+    return (2 * (p - 1) * a["alpha_seconds"] +
+            (p - 1) * a["beta_seconds_per_byte"] * (32 + bytes_))
+
+
+def check_decision(d, group, a, regime_density):
+    n, p, overlap = group["elements"], a["ranks"], group["overlap_seconds"]
+    cands = d["candidates"]
+    dense = cands[0]
+    assert dense["method"] == "dense" and dense["density"] == 1.0 and dense["bytes"] == 4 * n
+    assert dense["compress_seconds"] == 0.0
+    assert dense["communication_seconds"] == pytest.approx(ring(4 * n, p, a), rel=1e-9, abs=1e-15)
+    if regime_density < 1.0:
+        assert [c["method"] for c in cands] == ["dense", "sparse"]  # fp16 is not a candidate
+        sparse = cands[1]
+        k = max(1, math.ceil(regime_density * n - 1e-9))
+        assert sparse["density"] == regime_density and sparse["bytes"] == 8 * k
+        assert sparse["compress_seconds"] == pytest.approx(a["select_seconds_per_element"] * n,
+                                                           rel=1e-9)
+        assert sparse["communication_seconds"] == pytest.approx(allgather(8 * k, p, a), rel=1e-9)
+    else:
+        assert [c["method"] for c in cands] == ["dense"]
+    for c in cands:
+        assert c["exposed_seconds"] == pytest.approx(
+            c["compress_seconds"] + max(0.0, c["communication_seconds"] - overlap), rel=1e-9,
+            abs=1e-15)
+    chosen = cands[0]
+    for c in cands:  # a lossier candidate must be faster and save min_saving
+        if (c["exposed_seconds"] < chosen["exposed_seconds"] and
+                c["exposed_seconds"] <= (1 - a["min_saving"]) * chosen["exposed_seconds"]):
+            chosen = c
+    assert d["chosen"] == chosen
+
+
+def test_auto_prices_every_group_by_the_rule_and_keeps_the_replicas(tmp_path):
+    p, report = run(tmp_path, "auto", 2, *AUTO, "--auto-interval-epochs", "0.2",
+                    evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    a = r["auto"]
+    assert r["replicas_identical"]
+    assert r["curve"][-1]["test_accuracy"] > r["curve"][0]["test_accuracy"] + 0.1
+    assert a["ranks"] == 2 and a["density"] == 0.01 and a["critical_density"] == 0.1
+    assert r["config"]["factor_masking"] is False  # auto's default: dense groups keep momentum
+    # a calibration is clamped at 0 (a loaded machine can fit a beta of 0)
+    assert a["alpha_seconds"] >= 0 and a["beta_seconds_per_byte"] >= 0
+    assert a["select_seconds_per_element"] > 0
+    groups = a["groups"]
+    assert sum(g["elements"] for g in groups) == r["config"]["parameters"]
+    # the overlap: the backward still to run after a group (backward order): falls to 0
+    overlaps = [g["overlap_seconds"] for g in groups]
+    assert overlaps[-1] == 0.0 and overlaps == sorted(overlaps, reverse=True)
+    for g in groups:
+        check_decision(g["normal"], g, a, 0.01)
+        check_decision(g["critical"], g, a, 0.1)
+    # the intervals: 2 iterations each (0.2 of 10 per epoch), every group critical at first
+    iterations = r["config"]["iterations_per_epoch"]
+    assert a["interval_iterations"] == 2
+    starts = [i["iteration"] for i in a["intervals"]]
+    assert starts == list(range(0, iterations, 2))
+    assert all(a["intervals"][0]["critical"])
+    for i in a["intervals"][1:]:
+        for critical, change in zip(i["critical"], i["change"]):
+            assert critical == (change is None or change >= a["eta"])
+    for i in a["intervals"]:  # each group's density set: its decision in its regime
+        assert i["density"] == [g["critical" if c else "normal"]["chosen"]["density"]
+                                for g, c in zip(groups, i["critical"])]
+    for k, g in enumerate(groups):
+        assert g["critical_iterations"] == sum(
+            min(2, iterations - i["iteration"]) for i in a["intervals"] if i["critical"][k])
+
+
+def test_auto_goes_dense_when_compression_must_save_everything(tmp_path):
+    p, report = run(tmp_path, "dense", 2, *AUTO, "--auto-min-saving", "0.999999",
+                    "--auto-critical-density", "1", evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    for g in r["auto"]["groups"]:
+        assert g["normal"]["chosen"]["method"] == "dense"
+        assert g["critical"]["chosen"]["method"] == "dense"
+    assert r["achieved_density"] == pytest.approx(1.0, abs=0.02)  # every value, all iterations
+    assert r["replicas_identical"]
+
+
+def test_a_learning_rate_drop_starts_a_critical_interval(tmp_path):
+    # 10 iterations per epoch, intervals of 1 iteration, the rate x 0.1 from iteration 5 on;
+    # eta 1e6: only the first two intervals (the detector has nothing to compare them with) and
+    # the drop can be critical
+    p, report = run(tmp_path, "drop", 2, *AUTO, "--auto-interval-epochs", "0.1", "--auto-eta",
+                    "1e6", "--lr-decay", "step", "--lr-decay-epochs", "0.5", evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    intervals = load(report)["auto"]["intervals"]
+    critical = [all(i["critical"]) for i in intervals]
+    assert critical == [i["iteration"] in (0, 1, 5) for i in intervals]  # 1: nothing to compare
+    assert [i["learning_rate"] < 0.04 for i in intervals] == [i["iteration"] >= 5
+                                                              for i in intervals]
+
+
+@pytest.mark.parametrize("args,named", [
+    (["--transport", "ring"], "--transport allgather"),
+    (["--compression-scope", "group"], "--compression-scope layer"),
+    (["--density-warmup-epochs", "1"], "--density-warmup-epochs"),
+    (["--auto-critical-density", "0.001"], "--auto-critical-density 0.001 is outside"),
+    (["--auto-critical-density", "1.5"], "--auto-critical-density 1.5 is outside"),
+    (["--auto-interval-epochs", "0"], "--auto-interval-epochs 0 is outside"),
+    (["--auto-eta", "0"], "--auto-eta 0 is not"),
+    (["--auto-min-saving", "1"], "--auto-min-saving 1 is outside"),
+])
+def test_bad_combinations_are_named(tmp_path, args, named):
+    base = list(AUTO)
+    if args[0] in base:  # an option of AUTO given another value
+        i = base.index(args[0])
+        del base[i:i + 2]
+    p, _ = run(tmp_path, "bad", 2, *base, *args)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert named in p.stderr
