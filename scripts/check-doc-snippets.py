@@ -4,15 +4,20 @@
 
     scripts/check-doc-snippets.py [ROOT]
 
-A fenced code block in README.md or docs/*.md that follows a line
+Every fenced C++ or Python block (```cpp, ```c++, ```cxx, ```cuda, ```python, ```py) in
+README.md and docs/*.md must follow a line
 
     <!-- snippet: examples/03_mpi_vector/main.cpp -->
 
-(a path relative to the repository root) must appear in that file: its lines, each compared
-without leading and trailing blanks, form a contiguous run of the file's lines, except that a
-block line `// ...` (`# ...` in Python) stands for any number of skipped lines. Exits 1 naming the doc, the block's
-line and the first line not found; 0 when every marked block matches (and prints the count).
-Blocks without a marker are not checked: mark every block that shows library code in use.
+(a path relative to the repository root; blank lines may stand between the marker and the
+block, and both may be indented, as inside a list item), and the block must appear in that
+file, an example or test that ctest compiles or runs: its lines, each compared without leading
+and trailing blanks, form a contiguous run of the file's lines, except that a block line
+`// ...` (`# ...` in Python) stands for any number of skipped lines. A block of another
+language may carry a marker too and is then checked the same way. Code that is not meant to
+run (a signature listing, pseudo-code, program output) goes in a ```text block or in prose.
+Exits 1 naming the doc and line of each unmarked C++ / Python block, and of each marked block
+with the first line not found in its source; 0 when every block passes (and prints the count).
 Standard library only.
 """
 import glob
@@ -20,32 +25,53 @@ import os
 import re
 import sys
 
-MARKER = re.compile(r"^<!--\s*snippet:\s*(\S+)\s*-->\s*$")
+MARKER = re.compile(r"^\s*<!--\s*snippet:\s*(\S+)\s*-->\s*$")
+FENCE = re.compile(r"^\s*(`{3,}|~{3,})\s*([^\s`]*)")
 ELISION = ("// ...", "# ...")  # C++ and Python blocks
+# the info strings of the blocks that must be marked (compared in lower case)
+CODE_LANGUAGES = {"cpp", "c++", "cxx", "cuda", "python", "py", "python3"}
 
 
 def blocks(doc_path):
-    """(marker line number, source path, block line number, block lines) per marked block."""
+    """(block line number, language, marker line number or None, source path or None, block
+    lines) per fenced block of the doc; a marker that no block follows gives (None, None,
+    marker line, path, None)."""
     with open(doc_path, encoding="utf-8") as f:
         lines = f.read().split("\n")
+    marker = None  # (line number, path) of a marker waiting for its block
     i = 0
     while i < len(lines):
         m = MARKER.match(lines[i])
-        if not m:
+        if m:
+            if marker is not None:
+                yield None, None, marker[0], marker[1], None
+            marker = (i + 1, m.group(1))
             i += 1
             continue
-        j = i + 1
-        while j < len(lines) and not lines[j].strip():
-            j += 1
-        if j == len(lines) or not lines[j].startswith("```"):
-            yield i + 1, m.group(1), None, None
-            i = j
+        fence = FENCE.match(lines[i])
+        if not fence:
+            if lines[i].strip() and marker is not None:  # text between marker and block
+                yield None, None, marker[0], marker[1], None
+                marker = None
+            i += 1
             continue
-        k = j + 1
-        while k < len(lines) and not lines[k].startswith("```"):
+        # the block runs to the next fence of the same character, at least as long
+        ticks = fence.group(1)
+        k = i + 1
+        while k < len(lines):
+            close = re.match(r"^\s*(`{3,}|~{3,})\s*$", lines[k])
+            if close and close.group(1)[0] == ticks[0] and len(close.group(1)) >= len(ticks):
+                break
             k += 1
-        yield i + 1, m.group(1), j + 1, lines[j + 1:k]
+        language = fence.group(2).lower()
+        if marker is not None:
+            yield i + 1, language, marker[0], marker[1], lines[i + 1:k]
+        else:
+            yield i + 1, language, None, None, lines[i + 1:k]
+        marker = None
         i = k + 1
+    if marker is not None:
+        yield None, None, marker[0], marker[1], None
 
 
 def find(block, source):
@@ -63,7 +89,6 @@ def find(block, source):
     pieces.append(piece)
     pieces = [p for p in pieces if p]
     start = 0
-    first = True
     for piece in pieces:
         found = -1
         for s in range(start, len(have) - len(piece) + 1):
@@ -77,7 +102,6 @@ def find(block, source):
                     return piece[n] if n < len(piece) else piece[0]
             return piece[0]
         start = found + len(piece)
-        first = False
     return None
 
 
@@ -88,10 +112,17 @@ def main():
     checked, failures = 0, []
     for doc in docs:
         name = os.path.relpath(doc, root)
-        for marker_line, path, block_line, block in blocks(doc):
+        for block_line, language, marker_line, path, block in blocks(doc):
             if block is None:
                 failures.append(f"{name}:{marker_line}: snippet marker for {path} is not followed "
                                 "by a fenced code block")
+                continue
+            if path is None:
+                if language in CODE_LANGUAGES:
+                    failures.append(
+                        f"{name}:{block_line}: a ```{language} block without a snippet marker: "
+                        "put `<!-- snippet: PATH -->` before it (PATH: an example or test that "
+                        "contains the code), or make it a ```text block if it is not code to run")
                 continue
             source_path = os.path.join(root, path)
             if not os.path.isfile(source_path):
@@ -110,7 +141,8 @@ def main():
         print(f, file=sys.stderr)
     if failures:
         return 1
-    print(f"check-doc-snippets: {checked} snippets match their sources")
+    print(f"check-doc-snippets: {checked} snippets match their sources; every C++ and Python "
+          "block is one")
     return 0
 
 

@@ -217,7 +217,7 @@ enum class hierarchical_variant {
 //! ranks sit on different hosts, they share links and the overlap is optimistic). Each piece
 //! pays the alpha terms again. `piece_bytes` = 0 (the default) or >= M:
 //! one piece, the formula above. Measured on the two-tier emulated cluster with the transport's
-//! 256 KiB pieces (2026-11-29, three runs each of 2 x 2 and 2 x 3, 1-64 MiB): the leader variant
+//! 256 KiB pieces (three runs each of 2 x 2 and 2 x 3, 1-64 MiB): the leader variant
 //! at 0.85-1.07x of this model, the reduce-scatter variant at 0.83-1.01x of the shared-link one;
 //! with one piece the leader variant on 2 x 3 was up to 1.78x of it (MPI's intra-group stages
 //! for 3 ranks move more than the bound priced here).

@@ -63,7 +63,8 @@ struct hierarchical_allreduce_options {
   //! true: up to three pieces in flight, one per stage: while the ring sums piece k, the group
   //! reduces piece k+1 and spreads piece k-1, so the intra-group stages hide behind the
   //! inter-group ring (or the other way round). false: each piece goes through all three stages
-  //! before the next one starts (the schedule before 2026-11-29, kept for comparison).
+  //! before the next one starts (the library's earlier, unpipelined schedule, kept for
+  //! comparison).
   bool pipelined = true;
   //! How waits complete (see wait_policy.hpp).
   wait_policy wait{};
