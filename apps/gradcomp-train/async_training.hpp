@@ -17,6 +17,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -69,6 +70,31 @@ struct async_worker_totals {
   double staleness_sum = 0, staleness_max = 0; //!< staleness seen at the pulls
   std::int64_t iterations = 0;
   double train_seconds = 0; //!< training only (evaluations excluded)
+
+  //! Adds one iteration: its time points `at` (start, pulled, replica updated, forward done,
+  //! backward done, compressed, pushed), the bytes it sent and received, the elements it pushed
+  //! and the staleness its pull saw.
+  void add_iteration(const std::array<clock_type::time_point, 7>& at,
+                     double sent_bytes,
+                     double received_bytes,
+                     double pushed,
+                     double staleness) {
+    const auto secs = [&](std::size_t a, std::size_t b) {
+      return std::chrono::duration<double>(at[b] - at[a]).count();
+    };
+    const double iteration = secs(0, 6);
+    const double values[per_iteration_count] = {iteration,  secs(2, 3), secs(3, 4),    secs(4, 5),
+                                                secs(0, 1), secs(1, 2), 0.0,           0.0,
+                                                secs(5, 6), sent_bytes, received_bytes};
+    for (std::size_t k = 0; k < per_iteration_count; ++k) {
+      sums[k] += values[k];
+    }
+    selected += pushed;
+    staleness_sum += staleness;
+    staleness_max = std::max(staleness_max, staleness);
+    ++iterations;
+    train_seconds += iteration;
+  }
 };
 
 //! What train_async's worker loop needs besides the options.
@@ -107,10 +133,6 @@ run_async_worker(const train_options& o, const async_worker_setup& s, async_work
   const std::int64_t iterations_per_epoch = s.iterations_per_epoch;
   const std::size_t total_numel = s.total_numel;
   std::vector<eval_point>& points = t.points;
-  auto& sums = t.sums;
-  double& selected = t.selected;
-  double& staleness_sum = t.staleness_sum;
-  double& staleness_max = t.staleness_max;
   std::int64_t& iterations = t.iterations;
   double& train_seconds = t.train_seconds;
   const auto say = [&](const std::string& text) {
@@ -160,31 +182,10 @@ run_async_worker(const train_options& o, const async_worker_setup& s, async_work
         }
         const auto t5 = clock_type::now();
         ps.push(push);
-        const auto t6 = clock_type::now();
-        const auto secs = [](auto a, auto b) {
-          return std::chrono::duration<double>(b - a).count();
-        };
-        const double iteration = secs(t0, t6);
-        const double values[per_iteration_count] = {
-            iteration,
-            secs(t2, t3),
-            secs(t3, t4),
-            secs(t4, t5),
-            secs(t0, t1),
-            secs(t1, t2),
-            0.0,
-            0.0,
-            secs(t5, t6),
-            static_cast<double>(ps.bytes_sent() - sent_before),
-            static_cast<double>(ps.bytes_received() - received_before)};
-        for (std::size_t k = 0; k < per_iteration_count; ++k) {
-          sums[k] += values[k];
-        }
-        selected += static_cast<double>(push.nnz());
-        staleness_sum += static_cast<double>(pulled.staleness);
-        staleness_max = std::max(staleness_max, static_cast<double>(pulled.staleness));
-        ++iterations;
-        train_seconds += iteration;
+        t.add_iteration({t0, t1, t2, t3, t4, t5, clock_type::now()},
+                        static_cast<double>(ps.bytes_sent() - sent_before),
+                        static_cast<double>(ps.bytes_received() - received_before),
+                        static_cast<double>(push.nnz()), static_cast<double>(pulled.staleness));
         loss_sum += loss.item<double>();
         ++loss_count;
         if ((it + 1) * evals >= static_cast<std::int64_t>(next_eval) * iterations_per_epoch) {
@@ -208,7 +209,7 @@ run_async_worker(const train_options& o, const async_worker_setup& s, async_work
                      "s training, %.1f ms/iteration",
                      points.back().epochs_done, 100.0 * e.accuracy, e.loss,
                      points.back().train_loss, train_seconds,
-                     1000.0 * sums[0] / static_cast<double>(iterations)));
+                     1000.0 * t.sums[0] / static_cast<double>(iterations)));
           barrier(group);
         }
       }
@@ -333,6 +334,44 @@ inline int report_async(const train_options& o, const async_summary& r) {
                         final_eval.accuracy, o.require_accuracy);
 }
 
+//! train_async's input checks, agreed by every rank before any training (the command line has
+//! already refused a negative --staleness-bound): a worker must remain beside the `servers`
+//! dedicated server ranks, and the data must load (into `train_set` and `test_set`). Each
+//! problem is printed on stderr. Collective. @return whether the input was refused.
+inline bool async_input_refused(const train_options& o,
+                                const gradcomp::mpi::communicator& comm,
+                                int servers,
+                                gx::dataset& train_set,
+                                gx::dataset& test_set) {
+  const int workers = comm.size() - servers;
+  std::string problem;
+  if (workers < 1) {
+    problem = gradcomp_tools::format("--sync async needs a worker: %d dedicated server(s) "
+                                     "(--servers) leave none of the %d ranks; run at least %d "
+                                     "ranks",
+                                     servers, comm.size(), servers + 1);
+  }
+  if (problem.empty()) {
+    problem = load_data(o, workers, "workers", train_set, test_set);
+  }
+  return any_rank_has_problem(comm, problem);
+}
+
+//! The workers' own communicator (ranks below `workers`; the servers get one of their own):
+//! evaluation and statistics among the workers only, while the servers are inside serve() until
+//! every worker has finished. Collective over `comm`.
+inline gradcomp::mpi::communicator workers_communicator(const gradcomp::mpi::communicator& comm,
+                                                        int workers) {
+  MPI_Comm split = MPI_COMM_NULL;
+  if (MPI_Comm_split(comm.native(), comm.rank() < workers ? 0 : 1, comm.rank(), &split) !=
+      MPI_SUCCESS) {
+    throw std::runtime_error("MPI_Comm_split failed");
+  }
+  gradcomp::mpi::communicator group(split); // duplicates it
+  MPI_Comm_free(&split);
+  return group;
+}
+
 //! @brief Trains with ASGD (see the file) and reports like the synchronous training (rank 0,
 //! which is worker 0). Collective over `comm` (P >= 2 ranks, S < P).
 //!
@@ -371,19 +410,8 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
     }
   };
 
-  // --- input checks, agreed by every rank before any training (the command line has already
-  // refused a negative --staleness-bound)
-  std::string problem;
-  if (workers < 1) {
-    problem = format("--sync async needs a worker: %d dedicated server(s) (--servers) leave none "
-                     "of the %d ranks; run at least %d ranks",
-                     servers, ranks, servers + 1);
-  }
   gx::dataset train_set, test_set;
-  if (problem.empty()) {
-    problem = load_data(o, workers, "workers", train_set, test_set);
-  }
-  if (any_rank_has_problem(comm, problem)) {
+  if (async_input_refused(o, comm, servers, train_set, test_set)) {
     return exit_bad_input;
   }
 
@@ -403,14 +431,7 @@ inline int train_async(const train_options& o, const gradcomp::mpi::communicator
   flat_parameters model{params, numel, std::vector<float>(total_numel)};
   model.to_flat();
 
-  // the workers' own communicator: evaluation and statistics among the workers only (the
-  // servers are inside serve() until every worker has finished)
-  MPI_Comm split = MPI_COMM_NULL;
-  if (MPI_Comm_split(comm.native(), rank < workers ? 0 : 1, rank, &split) != MPI_SUCCESS) {
-    throw std::runtime_error("MPI_Comm_split failed");
-  }
-  const gm::communicator group(split); // duplicates it
-  MPI_Comm_free(&split);
+  const gm::communicator group = workers_communicator(comm, workers);
   gm::async_parameter_server ps(comm, total_numel,
                                 {.servers = servers, .staleness_bound = o.staleness_bound});
 
