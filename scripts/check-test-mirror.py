@@ -10,7 +10,8 @@ _test.cu, or _test.py); a header directly in include/gradcomp/, <name>.hpp, by t
 (or .cu, .py). Prints `include/gradcomp/...: no test named test/..._test.cpp` for each header
 without one, then `test mirror: N of M public headers have a test named after them`. Exits 1 if a
 header has no test, unless --report is given (then 0). DIR: the repository (this script's parent
-folder's parent) unless --root. Standard library only.
+folder's parent) unless --root. Standard library only. ctest runs it on the repository, and on
+test/layering/bad (two headers, no test: it must fail), as the `test mirror: ...` tests.
 """
 import argparse
 import os

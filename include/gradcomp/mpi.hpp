@@ -27,6 +27,7 @@
 #include <gradcomp/mpi/oktopk_exchange.hpp>
 #include <gradcomp/mpi/parameter_server.hpp>
 #include <gradcomp/mpi/pipeline_transports.hpp>
+#include <gradcomp/mpi/powersgd_allreduce.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/ring_trace.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>

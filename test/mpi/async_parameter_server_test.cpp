@@ -23,6 +23,8 @@
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
 
+namespace mpi_async_parameter_server_test {
+
 using namespace gradcomp;
 using gradcomp::test::bits_hash;
 using gradcomp::test::same_bits;
@@ -516,3 +518,5 @@ TEST_CASE("async parameter server: a worker destroyed before finish() does not h
     ps.reset(); // leaves without finish(): the server counts it as finished
   }
 }
+
+} // namespace mpi_async_parameter_server_test

@@ -5,8 +5,9 @@
 #include <gradcomp/mpi/calibrate.hpp>
 
 #include "../common/catch.hpp"
-
 #include "mpi_test_util.hpp"
+
+namespace mpi_calibrate_test {
 
 using namespace gradcomp;
 
@@ -75,3 +76,5 @@ TEST_CASE("sparse allgather calibration fits its own cost formula", "[mpi][calib
   CHECK_THROWS_WITH(mpi::calibrate_sparse_allgather(comm, {.max_pairs = 1u << 30, .density = 0.01}),
                     Catch::Contains("32-bit index limit"));
 }
+
+} // namespace mpi_calibrate_test

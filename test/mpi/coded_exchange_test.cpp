@@ -3,15 +3,14 @@
 // schedules and several windows, the result equals a reference every rank computes locally
 // from all parts' gradients (fixed point: the decoded exact integer sum of the encoded parts;
 // XOR: the float sum in part order), bit for bit and identical on every rank; byte and message
-// counts equal the cost model's; nonblocking progress; and faults (different lengths, options,
-// malformed arguments, NaN, bad r) that every rank reports. The reduce-scatter form
+// counts equal the cost model's; nonblocking progress; and faults (different lengths,
+// malformed arguments, NaN) that every rank reports (bad options, and options that differ
+// between ranks: test/mpi/coded_allreduce_options_test.cpp). The reduce-scatter form
 // (coded_variant::reduce_scatter) against the full form bit for bit, against MPI_Allreduce within
 // the quantisation bound, with its own byte counts. Collective: every rank runs every test. With
 // one rank there is no valid r, and the tests check the rejection.
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
-
-#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -21,9 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "coded_test_util.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_coded_exchange_test {
 
 using gradcomp::test::same_bits;
 using namespace gradcomp::test::coded_helpers;
@@ -270,57 +272,6 @@ TEST_CASE("coded_allreduce rejects malformed arguments of one rank on every rank
   }
 }
 
-TEST_CASE("coded_allreduce rejects different options on every rank", "[mpi][coded]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  if (single_rank_rejects(comm)) {
-    return;
-  }
-  const int p = comm.size();
-  const coded::placement layout(p, 1);
-  const std::size_t d = 8;
-  const std::vector<std::vector<float>> g = all_gradients(layout, d, 6);
-  const std::vector<std::span<const float>> mine = owned_parts(layout, g, comm.rank());
-  std::vector<float> sum(d);
-  mpi::coded_allreduce_options o{.redundancy = 1};
-  SECTION("schedule") {
-    if (comm.rank() == 0) {
-      o.schedule = mpi::coded_schedule::serialized;
-    }
-    mpi::coded_allreduce op(comm, o);
-    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
-                        Catch::Contains("different options: schedule"));
-  }
-  SECTION("variant") {
-    if (comm.rank() == 0) {
-      o.variant = mpi::coded_variant::reduce_scatter;
-    }
-    mpi::coded_allreduce op(comm, o);
-    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
-                        Catch::Contains("different options: variant from 0 to 1"));
-    // usable again afterwards, every rank with the same variant
-    mpi::coded_allreduce same(comm,
-                              {.redundancy = 1, .variant = mpi::coded_variant::reduce_scatter});
-    same(std::span<const std::span<const float>>(mine), std::span<float>(sum));
-    CHECK(same_bits(sum, fixed_point_reference(g, d)));
-  }
-  SECTION("uncoded") {
-    if (comm.rank() == 0) {
-      o.uncoded = true;
-    }
-    mpi::coded_allreduce op(comm, o);
-    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
-                        Catch::Contains("different options: uncoded from 0 to 1"));
-  }
-  SECTION("tag_base") {
-    if (comm.rank() == 0) {
-      o.tag_base = 100;
-    }
-    mpi::coded_allreduce op(comm, o);
-    REQUIRE_THROWS_WITH(op(std::span<const std::span<const float>>(mine), std::span<float>(sum)),
-                        Catch::Contains("different options: tag_base from 0 to 100"));
-  }
-}
-
 TEST_CASE("coded_allreduce fixed point rejects NaN on any rank on every rank", "[mpi][coded]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   if (single_rank_rejects(comm)) {
@@ -341,38 +292,6 @@ TEST_CASE("coded_allreduce fixed point rejects NaN on any rank on every rank", "
   const std::vector<std::span<const float>> good = owned_parts(layout, g, comm.rank());
   op(std::span<const std::span<const float>>(good), std::span<float>(sum));
   CHECK(same_bits(sum, fixed_point_reference(g, d)));
-}
-
-TEST_CASE("coded_allreduce rejects a bad redundancy and bad tags", "[mpi][coded]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = 0}),
-                    Catch::Contains("redundancy r = 0 is below 1"));
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = -3}),
-                    Catch::Contains("redundancy r = -3 is below 1"));
-  CHECK_THROWS_AS(mpi::coded_allreduce(comm, {.redundancy = p}), std::invalid_argument);
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.redundancy = p + 1}),
-                    Catch::Contains("is not below the rank count"));
-  if (p < 2) {
-    return;
-  }
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_base = -1}),
-                    Catch::Contains("tag_base -1 is negative"));
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_range = 0}),
-                    Catch::Contains("tag_range 0 is below 1"));
-  CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.max_requests = 1}),
-                    Catch::Contains("max_requests 1 is outside [2, 64]"));
-  // the last tag must not pass MPI_TAG_UB
-  void* value = nullptr;
-  int found = 0;
-  MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &value, &found);
-  REQUIRE(found != 0);
-  const int tag_ub = *static_cast<int*>(value);
-  CHECK_NOTHROW(mpi::coded_allreduce(comm, {.tag_base = tag_ub, .tag_range = 1}));
-  if (coded::placement(p, 1).group_count() >= 2) {
-    CHECK_THROWS_WITH(mpi::coded_allreduce(comm, {.tag_base = tag_ub, .tag_range = 2}),
-                      Catch::Contains("exceeds MPI_TAG_UB"));
-  }
 }
 
 // ---- the reduce-scatter form ------------------------------------------------------------------
@@ -489,3 +408,5 @@ TEST_CASE("coded_allreduce reduce_scatter agrees with MPI_Allreduce within the d
     }
   }
 }
+
+} // namespace mpi_coded_exchange_test

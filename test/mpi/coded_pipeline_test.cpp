@@ -13,8 +13,6 @@
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
@@ -22,9 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "coded_test_util.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_coded_pipeline_test {
 
 using gradcomp::test::same_bits;
 
@@ -258,3 +259,5 @@ TEST_CASE("coded_dense_exchange names a malformed part on its rank and fails eve
   exchange.wait();
   CHECK(std::all_of(average.begin(), average.end(), [](float v) { return v == 1.0f; }));
 }
+
+} // namespace mpi_coded_pipeline_test

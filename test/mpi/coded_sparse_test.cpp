@@ -13,8 +13,6 @@
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -27,9 +25,12 @@
 #include <thread>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "coded_test_util.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_coded_sparse_test {
 
 using namespace gradcomp;
 using namespace gradcomp::test::coded_helpers;
@@ -51,6 +52,9 @@ enum class selection {
 constexpr selection all_selections[] = {selection::overlapping, selection::disjoint,
                                         selection::empty_parts, selection::none,
                                         selection::full_sparse, selection::full_dense};
+
+// (beside coded_helpers' name() overloads, which this one would hide)
+using gradcomp::test::coded_helpers::name;
 
 const char* name(selection s) {
   switch (s) {
@@ -524,3 +528,5 @@ TEST_CASE("coded_sparse_allreduce rejects a bad redundancy", "[mpi][coded]") {
   CHECK_THROWS_WITH(mpi::coded_sparse_allreduce(comm, {.redundancy = p}),
                     Catch::Contains("is not below the rank count"));
 }
+
+} // namespace mpi_coded_sparse_test

@@ -6,17 +6,17 @@
 // against S2's volume formula; bad arguments throwing on every rank.
 #include <gradcomp/blas/cblas_gemm.hpp>
 #include <gradcomp/cost/volume.hpp>
-#include <gradcomp/mpi/calibrate_column_parallel.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>
-
-#include "../common/catch.hpp"
 
 #include <cmath>
 #include <cstddef>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_column_parallel_linear_test {
 
 using namespace gradcomp;
 using layer = mpi::column_parallel_linear<blas::cblas_gemm>;
@@ -307,20 +307,6 @@ TEST_CASE("column_parallel_linear rejects bad arguments on every rank",
   }
 }
 
-TEST_CASE("the model-parallel fixed cost is measured, the same on every rank",
-          "[column_parallel_linear]") {
-  const mpi::communicator comm(MPI_COMM_WORLD);
-  const double t =
-      mpi::calibrate_model_parallel_fixed_seconds(comm, mpi::fc_exchange::all_to_all, 3);
-  CHECK(t > 0.0);
-  CHECK(t < 10.0);
-  const std::vector<float> mine{static_cast<float>(t)};
-  CHECK(test::identical_on_all_ranks(mine)); // the slowest rank's median, agreed
-  REQUIRE_THROWS_WITH(
-      mpi::calibrate_model_parallel_fixed_seconds(comm, mpi::fc_exchange::all_to_all, 0),
-      Catch::Contains("repetitions 0"));
-}
-
 TEST_CASE("cblas_gemm rejects leading dimensions below the row length",
           "[column_parallel_linear]") {
   std::vector<float> a(6), b(6), c(4);
@@ -335,3 +321,5 @@ TEST_CASE("cblas_gemm rejects leading dimensions below the row length",
                                                    .ldc = 2}),
                       Catch::Contains("lda 2 is below the row length 3"));
 }
+
+} // namespace mpi_column_parallel_linear_test

@@ -8,14 +8,15 @@
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <iterator>
 #include <thread>
 
+#include "../common/catch.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_hierarchical_allreduce_test {
 
 using namespace gradcomp;
 using gradcomp::test::describe;
@@ -289,3 +290,5 @@ TEST_CASE("hierarchical allreduce options are validated", "[mpi][hierarchical_al
   CHECK_THROWS_AS(mpi::hierarchical_allreduce(comm, {.segment_bytes = 3}), std::invalid_argument);
   CHECK_THROWS_AS(mpi::hierarchical_allreduce(comm, {.piece_bytes = 2}), std::invalid_argument);
 }
+
+} // namespace mpi_hierarchical_allreduce_test

@@ -4,15 +4,16 @@
 // collectives instead of freeing them (checked through a PMPI override of MPI_Request_free).
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
-
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_native_allreduce_test {
 
 using namespace gradcomp;
 using gradcomp::test::same_bits;
@@ -85,9 +86,14 @@ extern "C" int MPI_Request_free(MPI_Request* request) {
   return PMPI_Request_free(request);
 }
 
+} // namespace mpi_native_allreduce_test
+
+// (outside the file's namespace: gradcomp::test's function, declared in mpi_test_util.hpp)
 int gradcomp::test::active_request_frees() {
-  return active_frees.load();
+  return mpi_native_allreduce_test::active_frees.load();
 }
+
+namespace mpi_native_allreduce_test {
 
 TEST_CASE("native_allreduce dropped mid-way completes its collective instead of freeing it",
           "[native_allreduce]") {
@@ -115,3 +121,5 @@ TEST_CASE("native_allreduce dropped mid-way completes its collective instead of 
     CHECK(ones == std::vector<float>(8, p));
   }
 }
+
+} // namespace mpi_native_allreduce_test

@@ -11,14 +11,15 @@
 #include <gradcomp/mpi/pipeline_transports.hpp>
 #include <gradcomp/pipeline.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <limits>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_nonfinite_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -148,3 +149,5 @@ TEST_CASE("nonfinite: propagate shows one rank's NaN in every average", "[nonfin
   CHECK(std::isnan(p.averaged(1)[3]));
   CHECK(p.last_stats().nonfinite == 0);
 }
+
+} // namespace mpi_nonfinite_test

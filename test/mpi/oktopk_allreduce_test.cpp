@@ -10,16 +10,17 @@
 #include <gradcomp/gradcomp.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <functional>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_oktopk_allreduce_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -160,8 +161,9 @@ TEST_CASE("oktopk: regions, reused threshold and sums as the reference, on every
   const mpi::communicator comm(MPI_COMM_WORLD);
   const std::size_t n = 5000;
   const std::size_t k = 50;
-  const mpi::oktopk_allreduce_options o{
-      .indices = index_encoding::u32, .repartition_interval_calls = 3, .threshold_interval_calls = 4};
+  const mpi::oktopk_allreduce_options o{.indices = index_encoding::u32,
+                                        .repartition_interval_calls = 3,
+                                        .threshold_interval_calls = 4};
   mpi::oktopk_allreduce oktopk(comm, o);
   reference_state st;
   std::vector<float> residual(n, 0.0f);
@@ -279,3 +281,5 @@ TEST_CASE("oktopk: bad arguments on any rank throw on every rank", "[oktopk]") {
   CHECK_THROWS_WITH(mpi::oktopk_allreduce(comm, {.threshold_tolerance = 0.5}),
                     Contains("threshold_tolerance 0.5 is below 1"));
 }
+
+} // namespace mpi_oktopk_allreduce_test

@@ -3,12 +3,11 @@
 // in worker order divided by W, on every rank; co-located and dedicated servers, S = 1, 2, 3,
 // sparse (overlapping, disjoint, empty) and dense pushes, dense and adaptive (sparse) pulls,
 // small messages, nonblocking progress, byte counts against an independent encoding of the
-// pushes' union; and faults (length mismatch, invalid push, NaN, bad options) that every rank
-// reports, and a corrupted sparse pull that its receivers report. Collective: every rank runs
-// every test.
+// pushes' union; and faults (length mismatch, invalid push, NaN) that every rank reports, and
+// a corrupted sparse pull that its receivers report (bad options, and options that differ
+// between ranks: test/mpi/parameter_server_options_test.cpp). Collective: every rank runs every
+// test.
 #include <gradcomp/mpi.hpp>
-
-#include "../common/catch.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,9 +18,12 @@
 #include <utility>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "fault_injection.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_parameter_server_test {
 
 using namespace gradcomp;
 using gradcomp::test::describe;
@@ -516,41 +518,6 @@ TEST_CASE("parameter server: a push its server rejects makes every rank throw a 
   }
 }
 
-TEST_CASE("parameter server options are validated", "[mpi][parameter_server]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  using mpi::server_placement;
-  CHECK_THROWS_AS(mpi::parameter_server(comm, {.servers = 0}), std::invalid_argument);
-  CHECK_THROWS_WITH(mpi::parameter_server(comm, {.servers = p + 1}),
-                    Catch::Contains("co-located servers exceed"));
-  CHECK_THROWS_WITH(
-      mpi::parameter_server(comm, {.servers = p, .placement = server_placement::dedicated}),
-      Catch::Contains("leave no worker"));
-  CHECK_THROWS_AS(mpi::parameter_server(comm, {.max_message_bytes = 3}), std::invalid_argument);
-  CHECK_THROWS_AS(mpi::parameter_server(comm, {.tag_base = -1}), std::invalid_argument);
-  CHECK_THROWS_AS(mpi::parameter_server(comm, {.indices = index_encoding::none}),
-                  std::invalid_argument);
-}
-
-TEST_CASE("parameter server: ranks passing different options all get an exception",
-          "[mpi][parameter_server]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  if (comm.size() == 1) {
-    SUCCEED("a single rank cannot disagree with itself");
-    return;
-  }
-  // rank 0 asks for 2 servers, the others for 1: every rank notices before any payload moves
-  mpi::parameter_server ps(comm, {.servers = comm.rank() == 0 ? 2 : 1});
-  sparse_message push;
-  push.clear(10);
-  std::vector<float> average(10);
-  CHECK_THROWS_WITH(ps(push, average), Catch::Contains("different options"));
-  // the pull format too
-  mpi::parameter_server pulls(
-      comm, {.pull = comm.rank() == 0 ? mpi::pull_format::dense : mpi::pull_format::adaptive});
-  CHECK_THROWS_WITH(pulls(push, average), Catch::Contains("pull dense"));
-}
-
 TEST_CASE("parameter server: a sparse pull corrupted on the wire makes its receivers throw",
           "[mpi][parameter_server]") {
   mpi::communicator comm(MPI_COMM_WORLD);
@@ -607,3 +574,5 @@ TEST_CASE("parameter server averages quantized pushes (shards keep the scale)",
   CHECK(average == sum);
   CHECK(identical_on_all_ranks(average));
 }
+
+} // namespace mpi_parameter_server_test

@@ -2,18 +2,19 @@
 // Ring allreduce against MPI_Allreduce, or the sum of every rank's data that every rank computes
 // in double (tolerance for reassociation), bit-identical results on every rank, any size and
 // segment size, nonblocking progress, and a length mismatch that every rank reports instead of
-// hanging, an operation dropped during its length check, and the optional per-step trace
-// (counted against the ring's traffic, same results).
+// hanging, and an operation dropped during its length check. The per-step trace:
+// test/mpi/ring_trace_test.cpp; every wait policy: test/mpi/wait_policy_test.cpp.
 // Collective: every rank runs every test.
 #include <gradcomp/mpi.hpp>
-
-#include "../common/catch.hpp"
 
 #include <chrono>
 #include <cmath>
 #include <thread>
 
+#include "../common/catch.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_ring_allreduce_test {
 
 using namespace gradcomp;
 using gradcomp::test::describe;
@@ -110,16 +111,6 @@ TEST_CASE("ranks passing different lengths all get an exception", "[mpi][ring_al
   CHECK(ok[0] == static_cast<float>(comm.size()));
 }
 
-TEST_CASE("every wait policy completes the operation", "[mpi][wait_policy]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  for (mpi::wait_kind kind : {mpi::wait_kind::spin, mpi::wait_kind::yield, mpi::wait_kind::sleep}) {
-    std::vector<float> data(1000, 1.0f);
-    mpi::ring_allreduce ring(comm, {.wait = {.kind = kind}});
-    ring(data);
-    CHECK(data[999] == static_cast<float>(comm.size()));
-  }
-}
-
 TEST_CASE("ring allreduce options are validated", "[mpi][ring_allreduce]") {
   mpi::communicator comm(MPI_COMM_WORLD);
   CHECK_THROWS_AS(mpi::ring_allreduce(comm, {.segment_bytes = 2}), std::invalid_argument);
@@ -149,68 +140,4 @@ TEST_CASE("ring allreduce dropped during its length check completes the check in
   CHECK(data[999] == static_cast<float>(comm.size()));
 }
 
-TEST_CASE("ring trace: one record per step, the ring's exact bytes, ordered times, same result",
-          "[mpi][ring_allreduce]") {
-  mpi::communicator comm(MPI_COMM_WORLD);
-  const int p = comm.size();
-  const int in_flight = GENERATE(1, 2);
-  CAPTURE(in_flight);
-  // with 2 in flight step s + 1 is posted beside step s (on 3 or more ranks), s + 2 after s ended
-  const int overlap = p >= 3 ? in_flight : 1;
-  const std::size_t n = 100003; // blocks of unequal size
-  mpi::ring_trace trace;
-  mpi::ring_allreduce traced(
-      comm, {.segment_bytes = 16384, .steps_in_flight = in_flight, .trace = &trace});
-  mpi::ring_allreduce plain(comm, {.segment_bytes = 16384});
-  for (int operation = 0; operation < 2; ++operation) {
-    std::vector<float> a = rank_values(n, world_rank(), 7 + operation);
-    std::vector<float> b = a;
-    traced(a);
-    plain(b);
-    CHECK(a == b); // tracing changes no arithmetic
-  }
-  CHECK(trace.operations == 2);
-  REQUIRE(trace.started_seconds.size() == 2);
-  const std::size_t steps = p == 1 ? 0 : static_cast<std::size_t>(2 * (p - 1));
-  REQUIRE(trace.steps.size() == 2 * steps);
-  // independent count of the ring's traffic: a rank sends every block but r + 1 in the
-  // reduce-scatter and every block but r + 2 in the allgather (block b: n (b+1)/P - n b/P)
-  const auto block = [&](int b) {
-    const auto w = static_cast<std::size_t>(((b % p) + p) % p);
-    return n * (w + 1) / static_cast<std::size_t>(p) - n * w / static_cast<std::size_t>(p);
-  };
-  const int r = comm.rank();
-  const std::size_t expected_sent =
-      p == 1 ? 0 : sizeof(float) * (2 * n - block(r + 1) - block(r + 2));
-  for (std::uint64_t op = 0; op < 2; ++op) {
-    std::size_t sent = 0, received = 0;
-    const mpi::ring_step_record* first = steps > 0 ? &trace.steps[op * steps] : nullptr;
-    for (std::size_t s = 0; s < steps; ++s) {
-      const mpi::ring_step_record& rec = trace.steps[op * steps + s];
-      CAPTURE(op, s);
-      CHECK(rec.operation == op);
-      CHECK(rec.step == static_cast<int>(s));
-      CHECK(rec.segments == (rec.bytes_sent + 16383) / 16384);
-      CHECK(rec.posted_seconds >= trace.started_seconds[op]);
-      if (s >= static_cast<std::size_t>(overlap)) { // opens once the step `overlap` before ended
-        CHECK(rec.posted_seconds >= first[s - static_cast<std::size_t>(overlap)].sent_seconds);
-      }
-      if (s >= 1) { // posted and ended in step order
-        CHECK(rec.posted_seconds >= first[s - 1].posted_seconds);
-        CHECK(rec.sent_seconds >= first[s - 1].sent_seconds);
-      }
-      if (overlap == 2 && s >= 1) { // pipelined: posted before the step before it ended
-        CHECK(rec.posted_seconds < first[s - 1].sent_seconds);
-      }
-      CHECK(rec.received_seconds >= rec.posted_seconds);
-      CHECK(rec.sent_seconds >= rec.received_seconds);
-      CHECK(rec.reduce_seconds >= 0.0);
-      CHECK((rec.reduce_seconds == 0.0) == (s >= static_cast<std::size_t>(p - 1)));
-      CHECK(rec.polls >= 1);
-      sent += rec.bytes_sent;
-      received += rec.bytes_received;
-    }
-    CHECK(sent == expected_sent);
-    CHECK(received == (p == 1 ? 0 : sizeof(float) * (2 * n - block(r) - block(r + 1))));
-  }
-}
+} // namespace mpi_ring_allreduce_test

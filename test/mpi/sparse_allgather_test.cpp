@@ -4,7 +4,6 @@
 // dense-length mismatch, a malformed message) that every rank reports.
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
 #include <climits>
 
 #include <algorithm>
@@ -14,8 +13,11 @@
 #include <stdexcept>
 #include <string>
 
+#include "../common/catch.hpp"
 #include "fault_injection.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_sparse_allgather_test {
 
 using namespace gradcomp;
 using gradcomp::test::identical_on_all_ranks;
@@ -336,3 +338,5 @@ TEST_CASE("quantized messages travel packed and sum as their values",
   CHECK(encode(mine).size() == bytes);
   CHECK(exchange.bytes_sent() == bytes * static_cast<std::size_t>(comm.size() - 1));
 }
+
+} // namespace mpi_sparse_allgather_test

@@ -96,7 +96,10 @@ if(EXAMPLES_SOURCE_DIR AND MODE STREQUAL "find_package")
   endforeach()
   if(MPIEXEC)
     foreach(example 03_mpi_vector/gradcomp_example_mpi_vector
-                    05_custom_transport/gradcomp_example_custom_transport)
+                    05_custom_transport/gradcomp_example_custom_transport
+                    08_coded_exchange/gradcomp_example_coded_exchange
+                    09_sparse_allreduce/gradcomp_example_sparse_allreduce
+                    10_training_loop/gradcomp_example_training_loop)
       if(NOT EXISTS "${WORK_DIR}/examples/${example}")
         message(FATAL_ERROR "examples alone: ${example} was not built (gradcomp::mpi not found)")
       endif()

@@ -10,7 +10,7 @@ from train_runner import load, needs_train, run
 
 CASES = [
     # method, transport, extra options (every method over allgather, ring and ps resumes bit for
-    # bit at the library level: test/mpi/pipeline_test.cpp; here the program's own state)
+    # bit at the library level: test/mpi/pipeline_transports_test.cpp; here the program's own state)
     ("reused_threshold", "allgather", ["--loss-scale", "dynamic", "--optimizer", "lars"]),
     ("sampled_topk", "ring", []),  # SGD's momentum buffers through LibTorch's serialization
 ]

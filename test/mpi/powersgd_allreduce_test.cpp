@@ -9,16 +9,17 @@
 #include <gradcomp/compressor/powersgd.hpp>
 #include <gradcomp/mpi/powersgd_allreduce.hpp>
 
-#include "../common/catch.hpp"
-
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/same_bits.hpp"
 #include "mpi_test_util.hpp"
+
+namespace mpi_powersgd_allreduce_test {
 
 using namespace gradcomp;
 using Catch::Matchers::Contains;
@@ -299,3 +300,5 @@ TEST_CASE("powersgd: bad options and disagreeing ranks throw on every rank", "[p
   CHECK(test::identical_on_all_ranks(avg));
   CHECK_THROWS_WITH(powersgd_layer<blas::cblas_gemm>(2, 3, {}, 0), Contains("does not compress"));
 }
+
+} // namespace mpi_powersgd_allreduce_test

@@ -16,7 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "../common/catch.hpp"
+#include "../../common/catch.hpp"
+
+namespace mpi_detail_phases_test {
 
 using namespace gradcomp;
 
@@ -327,3 +329,5 @@ TEST_CASE("the length agreement throws on every rank when lengths differ", "[mpi
   op.wait();
   CHECK(op.agreed_);
 }
+
+} // namespace mpi_detail_phases_test
