@@ -10,16 +10,12 @@
 # training time), one run after the other in this invocation:
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
-#   gradcomp, compressed:  --method reused_threshold --density 0.01 --transport allgather
-#                          --merge optimal --density-warmup-epochs 1 --factor-masking false
-#                          (DGC's density warm-up: 25 % in the first epoch, then 1 %; momentum
-#                          correction keeping the velocity; docs/fidelity.md: on this CNN it
-#                          reached dense's 2-epoch accuracy in 0.79x of dense's time, where
-#                          the reused threshold alone did not reach it in 2 epochs)
-#   gradcomp, auto:        --method auto --density 0.01 --transport allgather --merge optimal
+#   gradcomp, compressed:  --method auto --density 0.01 --transport allgather --merge optimal
 #                          (per merge group dense or 1 %, 10 % while Accordion's detector sees
 #                          a critical regime, from the cost model calibrated at start-up;
-#                          docs/train.md)
+#                          docs/train.md; on this CNN it reached 90.5 % in 0.83x / 0.81x of the
+#                          time of the earlier compressed run (DGC's 1-epoch density warm-up
+#                          with the velocity kept), seeds 1 and 2: docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
@@ -38,7 +34,7 @@
 # constant rate, as the main job ran until 2026-12-02. --target-accuracy: a fraction, default
 # 0.905; none: every run trains all --epochs. The floors never reach it: they run the cap.)
 # runs_only="NAME ..." in the environment runs only the named runs (dense-ring dense compressed
-# auto floor ddp-dense ddp-fp16 ddp-powersgd ddp-floor).
+# floor ddp-dense ddp-fp16 ddp-powersgd ddp-floor).
 # Takes about 30-40 minutes on a 2-core machine (the floors run the 3-epoch cap; build and apt
 # excluded); --no-ddp leaves the four PyTorch runs out (about half of it).
 set -euo pipefail
@@ -98,10 +94,7 @@ run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --t
   --merge optimal "${extra[@]}"
 run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
   --merge size_threshold "${extra[@]}"
-run_gradcomp compressed "gradcomp reused_threshold 1% (warm-up, velocity kept), allgather, optimal merge" \
-  --method reused_threshold --density 0.01 --transport allgather --merge optimal \
-  --density-warmup-epochs 1 --factor-masking false "${extra[@]}"
-run_gradcomp auto "gradcomp --method auto (dense or 1 % per group, 10 % when critical), allgather, optimal merge" \
+run_gradcomp compressed "gradcomp --method auto (dense or 1 % per group, 10 % when critical), allgather, optimal merge" \
   --method auto --density 0.01 --transport allgather --merge optimal "${extra[@]}"
 if [[ $floor == 1 ]]; then
   run_gradcomp floor "gradcomp, no communication (floor)" --method dense --transport none \
