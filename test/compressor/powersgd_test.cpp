@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // gradcomp::powersgd_layer (compressor/powersgd.hpp) on one worker with the triple-loop GEMM of
 // test/common/naive_gemm.hpp (no BLAS, no MPI; the MPI allreduce of P and Q is tested in
-// test/mpi/powersgd_allreduce_test.cpp): which layers compress (the formula counted by hand), the options'
-// checks, Gram-Schmidt against hand-worked columns, one power step against the projection
+// test/mpi/powersgd_allreduce_test.cpp): which layers compress (the formula counted by hand), the
+// options' checks, Gram-Schmidt against hand-worked columns, one power step against the projection
 // P P^T M computed in double, a rank-1 gradient recovered, error feedback's conservation, the warm
 // start and the seeded starting Q, and the length checks.
 #include <gradcomp/compressor/powersgd.hpp>
