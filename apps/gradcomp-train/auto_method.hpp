@@ -94,8 +94,13 @@ public:
     }
   }
 
-  //! After the exchange: adds the iteration's averaged gradient to the interval's accumulation.
-  void after_iteration(const gradient_exchange& exchange) {
+  //! After the exchange: adds the iteration's averaged gradient to the interval's accumulation,
+  //! unless the step was skipped (`applied` false: loss scaling's overflow or --nonfinite
+  //! skip_step, whose averages hold what was not applied).
+  void after_iteration(const gradient_exchange& exchange, bool applied) {
+    if (!applied) {
+      return;
+    }
     for (std::size_t l = 0; l < numel_.size(); ++l) {
       const std::span<const float> avg = exchange.averaged(l);
       std::vector<float>& a = accumulated_[l];
@@ -209,7 +214,10 @@ private:
       if (dropped) {
         regimes_[g].learning_rate_dropped();
       }
-      regimes_[g].observe(std::sqrt(group_sum_of_squares(g)));
+      const double norm = std::sqrt(group_sum_of_squares(g));
+      if (std::isfinite(norm)) { // not finite: the model diverged; the evaluation point says so
+        regimes_[g].observe(norm);
+      }
       change[g] = regimes_[g].last_change();
     }
     for (std::vector<float>& a : accumulated_) {

@@ -328,7 +328,7 @@ private:
     const auto& st = alone() ? no_stats_ : exchange->last_stats();
     remedies.after_iteration(st, exchange.get());
     if (automatic) {
-      automatic->after_iteration(*exchange);
+      automatic->after_iteration(*exchange, apply);
     }
     add(c, st, t0, t2, t3, t4);
     show_progress(epoch, it);

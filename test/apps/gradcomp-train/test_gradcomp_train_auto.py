@@ -125,6 +125,18 @@ def test_a_learning_rate_drop_starts_a_critical_interval(tmp_path):
                                                               for i in intervals]
 
 
+def test_a_skipped_step_leaves_the_regimes_finite(tmp_path):
+    # an overflow at iteration 2 (dynamic loss scaling): the step is skipped on every rank and
+    # its averages, which hold the infinity, stay out of the regimes' norms
+    p, report = run(tmp_path, "skip", 2, *AUTO, "--auto-interval-epochs", "0.2", "--loss-scale",
+                    "dynamic", "--inject-overflow-at", "2", evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["skipped_steps"] == 1 and r["replicas_identical"]
+    changes = [c for i in r["auto"]["intervals"][2:] for c in i["change"]]
+    assert changes and all(c is not None and math.isfinite(c) for c in changes)
+
+
 @pytest.mark.parametrize("args,named", [
     (["--transport", "ring"], "--transport allgather"),
     (["--compression-scope", "group"], "--compression-scope layer"),
