@@ -53,7 +53,8 @@ public:
                          static_cast<double>(s.data.iterations_per_epoch)))) {
     double alpha = plan.info.value("alpha_seconds", 0.0);
     double beta = plan.info.value("beta_seconds_per_byte", 0.0);
-    if (alpha == 0.0 && beta == 0.0 && s.ranks > 1) {
+    // the plan calibrated (the same on every rank: decided by the options) where it predicted
+    if (!plan.info.contains("predicted_iteration_seconds") && s.ranks > 1) {
       const gradcomp::cost::network net = calibrate_network(s, s.o.calibrate_under_load);
       alpha = net.alpha_seconds;
       beta = net.beta_seconds_per_byte;

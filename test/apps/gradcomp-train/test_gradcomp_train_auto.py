@@ -111,6 +111,21 @@ def test_auto_goes_dense_when_compression_must_save_everything(tmp_path):
     assert r["replicas_identical"]
 
 
+def test_auto_calibrates_itself_when_the_merge_plan_does_not(tmp_path):
+    # per_layer plans without a network model: auto runs its own ring sweep (collective on
+    # every rank) and prices every layer as a group of its own
+    base = [a for a in AUTO if a not in ("--merge", "optimal")]
+    p, report = run(tmp_path, "per-layer", 2, *base, "--merge", "per_layer", evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    a = r["auto"]
+    assert len(a["groups"]) == len(a["backward_seconds"]) == 8  # the CNN's 8 tensors
+    assert a["alpha_seconds"] > 0 or a["beta_seconds_per_byte"] > 0
+    for g in a["groups"]:
+        check_decision(g["normal"], g, a, 0.01)
+    assert r["replicas_identical"]
+
+
 def test_a_learning_rate_drop_starts_a_critical_interval(tmp_path):
     # 10 iterations per epoch, intervals of 1 iteration, the rate x 0.1 from iteration 5 on;
     # eta 1e6: only the first two intervals (the detector has nothing to compare them with) and
