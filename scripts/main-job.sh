@@ -13,9 +13,9 @@
 #   gradcomp, compressed:  --method auto --density 0.01 --transport allgather --merge optimal
 #                          (per merge group dense or 1 %, 10 % while Accordion's detector sees
 #                          a critical regime, from the cost model calibrated at start-up;
-#                          docs/train.md; on this CNN it reached 90.5 % in 0.83x / 0.81x of the
+#                          docs/train.md; on this CNN it reached 90.5 % in 0.81-0.83x of the
 #                          time of the earlier compressed run (DGC's 1-epoch density warm-up
-#                          with the velocity kept), seeds 1 and 2: docs/benchmarks.md)
+#                          with the velocity kept), seeds 1-3: docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
