@@ -120,18 +120,12 @@ public:
     report["config"]["auto_interval_epochs"] = settings_.interval_epochs;
     report["config"]["auto_eta"] = settings_.eta;
     report["config"]["auto_min_saving"] = settings_.min_saving;
-    nlohmann::json groups = nlohmann::json::array();
+    nlohmann::json groups = describe_groups(layers, groups_).first; // layers, elements
     for (std::size_t g = 0; g < groups_.size(); ++g) {
-      nlohmann::json names = nlohmann::json::array();
-      for (std::size_t p = groups_[g].begin; p < groups_[g].end; ++p) {
-        names.push_back(layers[gradcomp::schedule::forward_index(p, numel_.size())].name);
-      }
-      groups.push_back({{"layers", names},
-                        {"elements", elements_[g]},
-                        {"overlap_seconds", overlap_[g]},
-                        {"normal", decision_json(normal_[g])},
-                        {"critical", decision_json(critical_[g])},
-                        {"critical_iterations", critical_iterations_[g]}});
+      groups[g]["overlap_seconds"] = overlap_[g];
+      groups[g]["normal"] = decision_json(normal_[g]);
+      groups[g]["critical"] = decision_json(critical_[g]);
+      groups[g]["critical_iterations"] = critical_iterations_[g];
     }
     report["auto"] = {{"ranks", ranks_},
                       {"density", density_},
@@ -198,7 +192,6 @@ private:
       for (std::size_t p = group.end; p < layers; ++p) {
         overlap += backward_[gs::forward_index(p, layers)];
       }
-      elements_.push_back(elements);
       overlap_.push_back(overlap);
       normal_.push_back(gs::choose_exchange(elements, costs, choice, false, overlap));
       critical_.push_back(gs::choose_exchange(elements, costs, choice, true, overlap));
@@ -227,13 +220,13 @@ private:
     apply(it, lr, exchange, change);
   }
 
-  // The sum of squares of group g's accumulated gradient (double accumulation).
+  // The sum of squares of group g's accumulated gradient: its layers' (gradcomp::sum_of_squares,
+  // in double), in backward order.
   [[nodiscard]] double group_sum_of_squares(std::size_t g) const {
     double sum = 0;
     for (std::size_t p = groups_[g].begin; p < groups_[g].end; ++p) {
-      for (const float v : accumulated_[gradcomp::schedule::forward_index(p, numel_.size())]) {
-        sum += static_cast<double>(v) * static_cast<double>(v);
-      }
+      sum += gradcomp::sum_of_squares(
+          accumulated_[gradcomp::schedule::forward_index(p, numel_.size())]);
     }
     return sum;
   }
@@ -297,7 +290,6 @@ private:
   gradcomp::cost::network net_;
   double select_per_element_ = 0;
   std::vector<double> backward_; // rank 0's backward seconds per layer, forward order
-  std::vector<std::uint64_t> elements_;
   std::vector<double> overlap_;
   std::vector<gradcomp::schedule::exchange_decision> normal_, critical_;
   std::vector<std::int64_t> critical_iterations_;
