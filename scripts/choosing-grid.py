@@ -11,8 +11,9 @@ them with --commands, on stderr); nothing is measured here. The model, as docs/c
 states it:
 
 * profiles: apps/gradcomp-plan/profiles/ (the Fashion-MNIST CNN, estimated for one CPU core;
-  VGG-16 and ResNet-50, PipeDream's measured per-module backward times), each with the forward
-  time its header gives;
+  gradcomp-train's VGG-style model, measured in a short gradcomp-train run of 4 ranks on 2 CPU
+  cores; ResNet-50, PipeDream's measured per-module backward times), each with the forward time
+  its header gives;
 * a link of R bit/s: beta = 8 / R seconds per byte, alpha = 50 us per message step;
 * per merged group, one message priced alpha' + beta' x bytes: the dense ring allreduce
   (fp32, 4 bytes per element) with alpha' = 2 (P - 1) alpha and beta' = 2 (P - 1) / P beta;
@@ -41,7 +42,7 @@ import tempfile
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 PROFILES = [  # (name, profile, forward seconds from the profile's header)
     ("Fashion-MNIST CNN", "apps/gradcomp-plan/profiles/fashion_mnist_cnn.csv", 0.0054),
-    ("VGG-16", "apps/gradcomp-plan/profiles/vgg16.csv", 0.2519),
+    ("VGG-style", "apps/gradcomp-plan/profiles/vgg-style.csv", 0.0447),
     ("ResNet-50", "apps/gradcomp-plan/profiles/resnet50.csv", 0.2015),
 ]
 RANKS = [4, 64, 1024]

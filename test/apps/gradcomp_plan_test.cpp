@@ -187,6 +187,7 @@ TEST_CASE("every shipped profile plans, and the timeline SVG is written", "[plan
        std::vector<std::pair<std::string, std::string>>{{"resnet20", "0.000325"},
                                                         {"resnet50", "0.2015"},
                                                         {"vgg16", "0.2519"},
+                                                        {"vgg-style", "0.0447"},
                                                         {"fashion_mnist_cnn", "0.0054"}}) {
     INFO(name);
     const run_result r = s.run(args_for(shipped(name), forward, {"--density", "0.01"}));
