@@ -318,6 +318,9 @@ private:
         u_.mp_update->step(u_.learning_rate.at(u_.global_iteration));
       }
     }
+    if (automatic) { // part of the method: timed with the step
+      automatic->after_iteration(*exchange, apply);
+    }
     const auto t4 = clock_type::now();
     if (!s_.o.ring_trace.empty()) {
       const auto at = [](clock_type::time_point t) {
@@ -327,9 +330,6 @@ private:
     }
     const auto& st = alone() ? no_stats_ : exchange->last_stats();
     remedies.after_iteration(st, exchange.get());
-    if (automatic) {
-      automatic->after_iteration(*exchange, apply);
-    }
     add(c, st, t0, t2, t3, t4);
     show_progress(epoch, it);
     // evaluation points: evals per epoch, the last at the epoch's end
