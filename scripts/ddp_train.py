@@ -23,7 +23,10 @@ so scripts/compare-runs.py puts the runs side by side. Gradient exchange (--exch
                  method DGC's momentum correction runs inside the hook and the optimizer steps
                  without momentum, as gradcomp-train does (--factor-masking false keeps the
                  velocity of sent values); --density-warmup-epochs E: DGC's density warm-up
-                 in the hook (gradcomp.torch.DensityWarmup)
+                 in the hook (gradcomp.torch.DensityWarmup); --method auto:
+                 HookState(method="auto"), per bucket dense or sparse by gradcomp's rule, the
+                 optimizer's momentum, intervals of --auto-interval-epochs, and
+                 learning_rate_dropped() called when --lr-decay lowers the rate
   gradcomp-ring  gradcomp's ring_allreduce_hook, fp32 values (a dense ring over gloo)
   gradcomp-fp16  gradcomp's fp16_hook (fp16 values with error feedback, fp32 partial sums)
 The gradcomp hooks run with DDP's default buckets (several: --bucket-mib, first 1 MiB); the
@@ -286,6 +289,9 @@ def parse_args(argv):
                     help="--exchange gradcomp: the messages of all of an iteration's buckets in "
                          "one all_gather at its last bucket (HookState(merge_buckets=True); "
                          "true/false)")
+    ap.add_argument("--auto-interval-epochs", type=float, default=0.125,
+                    help="--exchange gradcomp --method auto: the hook's interval (auto_interval) "
+                         "in epochs, as gradcomp-train's --auto-interval-epochs")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--master-addr", default=os.environ.get("MASTER_ADDR", "127.0.0.1"))
@@ -317,6 +323,8 @@ def parse_args(argv):
     problem = lr_decay_problem(a)
     if problem:
         ap.error(problem)
+    if not 0 < a.auto_interval_epochs <= 1000:
+        ap.error(f"--auto-interval-epochs {a.auto_interval_epochs:g} is outside (0, 1000]")
     if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
         ap.error(f"--powersgd-start-iter {a.powersgd_start_iter} is below 2 (PyTorch's minimum "
                  "with error feedback and warm start)")
@@ -411,6 +419,11 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
             warmup = gc.DensityWarmup(iterations_per_epoch, epochs=a.density_warmup_epochs,
                                       initial_density=a.warmup_initial_density,
                                       stepped=a.warmup_stepped)
+        if a.method == "auto":  # the optimizer keeps its momentum (correction is off)
+            interval = max(1, round(a.auto_interval_epochs * iterations_per_epoch))
+            state = gc.HookState(method="auto", density=a.density, interval=a.interval,
+                                 seed=a.seed, threads=a.threads, auto_interval=interval)
+            return state, gc.sparse_allgather_hook
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,
                              threads=a.threads, density_warmup=warmup,
@@ -419,6 +432,19 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
     if a.exchange == "gradcomp-ring":
         return gc.HookState(method="fp32", threads=a.threads), gc.ring_allreduce_hook
     return gc.HookState(method="fp16", threads=a.threads), gc.fp16_hook
+
+
+def auto_record(state):
+    """HookState(method="auto")'s decisions for the report: auto_report() (calibration, every
+    bucket's candidates) and, per interval of the kept history, each bucket's method, density
+    and regime at the interval's first iteration."""
+    record = state.auto_report()
+    intervals = []
+    for it in state.history:
+        if it["iteration"] % state.auto_interval == 0 and "auto" in it:
+            intervals.append({"iteration": it["iteration"], "buckets": it["auto"]})
+    record["intervals"] = intervals
+    return record
 
 
 def hook_statistics(history):
@@ -442,7 +468,7 @@ def launch_rank():
 def main(argv=None):
     a = parse_args(sys.argv[1:] if argv is None else argv)
     gc = import_gradcomp_torch() if a.exchange in GRADCOMP_HOOKS else None
-    if gc is not None and a.method not in gc.METHODS:
+    if gc is not None and a.method not in gc.METHODS and a.method != "auto":
         raise SystemExit(f"ddp_train: error: --method {a.method} is not one of "
                          f"{', '.join(gc.METHODS)}")
     # DGC's momentum correction inside the hook for sparse methods, the optimizer then without
@@ -542,6 +568,7 @@ def main(argv=None):
     say(f"initial test accuracy {100 * acc:.2f} %")
     s = {"iteration": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0, "tx": 0.0, "rx": 0.0}
     iterations = 0
+    auto = hook_state is not None and hook_state.method == "auto"
     train_seconds = 0.0
     loss_sum, loss_count, global_iteration = 0.0, 0, 0
     dist.barrier()
@@ -557,6 +584,8 @@ def main(argv=None):
             rx0 = interface_bytes(iface, "rx") if measured_bytes else 0
             # --lr-decay step: the rate of this (0-based) iteration, gradcomp-train's rule
             lr = a.lr * a.lr_decay_factor ** sum(1 for m in milestones if global_iteration >= m)
+            if auto and lr < optimizer.param_groups[0]["lr"]:  # Accordion: critical next
+                hook_state.learning_rate_dropped()
             for group in optimizer.param_groups:
                 group["lr"] = lr
             t0 = time.perf_counter()
@@ -692,6 +721,9 @@ def main(argv=None):
         "epochs_to_target": target["epochs_done"] if target else None,
         "per_iteration": per_iteration,
         "hook_statistics": hook_report,
+        # --method auto: the calibration and each bucket's priced candidates (rank 0's; the
+        # same on every rank), and per interval each bucket's regime and what it was sent as
+        "auto": auto_record(hook_state) if auto else None,
         "achieved_density": hook_report["density"]["mean_over_ranks"] if hook_report else None,
         "replica_hashes": hashes,
         "replicas_identical": identical,

@@ -25,6 +25,13 @@ ranks, like DDP's default allreduce hook. The hooks:
     ``ring_allreduce_hook`` for ``HookState(method="fp16")``: the counterpart of DDP's
     ``fp16_compress_hook``, with error feedback.
 
+``HookState(method="auto")`` with ``sparse_allgather_hook`` decides per bucket and per interval
+of ``auto_interval`` iterations what the bucket is sent as: dense (fp32 through
+``dist.all_reduce``, as DDP's default allreduce) or the reused threshold's top-k at ``density``
+(``critical_density`` while Accordion's detector says the bucket's gradient is in a critical
+regime), by gradcomp's own rule (``gradcomp::schedule::choose_exchange`` on alpha-beta cost
+models calibrated on the process group: the rule of gradcomp-train ``--method auto``).
+
 How the hooks run: each HookState owns one communication thread and its own process group
 (created by the constructor, a collective: every rank constructs its HookState at the same
 point). DDP calls a hook per bucket in bucket order; the hook queues the bucket and returns
@@ -63,6 +70,11 @@ __all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduc
 
 
 _SIZE_BYTES = 8  # a message's size, int64, at the head of its row in the one-round allgather
+_AUTO_COMPRESSOR = "reused_threshold"  # what method="auto" sends its sparse buckets with
+# method="auto"'s calibration: dist.all_reduce of 4 KiB, 16 KiB, ... 4 MiB, the median of 3
+# timed runs (the slowest rank's time each) after one warm-up
+_CALIBRATION_BYTES = tuple(4096 * 4**i for i in range(6))
+_CALIBRATION_REPETITIONS = 3
 
 
 class DensityWarmup:
@@ -115,25 +127,32 @@ class DensityWarmup:
 class _Slot:
     """One parameter's error-feedback state: views into its bucket's contiguous storage."""
 
-    __slots__ = ("param", "order", "residual", "velocity")
+    __slots__ = ("param", "order", "residual", "velocity", "accumulated")
 
     def __init__(self, param, order):
         self.param = param
         self.order = order
         self.residual = None
         self.velocity = None
+        self.accumulated = None  # method="auto": the interval's sum of averaged gradients
 
 
 class _Layout:
     """One bucket as DDP laid it out: its parameters, the contiguous residual (and velocity)
     storage that the parameters' slots view, and the bucket's compressor."""
 
-    def __init__(self, key, numel, residual, velocity, compressor):
+    def __init__(self, key, numel, residual, velocity, compressor, accumulated=None):
         self.key = key
         self.numel = numel
         self.residual = residual
         self.velocity = velocity
         self.compressor = compressor
+        # method="auto": the interval's sum of the bucket's averaged gradients (its regime
+        # detector's input), the fp32 compressor that adds the residual into a dense bucket
+        # (and checks it with nonfinite="raise"), and whether the residual may hold values
+        self.accumulated = accumulated
+        self.flush = None
+        self.dirty = False
         self.density = None  # the density set on the compressor (None: the HookState's)
         # the sparse allgather's payload bytes per rank in one round (0: sizes first); the same
         # on every rank, set from the gathered sizes
@@ -154,6 +173,14 @@ def _positive_int(name, value):
     return value
 
 
+def _real(name, value, ok, limit):
+    """float(value) if it is a real number (not a bool) for which ok(value) holds, else
+    ValueError "name value limit"."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+        raise ValueError(f"{name} {value!r} {limit}")
+    return float(value)
+
+
 class HookState:
     """State of gradcomp's DDP communication hooks (modelled on PyTorch's PowerSGDState).
 
@@ -162,8 +189,10 @@ class HookState:
             lognormal_threshold, reused_threshold, random_k (sparse: ``sparse_allgather_hook``),
             signsgd, terngrad, qsgd (quantizers, every value in 1, 2 or 1 + bit_width(levels)
             bits with a scale per ``quantization_bucket`` values: ``sparse_allgather_hook``),
-            or fp32, fp16, bf16 (dense: any hook).
-        density: fraction of each bucket's elements sent, in (0, 1] (sparse methods).
+            or fp32, fp16, bf16 (dense: any hook); or "auto" (``sparse_allgather_hook`` only):
+            per bucket and interval dense or sparse by gradcomp's rule (below).
+        density: fraction of each bucket's elements sent, in (0, 1] (sparse methods; with
+            "auto" the density of a sparse bucket outside a critical regime).
         interval: reused_threshold's calls between exact selections (>= 1).
         process_group: the group the hooks' collectives run on; None (default) creates a new
             group of all ranks (collective call). A group given here must not be used by
@@ -201,6 +230,42 @@ class HookState:
             bucket, which pays where the collectives are latency-bound, e.g. ranks sharing
             cores); the earlier buckets' futures complete with the last one's. The averages are
             bit for bit those of the default (the same messages, decoded in the same order).
+        critical_density: method "auto": the density of a sparse bucket while its gradient is
+            in a critical regime, in [density, 1] (1: such a bucket is sent dense); None
+            (default): 0.1, or ``density`` if that is higher.
+        eta: method "auto": the regime detector's threshold on the relative change of an
+            interval's gradient norm, finite and > 0; None (default): 0.5 (Accordion's).
+        min_saving: method "auto": the fraction of dense's exposed seconds that sparse must
+            save to be chosen, in [0, 1); None (default): 0.1.
+        auto_interval: method "auto": iterations per interval (>= 1; None, default: 50): the
+            regimes are judged, and the decisions change, only between intervals.
+        alpha_seconds, beta_seconds_per_byte: method "auto": the network's latency per message
+            step (s) and inverse bandwidth (s per byte), both finite and >= 0, given together;
+            None (default): calibrated at the first iteration (a collective: ``dist.all_reduce``
+            of 4 KiB to 4 MiB on the process group, fitted as gradcomp's
+            ``calibrate_ring_allreduce`` does; every rank takes rank 0's values).
+        select_seconds_per_element: method "auto": the reused threshold's seconds per element
+            (error feedback, selection and encoding), finite and >= 0; None (default): timed at
+            the first iteration on the first bucket (with DDP's defaults the whole model), rank
+            0's value on every rank.
+
+    Method "auto" (the rule of gradcomp-train ``--method auto``, docs/train.md): each bucket
+    (by its index in the iteration, the same on every rank) is priced by
+    ``gradcomp::schedule::choose_exchange`` (``_core.choose_exchange``) as dense, 4n bytes
+    through the ring allreduce, 2 (P-1) alpha + 2 (P-1)/P beta 4n seconds, against sparse at d,
+    the selection's seconds plus the sparse allgather's 2 (P-1) alpha + (P-1) beta (32 + 8k)
+    (k = ceil(d n)); overlap with backward 0 (a hook cannot see it), fp16 not a candidate.
+    Sparse is chosen only where it saves ``min_saving`` of dense's seconds. A dense bucket goes
+    through ``dist.all_reduce`` after division by P (DDP's default hook), with the residual the
+    sparse iterations left added first; a sparse one through the sparse allgather with the
+    reused threshold and error feedback. Per bucket, Accordion's detector
+    (``gradcomp::schedule::critical_regime``; Agarwal et al., MLSys 2021) compares the norm of
+    the bucket's averaged gradient summed over an interval with the previous interval's (the
+    same on every rank: no communication): a change of at least ``eta``, the first two
+    intervals and the interval after ``learning_rate_dropped()`` are critical, and the bucket
+    then uses ``critical_density``. ``history`` records per bucket what was sent;
+    ``auto_report()`` the calibration and every bucket's priced candidates. Not with
+    ``momentum``, ``density_warmup`` or ``merge_buckets``.
 
     Raises:
         ValueError: naming the argument and its limit.
@@ -210,9 +275,12 @@ class HookState:
     def __init__(self, method="reused_threshold", density=0.01, interval=10,
                  process_group=None, momentum=None, seed=1, threads=1, nonfinite="propagate",
                  history_limit=10000, levels=15, quantization_bucket=None,
-                 density_warmup=None, factor_masking=True, merge_buckets=False):
-        if method not in METHODS:
-            raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}")
+                 density_warmup=None, factor_masking=True, merge_buckets=False,
+                 critical_density=None, eta=None, min_saving=None, auto_interval=None,
+                 alpha_seconds=None, beta_seconds_per_byte=None,
+                 select_seconds_per_element=None):
+        if method not in METHODS and method != "auto":
+            raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}, auto")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
                 not 0.0 < density <= 1.0:
             raise ValueError(f"density {density!r} is outside (0, 1]")
@@ -252,6 +320,9 @@ class HookState:
         if momentum and method not in SPARSE_METHODS:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
+        auto = self._auto_options(method, density, merge_buckets, critical_density, eta,
+                                  min_saving, auto_interval, alpha_seconds,
+                                  beta_seconds_per_byte, select_seconds_per_element)
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("gradcomp.torch.HookState: torch.distributed is not initialised "
                                "(call torch.distributed.init_process_group first)")
@@ -285,9 +356,70 @@ class HookState:
         self.history = []
         """Statistics of the last ``history_limit`` completed iterations, a dict per iteration
         (see statistics())."""
+        # method="auto": the settings, rank 0's calibration (None until the first bucket), a
+        # regime detector per bucket index, the priced decisions per (elements, critical), the
+        # learning-rate drops announced since the last interval ended, compressor states of a
+        # loaded state dict waiting for their buckets
+        self.critical_density = auto.get("critical_density")
+        self.eta = auto.get("eta")
+        self.min_saving = auto.get("min_saving")
+        self.auto_interval = auto.get("auto_interval")
+        self._auto_given = auto.get("given")
+        self._calibration = None
+        self._regimes = {}
+        self._prices = {}
+        self._dropped = 0
+        self._drop_lock = threading.Lock()
+        self._pending_compressors = None
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="gradcomp-hook", daemon=True)
         self._thread.start()
+
+    @staticmethod
+    def _auto_options(method, density, merge_buckets, critical_density, eta, min_saving,
+                      auto_interval, alpha_seconds, beta_seconds_per_byte,
+                      select_seconds_per_element):
+        """method="auto"'s settings, validated (ValueError naming the argument and its limit);
+        {} for another method, which must leave them None."""
+        given = {"critical_density": critical_density, "eta": eta, "min_saving": min_saving,
+                 "auto_interval": auto_interval, "alpha_seconds": alpha_seconds,
+                 "beta_seconds_per_byte": beta_seconds_per_byte,
+                 "select_seconds_per_element": select_seconds_per_element}
+        if method != "auto":
+            for name, value in given.items():
+                if value is not None:
+                    raise ValueError(f"{name} {value!r} is for method 'auto', not {method!r}")
+            return {}
+        # momentum and density_warmup are refused for every non-sparse method, "auto" included
+        if merge_buckets:
+            raise ValueError("merge_buckets is not offered with method 'auto' (its dense "
+                             "buckets go through one dist.all_reduce each)")
+
+        def nonnegative(name, value):
+            return None if value is None else _real(
+                name, value, lambda v: math.isfinite(v) and v >= 0, "is not finite and >= 0")
+
+        out = {}
+        if critical_density is None:
+            critical_density = max(0.1, float(density))
+        out["critical_density"] = _real("critical_density", critical_density,
+                                        lambda v: density <= v <= 1.0,
+                                        f"is outside [density {density!r}, 1]")
+        out["eta"] = _real("eta", 0.5 if eta is None else eta,
+                           lambda v: math.isfinite(v) and v > 0, "is not finite and > 0")
+        out["min_saving"] = _real("min_saving", 0.1 if min_saving is None else min_saving,
+                                  lambda v: 0.0 <= v < 1.0, "is outside [0, 1)")
+        out["auto_interval"] = _positive_int("auto_interval",
+                                             50 if auto_interval is None else auto_interval)
+        alpha = nonnegative("alpha_seconds", alpha_seconds)
+        beta = nonnegative("beta_seconds_per_byte", beta_seconds_per_byte)
+        if (alpha is None) != (beta is None):
+            raise ValueError(f"alpha_seconds {alpha_seconds!r} and beta_seconds_per_byte "
+                             f"{beta_seconds_per_byte!r}: give both or neither")
+        out["given"] = {"alpha_seconds": alpha, "beta_seconds_per_byte": beta,
+                        "select_seconds_per_element": nonnegative(
+                            "select_seconds_per_element", select_seconds_per_element)}
+        return out
 
     # ---- statistics -------------------------------------------------------------------
     def statistics(self):
@@ -296,7 +428,12 @@ class HookState:
         the density asked for, the warm-up's when there is one), wire_bytes (this rank's
         encoded messages), sent_bytes (what this rank's collectives sent), collectives (the
         sparse allgather's all_gathers), compression_seconds, exchange_seconds (the collectives
-        and the averaging); None before the first iteration ends."""
+        and the averaging); with method "auto" also ``auto`` (per bucket in the order sent: a
+        dict of bucket (its index), numel, method ("dense" or "sparse"), density (1 for dense)
+        and critical (its regime)) and, at the last iteration of an interval,
+        ``auto_interval_end`` (per bucket: bucket, norm (of its averaged gradient summed over
+        the interval), change (relative to the previous interval's; None for the first) and
+        critical (the regime of the next interval)); None before the first iteration ends."""
         self.synchronize()
         return dict(self.history[-1]) if self.history else None
 
@@ -304,13 +441,61 @@ class HookState:
         """Waits until every queued bucket is averaged."""
         self._queue.join()
 
+    # ---- method="auto" ----------------------------------------------------------------
+    def learning_rate_dropped(self, intervals=1):
+        """Method "auto": announces a learning-rate drop (call it on every rank, between
+        iterations, when the scheduler lowers the rate): at the end of the current interval
+        every bucket's regime detector is told (``critical_regime::learning_rate_dropped``), so
+        the next ``intervals`` intervals (>= 1) are critical (Accordion lowers compression after
+        each decay). Local: no communication. Raises ValueError for another method or
+        intervals < 1."""
+        if self.method != "auto":
+            raise ValueError(f"learning_rate_dropped is for method 'auto', not {self.method!r}")
+        _positive_int("intervals", intervals)
+        self.synchronize()
+        with self._drop_lock:
+            self._dropped = max(self._dropped, intervals)
+
+    def auto_report(self):
+        """Method "auto": the calibration (None before the first bucket: alpha_seconds,
+        beta_seconds_per_byte, select_seconds_per_element, the values every rank uses, rank
+        0's; and measured, this rank's own measurements: bytes, seconds (the median slowest
+        all_reduce per size), fit (``_core.fit_ring_allreduce``'s dict), select_elements (the
+        bucket the selection was timed on); None where everything was given or P = 1) and per
+        bucket of the last iteration, in index order, a dict of bucket, numel, critical,
+        last_change (of its regime detector; None before its first interval ended) and the
+        decision in its regime (``_core.choose_exchange``'s: method, density, chosen,
+        candidates). Waits for the queued buckets first. Raises ValueError for another
+        method."""
+        if self.method != "auto":
+            raise ValueError(f"auto_report is for method 'auto', not {self.method!r}")
+        self.synchronize()
+        buckets = []
+        for index in sorted(self._regimes):
+            layout, regime = self._layouts.get(index), self._regimes[index]
+            if layout is None:
+                continue
+            change = regime.last_change
+            buckets.append({"bucket": index, "numel": layout.numel, "critical": regime.critical,
+                            "last_change": change if math.isfinite(change) else None,
+                            "decision": self._decision(layout.numel, regime.critical)
+                            if self._calibration is not None else None})
+        calibration = None if self._calibration is None else dict(self._calibration)
+        return {"calibration": calibration, "buckets": buckets}
+
     # ---- checkpoints ------------------------------------------------------------------
     def state_dict(self):
         """The error-feedback state: every parameter's residual (and velocity) in the order the
         hooks first saw the parameters (deterministic for the same model and DDP bucket sizes),
         the iterations done (where a density warm-up goes on from) and the options that decide
         it. The compressors' own state (a reused threshold) is not
-        kept: after a restart it is re-estimated by the first call, which selects exactly."""
+        kept: after a restart it is re-estimated by the first call, which selects exactly.
+        Method "auto" adds ``auto``: the calibration (so a resumed run neither calibrates nor
+        decides differently; it replaces costs given to the constructor), every bucket's regime
+        detector and compressor (density and reused threshold, restored into the bucket of the
+        same index and size the resumed hooks see first), the learning-rate drops announced
+        and not yet used, every parameter's sum of averaged gradients in the current interval,
+        and the decisions in force."""
         self.synchronize()
         return {
             "format": _STATE_FORMAT,
@@ -319,6 +504,31 @@ class HookState:
             "residuals": [s.residual.clone() for s in self._order],
             "velocities": [s.velocity.clone() for s in self._order] if self.momentum else None,
             "iterations": self._iterations,
+            "auto": self._auto_state() if self.method == "auto" else None,
+        }
+
+    def _auto_state(self):
+        """method="auto"'s part of state_dict(): the calibration, the regime detectors and the
+        compressors (their density and reused threshold) per bucket index, the drops not yet
+        used, every parameter's sum of averaged gradients in the current interval, and the
+        decisions in force (for the record: they follow from the rest)."""
+        decisions = {}
+        if self._calibration is not None:
+            for index, regime in self._regimes.items():
+                layout = self._layouts.get(index)
+                if layout is not None:
+                    d = self._decision(layout.numel, regime.critical)
+                    decisions[index] = {"numel": layout.numel, "critical": regime.critical,
+                                        "method": d["method"], "density": d["density"]}
+        return {
+            "calibration": None if self._calibration is None else dict(self._calibration),
+            "regimes": {i: r.state() for i, r in self._regimes.items()},
+            "dropped": self._dropped,
+            "accumulated": [s.accumulated.clone() for s in self._order],
+            "compressors": {i: {"numel": l.numel, "density": l.density,
+                                "state": l.compressor.state()}
+                            for i, l in self._layouts.items() if l.compressor is not None},
+            "decisions": decisions,
         }
 
     def load_state_dict(self, state):
@@ -343,9 +553,31 @@ class HookState:
         iterations = state.get("iterations", 0)
         if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
             raise ValueError(f"state dict: iterations {iterations!r} is not an integer >= 0")
+        auto = state.get("auto")
+        if (auto is None) != (self.method != "auto"):
+            raise ValueError("state dict: method 'auto' state missing or unexpected")
+        accumulated = [None] * len(residuals)
+        if auto is not None:
+            accumulated = auto["accumulated"]
+            if len(accumulated) != len(residuals) or any(
+                    a.dtype != torch.float32 or a.numel() != r.numel()
+                    for a, r in zip(accumulated, residuals)):
+                raise ValueError("state dict: the auto state's accumulated gradients differ "
+                                 "from the residuals in count, size or type")
+            regimes = {}
+            for index, regime_state in auto["regimes"].items():
+                regimes[index] = _core.CriticalRegime(self.eta)
+                regimes[index].load_state(regime_state)
         self.synchronize()
         self._iterations = iterations
-        self._pending = list(zip(shapes, residuals, velocities))
+        self._pending = list(zip(shapes, residuals, velocities, accumulated))
+        if auto is not None:
+            self._calibration = None if auto["calibration"] is None else dict(auto["calibration"])
+            self._regimes = regimes
+            self._prices = {}
+            with self._drop_lock:
+                self._dropped = int(auto["dropped"])
+            self._pending_compressors = dict(auto["compressors"])
         if self._order:
             if len(self._order) != len(self._pending):
                 raise ValueError(f"state dict has {len(self._pending)} parameters, the hooks "
@@ -353,10 +585,28 @@ class HookState:
             for slot in self._order:
                 self._restore(slot)
             self._pending = None
+            if auto is not None:
+                for index, layout in self._layouts.items():
+                    self._restore_compressor(index, layout)
+                    layout.dirty = bool(layout.residual.any())
+                self._pending_compressors = None
+
+    def _restore_compressor(self, index, layout):
+        """method="auto": the compressor state a loaded state dict saved for bucket `index`,
+        into `layout`'s compressor if the bucket has the same size (else the first call selects
+        exactly, as after a restart without one)."""
+        saved = (self._pending_compressors or {}).pop(index, None)
+        if saved is None or saved["numel"] != layout.numel or layout.compressor is None:
+            return
+        layout.compressor.load_state(saved["state"])
+        layout.density = saved["density"]
 
     def _options(self):
         options = {"method": self.method, "density": self.density, "interval": self.interval,
                    "momentum": self.momentum, "world_size": self.world_size}
+        if self.method == "auto":
+            options.update(critical_density=self.critical_density, eta=self.eta,
+                           min_saving=self.min_saving, auto_interval=self.auto_interval)
         if self.momentum and not self.factor_masking:
             options["factor_masking"] = False
         if self.method == "qsgd":
@@ -369,7 +619,7 @@ class HookState:
         if slot.order >= len(self._pending):
             raise ValueError(f"state dict has {len(self._pending)} parameters, the hooks see "
                              f"parameter {slot.order}")
-        shape, residual, velocity = self._pending[slot.order]
+        shape, residual, velocity, accumulated = self._pending[slot.order]
         if shape != tuple(slot.param.shape):
             raise ValueError(f"state dict: parameter {slot.order} has shape {shape}, the "
                              f"model's {tuple(slot.param.shape)} (restore into the same model "
@@ -377,6 +627,8 @@ class HookState:
         slot.residual.copy_(residual)
         if slot.velocity is not None and velocity is not None:
             slot.velocity.copy_(velocity)
+        if slot.accumulated is not None and accumulated is not None:
+            slot.accumulated.copy_(accumulated)
 
     # ---- the communication thread -----------------------------------------------------
     def _submit(self, work, bucket):
@@ -434,6 +686,11 @@ class HookState:
         it["iteration"] = self._iterations
         self._iterations += 1
         it["density"] = it.get("k_selected", 0) / it["numel"] if it.get("numel") else 0.0
+        if self.method == "auto":
+            self._pending_compressors = None  # what the first iteration did not claim
+            if self._iterations % self.auto_interval == 0:
+                it["auto_interval_end"] = self._end_interval(
+                    [b["bucket"] for b in it.get("auto", [])])
         self.history.append(it)
         if len(self.history) > self.history_limit:
             del self.history[:len(self.history) - self.history_limit]
@@ -455,6 +712,8 @@ class HookState:
             raise ValueError(f"bucket {index} holds {numel} values, its parameters {total}")
         residual = torch.zeros(numel, dtype=torch.float32)
         velocity = torch.zeros(numel, dtype=torch.float32) if self.momentum else None
+        auto = self.method == "auto"
+        accumulated = torch.zeros(numel, dtype=torch.float32) if auto else None
         offset = 0
         for p in params:
             n = p.numel()
@@ -468,8 +727,11 @@ class HookState:
                 residual[offset:offset + n].copy_(slot.residual)
                 if velocity is not None:
                     velocity[offset:offset + n].copy_(slot.velocity)
+                if accumulated is not None:
+                    accumulated[offset:offset + n].copy_(slot.accumulated)
             slot.residual = residual[offset:offset + n]
             slot.velocity = velocity[offset:offset + n] if velocity is not None else None
+            slot.accumulated = accumulated[offset:offset + n] if auto else None
             if fresh and self._pending is not None:
                 self._restore(slot)
             offset += n
@@ -478,13 +740,20 @@ class HookState:
             compressor = _core.Compressor(method, self.density, self.interval, self.seed,
                                           self.threads, self.nonfinite, self.levels,
                                           self.quantization_bucket)
-        layout = _Layout(key, numel, residual, velocity, compressor)
+        layout = _Layout(key, numel, residual, velocity, compressor, accumulated)
+        if auto:
+            self._restore_compressor(index, layout)
+            layout.dirty = bool(residual.any())
         self._layouts[index] = layout
         return layout
 
     # ---- the exchanges ----------------------------------------------------------------
     def _sparse_allgather(self, buffer, params, index):
         wire, layout, st = self._compress_bucket(buffer, params, index)
+        self._gather_average(wire, layout, st, buffer)
+
+    def _gather_average(self, wire, layout, st, buffer):
+        """Every rank's message `wire` gathered, decoded and averaged into `buffer`."""
         t0 = time.perf_counter()
         gathered, sizes, offset, rounds, sent = self._gather_messages(wire, layout)
         _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(),
@@ -493,6 +762,158 @@ class HookState:
         layout.capacity = int(sizes.max()) * 5 // 4 + 64
         self._count_compressed(st)
         self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)
+
+    def _auto_exchange(self, buffer, params, index):
+        """method="auto": bucket `index` sent as its regime's decision says (dense through
+        dist.all_reduce, or sparse through the allgather), its average added to the interval's
+        accumulation, the choice recorded in the iteration's history."""
+        layout = self._layout(params, index, buffer.numel(), _AUTO_COMPRESSOR)
+        if self._calibration is None:
+            self._calibrate(buffer)
+        regime = self._regimes.get(index)
+        if regime is None:  # a new bucket: critical until its first interval ends
+            regime = self._regimes[index] = _core.CriticalRegime(self.eta)
+        critical = regime.critical
+        decision = self._decision(layout.numel, critical)
+        if decision["method"] == "sparse":
+            density = decision["density"]
+            if density != (layout.density or self.density):
+                layout.compressor.set_density(density)
+            layout.density = density
+            wire, st = layout.compressor.compress(layout.residual.numpy(), buffer.numpy())
+            layout.dirty = True
+            self._gather_average(wire, layout, st, buffer)
+        else:
+            self._dense_average(buffer, layout)
+        layout.accumulated.add_(buffer)
+        self._iteration.setdefault("auto", []).append(
+            {"bucket": index, "numel": layout.numel, "method": decision["method"],
+             "density": decision["density"], "critical": critical})
+
+    def _dense_average(self, buffer, layout):
+        """The bucket's average through dist.all_reduce as DDP's default hook computes it
+        (divided by P, then summed), after the residual left by sparse iterations was added
+        (and, with nonfinite="raise", the values checked) by an fp32 compressor with error
+        feedback, which leaves the residual 0."""
+        seconds = 0.0
+        if layout.dirty or self.nonfinite != "propagate":
+            if layout.flush is None:
+                layout.flush = _core.Compressor("fp32", 1.0, nonfinite=self.nonfinite)
+            seconds = layout.flush.compress_dense(layout.residual.numpy(), buffer.numpy(),
+                                                  buffer.numpy())["compression_seconds"]
+            layout.dirty = False
+        t0 = time.perf_counter()
+        buffer.div_(self.world_size)
+        dist.all_reduce(buffer, group=self.process_group)
+        n, p = layout.numel, self.world_size
+        self._count(buckets=1, numel=n, k_selected=n, wire_bytes=4 * n,
+                    sent_bytes=2 * (p - 1) * 4 * n // p, collectives=1,
+                    compression_seconds=seconds, exchange_seconds=time.perf_counter() - t0)
+
+    def _decision(self, numel, critical):
+        """choose_exchange's decision for a bucket of `numel` values in its regime, priced on
+        the calibration (cached: the same inputs give the same decision)."""
+        key = (numel, critical)
+        decision = self._prices.get(key)
+        if decision is None:
+            c = self._calibration
+            decision = _core.choose_exchange(
+                numel, c["alpha_seconds"], c["beta_seconds_per_byte"], self.world_size,
+                c["select_seconds_per_element"], self.density, self.critical_density,
+                self.min_saving, critical, 0.0)
+            self._prices[key] = decision
+        return decision
+
+    def _end_interval(self, indices):
+        """Ends an interval after the iteration whose buckets were `indices`: each bucket's
+        detector is told of a learning-rate drop announced since the last end, then observes
+        the norm of the bucket's averaged gradient summed over the interval (a non-finite norm
+        is not observed: the model diverged); the sums restart. Detectors of buckets no longer
+        in the iteration are dropped. Returns the records for history."""
+        with self._drop_lock:
+            dropped, self._dropped = self._dropped, 0
+        records = []
+        for index in sorted(indices):
+            layout, regime = self._layouts[index], self._regimes[index]
+            if dropped:
+                regime.learning_rate_dropped(dropped)
+            norm = math.sqrt(_core.sum_of_squares(layout.accumulated.numpy()))
+            if math.isfinite(norm):
+                regime.observe(norm)
+            layout.accumulated.zero_()
+            change = regime.last_change
+            records.append({"bucket": index, "norm": norm,
+                            "change": change if math.isfinite(change) else None,
+                            "critical": regime.critical})
+        self._regimes = {i: self._regimes[i] for i in sorted(indices)}
+        return records
+
+    def _calibrate(self, buffer):
+        """method="auto"'s inputs, at the first bucket (collective when something is measured,
+        which the options decide alike on every rank): alpha and beta from dist.all_reduce of
+        _CALIBRATION_BYTES on the process group (the median of the slowest rank's times per
+        size, fitted by _core.fit_ring_allreduce as gradcomp::mpi::calibrate_ring_allreduce
+        does), the reused threshold's seconds per element timed on this bucket's values, then
+        rank 0's values broadcast to every rank. Given values are not measured; one rank
+        measures nothing (every exchange costs 0 there)."""
+        p = self.world_size
+        given = self._auto_given
+        alpha, beta = given["alpha_seconds"], given["beta_seconds_per_byte"]
+        select = given["select_seconds_per_element"]
+        measured = {}
+        if alpha is None:
+            alpha = beta = 0.0
+            if p > 1:
+                seconds = [self._time_all_reduce(b) for b in _CALIBRATION_BYTES]
+                fit = _core.fit_ring_allreduce([float(b) for b in _CALIBRATION_BYTES], seconds, p)
+                alpha, beta = fit["alpha_seconds"], fit["beta_seconds_per_byte"]
+                measured.update(bytes=list(_CALIBRATION_BYTES), seconds=seconds, fit=fit)
+        if select is None:
+            select = 0.0
+            if p > 1:
+                select = self._time_selection(buffer)
+                measured["select_elements"] = buffer.numel()
+        if measured:
+            agreed = torch.tensor([alpha, beta, select], dtype=torch.float64)
+            dist.broadcast(agreed, src=self._global_ranks[0], group=self.process_group)
+            alpha, beta, select = agreed.tolist()
+        self._calibration = {"alpha_seconds": alpha, "beta_seconds_per_byte": beta,
+                             "select_seconds_per_element": select,
+                             "measured": measured or None}
+        self._prices = {}
+
+    def _time_all_reduce(self, nbytes):
+        """The median over _CALIBRATION_REPETITIONS runs (after one warm-up) of the slowest
+        rank's seconds for dist.all_reduce of `nbytes` bytes of float32, each run after a
+        one-value all_reduce that lines the ranks up. Collective."""
+        data = torch.ones(nbytes // 4, dtype=torch.float32)
+        line_up = torch.zeros(1, dtype=torch.float32)
+        times = []
+        for rep in range(_CALIBRATION_REPETITIONS + 1):
+            dist.all_reduce(line_up, group=self.process_group)
+            t0 = time.perf_counter()
+            dist.all_reduce(data, group=self.process_group)
+            slowest = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(slowest, op=dist.ReduceOp.MAX, group=self.process_group)
+            if rep > 0:  # the first run warms up buffers and connections
+                times.append(slowest.item())
+        return sorted(times)[len(times) // 2]
+
+    def _time_selection(self, buffer):
+        """The reused threshold's mean seconds per element over 2 max(3, interval) calls
+        (after one) at ``density`` with error feedback on a copy of `buffer`'s values, as
+        gradcomp-train's auto times it on its largest layer (local)."""
+        c = _core.Compressor(_AUTO_COMPRESSOR, self.density, self.interval, self.seed,
+                             self.threads)
+        grad = buffer.clone().numpy()
+        residual = np.zeros(grad.size, dtype=np.float32)
+        calls = 2 * max(3, self.interval)
+        seconds = 0.0
+        for call in range(calls + 1):
+            _, st = c.compress(residual, grad)
+            if call > 0:
+                seconds += st["compression_seconds"]
+        return seconds / calls / max(1, grad.size)
 
     def _exchange_merged(self, held):
         """merge_buckets: one gathered message per rank for the buckets `held` (the B sizes as
@@ -645,7 +1066,13 @@ def sparse_allgather_hook(state, bucket):
     """DDP communication hook: the bucket's average over the ranks through gradcomp's compressor
     (``state.method`` at ``state.density``) with error feedback and an allgather of the encoded
     messages. Register with ``ddp_model.register_comm_hook(state, sparse_allgather_hook)``;
-    every rank must register it. Returns a torch.futures.Future of the averaged bucket."""
+    every rank must register it. Returns a torch.futures.Future of the averaged bucket. With
+    ``HookState(method="auto")`` each bucket goes dense (fp32, divided by P, then
+    ``dist.all_reduce``) or sparse (the reused threshold at its regime's density) as the
+    state's decision for the bucket says; the first bucket calibrates (a collective) unless the
+    costs were given."""
+    if state.method == "auto":
+        return state._submit(state._auto_exchange, bucket)
     return state._submit(state._sparse_allgather, bucket)
 
 
@@ -653,7 +1080,12 @@ def ring_allreduce_hook(state, bucket):
     """DDP communication hook: the bucket's average over the ranks through a ring allreduce,
     values sent as ``state.method`` (fp32, fp16 or bf16; the rounding error of fp16 / bf16
     stays in the residual). Every rank must register it. Returns a torch.futures.Future of the
-    averaged bucket. Raises ValueError (through the future) for a sparse method."""
+    averaged bucket. Raises ValueError (through the future) for a sparse method, and at once for
+    method "auto" (``sparse_allgather_hook`` sends its dense and sparse buckets)."""
+    if state.method == "auto":
+        raise ValueError("ring_allreduce_hook cannot send method 'auto': register "
+                         "sparse_allgather_hook (it sends each bucket dense through "
+                         "dist.all_reduce or sparse through the allgather)")
     return state._submit(lambda b, p, i: state._ring(b, p, i, state.method), bucket)
 
 

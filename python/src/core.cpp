@@ -5,27 +5,41 @@
 // average them), on NumPy views of CPU tensors (tensor.numpy() shares the memory: no copy). The
 // GIL is released while a call computes. Errors: std::invalid_argument -> ValueError (pybind11's
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
+// HookState(method="auto") decides with the library's own rule through choose_exchange(),
+// CriticalRegime, fit_ring_allreduce() and sum_of_squares() (gradcomp::schedule::choose_exchange,
+// gradcomp::schedule::critical_regime, the fit of gradcomp::mpi::calibrate_ring_allreduce and
+// gradcomp::sum_of_squares: the rule of gradcomp-train --method auto).
 // build_info() reports how this extension was compiled (python -m gradcomp.info prints it).
 #include <gradcomp/checkpoint/state_stream.hpp>
 #include <gradcomp/compressor/any_compressor.hpp>
 #include <gradcomp/compressor/by_name.hpp>
 #include <gradcomp/compressor/density_schedule.hpp>
 #include <gradcomp/compressor/error_feedback.hpp>
+#include <gradcomp/compressor/local_clipping.hpp>
 #include <gradcomp/compressor/nonfinite_policy.hpp>
+#include <gradcomp/cost/alpha_beta.hpp>
+#include <gradcomp/cost/fit.hpp>
+#include <gradcomp/cost/transport.hpp>
 #include <gradcomp/error.hpp>
+#include <gradcomp/schedule/critical_regime.hpp>
+#include <gradcomp/schedule/exchange_choice.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 #include <gradcomp/version.hpp>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <span>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -258,6 +272,156 @@ std::uint64_t decode_average(const byte_array& gathered,
   return received;
 }
 
+// ---- method="auto": the library's rule -------------------------------------------------
+
+//! "name value limit" as ValueError (std::invalid_argument) unless `ok`.
+template <class T>
+void require_arg(bool ok, const char* name, const T& value, const char* limit) {
+  if (!ok) {
+    std::ostringstream s;
+    s << name << ' ' << value << ' ' << limit;
+    throw std::invalid_argument(s.str());
+  }
+}
+
+void require_finite_nonnegative(const char* name, double value) {
+  require_arg(std::isfinite(value) && value >= 0.0, name, value, "is not a finite value >= 0");
+}
+
+void require_density(const char* name, double value) {
+  require_arg(value > 0.0 && value <= 1.0, name, value, "is outside (0, 1]");
+}
+
+py::dict candidate_dict(const gradcomp::schedule::exchange_candidate& c) {
+  py::dict d;
+  d["method"] = std::string(gradcomp::schedule::name(c.method));
+  d["density"] = c.density;
+  d["bytes"] = c.bytes;
+  d["compress_seconds"] = c.compress_seconds;
+  d["communication_seconds"] = c.communication_seconds;
+  d["exposed_seconds"] = c.exposed_seconds;
+  return d;
+}
+
+//! gradcomp._core.choose_exchange: gradcomp::schedule::choose_exchange with the cost models of
+//! gradcomp-train --method auto (apps/gradcomp-train/auto_method.hpp, price_groups): dense is
+//! cost::message_cost(ring_allreduce, P, {alpha, beta}) of 4 n bytes, sparse the selection's
+//! seconds (select_seconds_per_element x n) plus cost::message_cost(sparse_allgather, P, {alpha,
+//! beta}) of message_format{d}.bytes(n) = 8 k bytes; fp16 is not a candidate (allow_fp16 false:
+//! the hooks' dense buckets travel as fp32, as the allgather's dense switch does in
+//! gradcomp-train). Returns {"method", "density", "chosen", "candidates"}, each candidate a dict
+//! of method, density, bytes, compress_seconds, communication_seconds, exposed_seconds.
+py::dict choose_exchange(std::int64_t elements,
+                         double alpha_seconds,
+                         double beta_seconds_per_byte,
+                         int ranks,
+                         double select_seconds_per_element,
+                         double density,
+                         double critical_density,
+                         double min_saving,
+                         bool critical,
+                         double overlap_seconds) {
+  require_arg(elements >= 1, "elements", elements, "is below 1");
+  require_finite_nonnegative("alpha_seconds", alpha_seconds);
+  require_finite_nonnegative("beta_seconds_per_byte", beta_seconds_per_byte);
+  require_arg(ranks >= 1, "ranks", ranks, "is below 1");
+  require_finite_nonnegative("select_seconds_per_element", select_seconds_per_element);
+  require_density("density", density);
+  require_density("critical_density", critical_density);
+  require_arg(min_saving >= 0.0 && min_saving < 1.0, "min_saving", min_saving, "is outside [0, 1)");
+  require_finite_nonnegative("overlap_seconds", overlap_seconds);
+  namespace gs = gradcomp::schedule;
+  using kind = gradcomp::cost::transport_kind;
+  const gradcomp::cost::network net{alpha_seconds, beta_seconds_per_byte, 0.0};
+  gs::exchange_costs costs;
+  costs.allreduce_seconds = gradcomp::cost::message_cost(kind::ring_allreduce, ranks, net);
+  costs.allgather_seconds = gradcomp::cost::message_cost(kind::sparse_allgather, ranks, net);
+  costs.select_seconds = {0.0, select_seconds_per_element};
+  const gs::exchange_choice_settings settings{.density = density,
+                                              .critical_density = critical_density,
+                                              .allow_fp16 = false,
+                                              .min_saving = min_saving};
+  gs::exchange_decision d;
+  {
+    py::gil_scoped_release unlocked;
+    d = gs::choose_exchange(static_cast<std::uint64_t>(elements), costs, settings, critical,
+                            overlap_seconds);
+  }
+  py::list all;
+  for (const gs::exchange_candidate& c : d.candidates) {
+    all.append(candidate_dict(c));
+  }
+  py::dict out;
+  out["method"] = std::string(gs::name(d.chosen.method));
+  out["density"] = d.chosen.density;
+  out["chosen"] = candidate_dict(d.chosen);
+  out["candidates"] = all;
+  return out;
+}
+
+//! gradcomp._core.fit_ring_allreduce: alpha and beta from timed allreduces of `bytes` (median
+//! seconds per size), as gradcomp::mpi::calibrate_ring_allreduce computes them (that header
+//! needs MPI, which the extension does not link; both call the same two functions):
+//! cost::fit_line, then cost::ring_allreduce_network (S4's ring formula solved for alpha and
+//! beta; 0 and 0 for one rank).
+py::dict fit_ring_allreduce(const std::vector<double>& bytes,
+                            const std::vector<double>& seconds,
+                            int ranks) {
+  require_arg(ranks >= 1, "ranks", ranks, "is below 1");
+  require_arg(bytes.size() == seconds.size(), "bytes: count", bytes.size(),
+              "differs from the count of seconds");
+  require_arg(bytes.size() >= 2, "bytes: count", bytes.size(), "is below 2 (a line needs two)");
+  for (const double b : bytes) {
+    require_arg(std::isfinite(b) && b > 0.0, "bytes", b, "is not a finite value > 0");
+  }
+  for (const double t : seconds) {
+    require_finite_nonnegative("seconds", t);
+  }
+  const gradcomp::cost::line_fit f = gradcomp::cost::fit_line(bytes, seconds);
+  const gradcomp::cost::network net = gradcomp::cost::ring_allreduce_network(f, ranks);
+  py::dict d;
+  d["alpha_seconds"] = net.alpha_seconds;
+  d["beta_seconds_per_byte"] = net.beta_seconds_per_byte;
+  d["intercept"] = f.intercept;
+  d["slope"] = f.slope;
+  d["r_squared"] = f.r_squared;
+  d["max_relative_error"] = f.max_relative_error;
+  return d;
+}
+
+//! gradcomp._core.CriticalRegime's state() / load_state(): critical_regime::state_type as a
+//! dict of its fields.
+py::dict regime_state_dict(const gradcomp::schedule::critical_regime& r) {
+  const gradcomp::schedule::critical_regime::state_type s = r.state();
+  py::dict d;
+  d["eta"] = s.eta;
+  d["has_previous"] = s.has_previous;
+  d["previous"] = s.previous;
+  d["last_change"] = s.last_change;
+  d["critical"] = s.critical;
+  d["dropped_intervals"] = s.dropped_intervals;
+  return d;
+}
+
+//! The detector a state() dict describes (the library checks the values).
+//! @throws std::invalid_argument naming a missing key or a bad value.
+gradcomp::schedule::critical_regime regime_from_dict(const py::dict& d) {
+  for (const char* key :
+       {"eta", "has_previous", "previous", "last_change", "critical", "dropped_intervals"}) {
+    if (!d.contains(key)) {
+      throw std::invalid_argument(std::string("CriticalRegime state: '") + key + "' is missing");
+    }
+  }
+  gradcomp::schedule::critical_regime::state_type s;
+  s.eta = d["eta"].cast<double>();
+  s.has_previous = d["has_previous"].cast<bool>();
+  s.previous = d["previous"].cast<double>();
+  s.last_change = d["last_change"].cast<double>();
+  s.critical = d["critical"].cast<bool>();
+  s.dropped_intervals = d["dropped_intervals"].cast<int>();
+  return gradcomp::schedule::critical_regime(s);
+}
+
 //! gradcomp._core.build_info(): how this extension was compiled (see its docstring below).
 py::dict build_info() {
   py::dict d;
@@ -354,6 +518,61 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
         py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"),
         py::arg("offset") = 0);
+  m.def("choose_exchange", &choose_exchange, py::arg("elements"), py::arg("alpha_seconds"),
+        py::arg("beta_seconds_per_byte"), py::arg("ranks"), py::arg("select_seconds_per_element"),
+        py::arg("density"), py::arg("critical_density") = 1.0, py::arg("min_saving") = 0.1,
+        py::arg("critical") = false, py::arg("overlap_seconds") = 0.0,
+        "gradcomp::schedule::choose_exchange on the cost models of gradcomp-train --method auto:\n"
+        "what a bucket of `elements` values is sent as, dense (fp32 through the ring\n"
+        "allreduce: cost::message_cost(ring_allreduce, ranks, {alpha, beta}) of 4 n bytes) or\n"
+        "sparse at `density` (`critical_density` when `critical`; left out at density 1): the\n"
+        "selection's select_seconds_per_element x n plus message_cost(sparse_allgather) of 8 k\n"
+        "bytes, k = k_for_density(n, d). fp16 is not a candidate. A lossier candidate wins when\n"
+        "its exposed seconds (compression + the communication `overlap_seconds` cannot hide) are\n"
+        "below the choice's and at most (1 - min_saving) times them. Units: seconds, seconds per\n"
+        "byte, seconds per element. Returns a dict: method ('dense' or 'sparse'), density,\n"
+        "chosen and candidates (dicts of method, density, bytes, compress_seconds,\n"
+        "communication_seconds, exposed_seconds; least lossy first). Raises ValueError naming\n"
+        "the argument and its limit.");
+  m.def("fit_ring_allreduce", &fit_ring_allreduce, py::arg("bytes"), py::arg("seconds"),
+        py::arg("ranks"),
+        "alpha and beta of a ring allreduce from median seconds per message size, as\n"
+        "gradcomp::mpi::calibrate_ring_allreduce fits them: the least-squares line t = a + b M,\n"
+        "alpha = max(0, a) / (2 (P-1)), beta = max(0, b) P / (2 (P-1)) (0 for one rank). Returns\n"
+        "a dict: alpha_seconds, beta_seconds_per_byte, intercept, slope, r_squared,\n"
+        "max_relative_error. Raises ValueError on fewer than 2 points, differing lengths, a\n"
+        "size not > 0, a time not finite and >= 0, all sizes equal, or ranks < 1.");
+  m.def(
+      "sum_of_squares",
+      [](const float_array& values) {
+        const std::span<const float> v = readable(values);
+        py::gil_scoped_release unlocked;
+        return gradcomp::sum_of_squares(v);
+      },
+      py::arg("values").noconvert(),
+      "gradcomp::sum_of_squares: the sum of squares of a float32 array, accumulated in double\n"
+      "element by element in order (the same bits for the same values on every rank).");
+  using regime = gradcomp::schedule::critical_regime;
+  py::class_<regime>(
+      m, "CriticalRegime",
+      "gradcomp::schedule::critical_regime: Accordion's detector of critical regimes (Agarwal\n"
+      "et al., MLSys 2021). observe(norm) ends an interval whose accumulated gradient had that\n"
+      "L2 norm and returns whether it was critical: the first interval, a relative change\n"
+      "|n_i - n_(i-1)| / n_(i-1) of at least eta, or an interval announced by\n"
+      "learning_rate_dropped(intervals). critical is True before the first observe().\n"
+      "state() / load_state(d) checkpoint it (a dict: eta, has_previous, previous, last_change,\n"
+      "critical, dropped_intervals; the library's critical_regime::state_type). Bad values\n"
+      "raise ValueError naming them.")
+      .def(py::init<double>(), py::arg("eta") = 0.5)
+      .def("observe", &regime::observe, py::arg("gradient_norm"))
+      .def("learning_rate_dropped", &regime::learning_rate_dropped, py::arg("intervals") = 1)
+      .def_property_readonly("critical", &regime::critical)
+      .def_property_readonly("last_change", &regime::last_change)
+      .def_property_readonly("eta", &regime::eta)
+      .def("state", &regime_state_dict)
+      .def(
+          "load_state", [](regime& r, const py::dict& d) { r = regime_from_dict(d); },
+          py::arg("state"));
   m.def("build_info", &build_info,
         "How this extension was compiled, as a dict of str / int / bool (raises nothing):\n"
         "compiler ('GCC', 'Clang', 'MSVC' or 'unknown') and compiler_version (the compiler's own\n"

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The least-squares line fit (cost/fit.hpp) against an exact line and a spoiled one.
+// The least-squares line fit (cost/fit.hpp) against an exact line and a spoiled one; the ring
+// allreduce's network recovered from times its alpha-beta formula (alpha_beta.hpp) predicts.
 #include <gradcomp/cost/fit.hpp>
 
 #include <array>
@@ -31,6 +32,30 @@ TEST_CASE("fit_line recovers an exact line and reports its quality", "[cost][fit
   CHECK_THROWS_AS(
       fit_line(std::span<const double>(x).first(1), std::span<const double>(t).first(1)),
       std::invalid_argument);
+}
+
+TEST_CASE("ring_allreduce_network inverts the ring's alpha-beta formula", "[cost][fit]") {
+  const network truth{3e-4, 9e-9, 0.0};
+  for (const int p : {2, 3, 4, 16}) {
+    INFO("ranks " << p);
+    const std::array<double, 3> bytes{4096.0, 65536.0, 1048576.0};
+    std::array<double, 3> seconds{};
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      seconds[i] = ring_allreduce_seconds(bytes[i], p, truth);
+    }
+    const network net = ring_allreduce_network(fit_line(bytes, seconds), p);
+    CHECK(net.alpha_seconds == Approx(truth.alpha_seconds));
+    CHECK(net.beta_seconds_per_byte == Approx(truth.beta_seconds_per_byte));
+    CHECK(net.gamma_seconds_per_byte == 0.0);
+  }
+  // a negative intercept or slope (noise) clamps to 0; one rank sends nothing
+  const network clamped = ring_allreduce_network({.intercept = -1e-3, .slope = -1e-9}, 4);
+  CHECK(clamped.alpha_seconds == 0.0);
+  CHECK(clamped.beta_seconds_per_byte == 0.0);
+  const network alone = ring_allreduce_network({.intercept = 1.0, .slope = 1.0}, 1);
+  CHECK(alone.alpha_seconds == 0.0);
+  CHECK(alone.beta_seconds_per_byte == 0.0);
+  CHECK_THROWS_WITH(ring_allreduce_network({}, 0), Catch::Contains("rank count 0 is below 1"));
 }
 
 } // namespace cost_fit_test

@@ -6,6 +6,7 @@
 Scenarios call the hooks directly with buckets laid out by the test (so a reference can follow
 every value), or train a small model under DDP. Each rank writes OUT_DIR/rank<r>.pt.
 """
+import hashlib
 import json
 import os
 import sys
@@ -70,6 +71,57 @@ def run_buckets(state, hook, params, rank, iterations, first=0, rebuilds=True):
             futures.append(hook(state, bucket))
         out.append([f.wait().clone() for f in futures])
     return out
+
+
+# method="auto"'s hand-made cost models (2 ranks): a slow link (1 ms per message step, 100 MB/s)
+# on which a DDP bucket of 266,602 values pays to be sparse and one of 544 does not, and the
+# hand-made buckets of 2115 values go sparse at density 0.01 and dense at 0.1, those of 1520
+# dense; a fast link (1 us, 10 GB/s, a slow selection) on which nothing pays
+SLOW_LINK = {"alpha_seconds": 1e-3, "beta_seconds_per_byte": 1e-8,
+             "select_seconds_per_element": 1e-9}
+SLOW_LINK_SMALL = dict(SLOW_LINK, alpha_seconds=3.06e-4)
+FAST_LINK = {"alpha_seconds": 1e-6, "beta_seconds_per_byte": 1e-10,
+             "select_seconds_per_element": 1e-8}
+
+
+def auto_model():
+    """Rebuilt by DDP into two buckets: the last three layers (266,602 values, closing the
+    first 1 MiB bucket) and the first layer (544 values)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 4096), torch.nn.ReLU(),
+                               torch.nn.Linear(4096, 32), torch.nn.ReLU(),
+                               torch.nn.Linear(32, 10))
+
+
+def train_auto(rank, iterations, extra, interval=2, drop_at=None):
+    """`iterations` of SGD on auto_model() under DDP with HookState(method="auto", interval,
+    **extra) and sparse_allgather_hook (extra None: DDP's own allreduce, no hook); MultiStepLR
+    drops the rate tenfold from iteration `drop_at` (None: never) and the hook is told."""
+    model = auto_model()
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=25)
+    state = None
+    if extra is not None:
+        state = gc.HookState(method="auto", density=0.01, auto_interval=interval,
+                             **extra)  # collective; extra: the tests' costs (none: calibrated)
+        ddp.register_comm_hook(state, gc.sparse_allgather_hook)
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(opt, [drop_at or iterations + 1], 0.1)
+    g = torch.Generator().manual_seed(rank)
+    for _ in range(iterations):
+        x, y = torch.randn(16, 16, generator=g), torch.randint(0, 10, (16,), generator=g)
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(ddp(x), y).backward()
+        opt.step()
+        lr = scheduler.get_last_lr()[0]
+        scheduler.step()
+        if scheduler.get_last_lr()[0] < lr:  # the scheduler dropped the learning rate
+            state.learning_rate_dropped()  # Accordion: the next interval is critical
+    params = [p.detach().clone() for p in model.parameters()]
+    digest = hashlib.sha256(b"".join(p.numpy().tobytes() for p in params)).hexdigest()
+    return {"params": params, "sha256": digest,
+            "history": state.history if state is not None else None,
+            "report": state.auto_report() if state is not None else None}
 
 
 def main():
@@ -188,6 +240,48 @@ def main():
             opt.step()
         result["params"] = [p.detach().clone() for p in model.parameters()]
         result["history"] = state.history
+    elif scenario == "auto:slow":
+        # 12 iterations in intervals of 2; eta so high that no norm change is critical: the
+        # first two intervals are, and after the drop at iteration 7 the interval [8, 9]
+        result.update(train_auto(rank, 12, dict(SLOW_LINK, eta=1e6), drop_at=7))
+    elif scenario == "auto:fast":
+        result["auto"] = train_auto(rank, 8, FAST_LINK)
+        result["default"] = train_auto(rank, 8, None)
+    elif scenario == "auto:calibrate":
+        state = gc.HookState(method="auto")  # calibrates at the first bucket
+        result["outputs"] = run_buckets(state, gc.sparse_allgather_hook, params, rank, 2, 0,
+                                        False)
+        result["report"] = state.auto_report()
+        result["history"] = state.history
+    elif scenario == "auto:resume":
+        # bucket 0 (2115 values) sparse at 0.01 when normal, dense when critical; bucket 1
+        # dense; intervals of 2, no norm change critical, a drop announced after iteration 4:
+        # saved after 5 iterations (the drop pending, iteration 4 accumulated, residuals and
+        # reused thresholds in use), resumed by a HookState without costs (the state's
+        # calibration is used: no collective, the same decisions)
+        options = dict(auto_interval=2, eta=1e6, density=0.01)
+
+        def iterations(state, first, count, drop_after=None):
+            out = []
+            for it in range(first, first + count):
+                out += run_buckets(state, gc.sparse_allgather_hook, params, rank, 1, it, False)
+                if it == drop_after:
+                    state.learning_rate_dropped()
+            return out
+
+        first = gc.HookState(method="auto", **options, **SLOW_LINK_SMALL)
+        result["first"] = iterations(first, 0, 5, drop_after=4)
+        saved = first.state_dict()
+        resumed = gc.HookState(method="auto", **options)
+        resumed.load_state_dict(saved)
+        result["resumed"] = iterations(resumed, 5, 5)
+        result["resumed_history"] = resumed.history
+        whole = gc.HookState(method="auto", **options, **SLOW_LINK_SMALL)
+        result["whole"] = iterations(whole, 0, 10, drop_after=4)
+        result["whole_history"] = whole.history
+        result["residuals"] = [s.clone() for s in whole.state_dict()["residuals"]]
+        result["whole_auto"] = whole.state_dict()["auto"]
+        result["resumed_auto"] = resumed.state_dict()["auto"]
     else:
         raise SystemExit(f"unknown scenario {scenario}")
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))

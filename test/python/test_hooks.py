@@ -164,14 +164,15 @@ def test_density_warmup_selects_the_schedules_top_k_and_resumes_where_it_was(tmp
             assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def assert_conserved(ranks, runs, iterations, what):
+def assert_conserved(ranks, runs, iterations, what, rebuilds=True):
     """Every value sent or kept: P x (sum of the averages over `runs`, each a list of iterations
-    whose buckets are laid out as worker.layout(0), layout(1), ...) equals the sum over ranks of
-    (the gradients of `iterations` iterations - the final residual), per parameter."""
+    whose buckets are laid out as worker.layout(0, rebuilds), layout(1, rebuilds), ...) equals
+    the sum over ranks of (the gradients of `iterations` iterations - the final residual), per
+    parameter."""
     sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
     for outputs in runs:
         for it, per_bucket in enumerate(outputs):
-            for members, out in zip(worker.layout(it), per_bucket):
+            for members, out in zip(worker.layout(it, rebuilds), per_bucket):
                 offset = 0
                 for i in members:
                     sent[i] += len(ranks) * out[offset:offset + worker.SIZES[i]].double()
@@ -396,3 +397,310 @@ def test_ring_hook_refuses_a_sparse_method(single_rank):
         fut.wait()
     with pytest.raises(ValueError, match="fp16_hook needs"):
         gc.fp16_hook(state, worker.Bucket(0, [p], [torch.ones(10)], True))
+
+
+# ---- method="auto" -------------------------------------------------------------------------
+
+def ring_seconds(n_bytes, p, alpha, beta):
+    """cost::ring_allreduce_seconds without gamma: 2 (P-1) alpha + 2 (P-1) / P beta M."""
+    return 2 * (p - 1) * alpha + 2 * (p - 1) / p * beta * n_bytes
+
+
+def allgather_seconds(n_bytes, p, alpha, beta):
+    """cost::sparse_allgather_seconds for one message of M bytes per rank: the 32-byte header
+    round plus the message round, each (P-1) (alpha + beta M)."""
+    return (p - 1) * (alpha + beta * 32) + (p - 1) * (alpha + beta * n_bytes)
+
+
+def reference_choice(n, alpha, beta, p, select, density, critical_density, min_saving, critical):
+    """choose_exchange's rule written out: dense (4n bytes through the ring) first, then sparse
+    (8k bytes, k = k_for_density(n, d), plus select x n) replaces it if its exposed seconds are
+    below dense's and at most (1 - min_saving) times them; overlap 0."""
+    dense = {"method": "dense", "density": 1.0, "bytes": 4 * n, "compress_seconds": 0.0,
+             "communication_seconds": ring_seconds(4 * n, p, alpha, beta)}
+    dense["exposed_seconds"] = dense["communication_seconds"]
+    candidates = [dense]
+    d = critical_density if critical else density
+    if d < 1:
+        k = k_for_density(n, d)
+        comm = allgather_seconds(8 * k, p, alpha, beta)
+        candidates.append({"method": "sparse", "density": d, "bytes": 8 * k,
+                           "compress_seconds": select * n, "communication_seconds": comm,
+                           "exposed_seconds": select * n + comm})
+    chosen = dense
+    for c in candidates:
+        if c["exposed_seconds"] < chosen["exposed_seconds"] and \
+                c["exposed_seconds"] <= (1 - min_saving) * chosen["exposed_seconds"]:
+            chosen = c
+    return chosen, candidates
+
+
+@pytest.mark.parametrize("case,n,alpha,beta,select,critical,min_saving,want", [
+    ("fast link, small tensor", 1000, 1e-6, 1e-10, 1e-9, False, 0.1, ("dense", 1.0)),
+    ("slow link, big tensor", 10**6, 1e-3, 1e-8, 1e-9, False, 0.1, ("sparse", 0.01)),
+    ("slow link, big tensor, critical", 10**6, 1e-3, 1e-8, 1e-9, True, 0.1, ("sparse", 0.1)),
+    ("slow link, small tensor (latency-bound)", 544, 1e-3, 1e-8, 1e-9, False, 0.1,
+     ("dense", 1.0)),
+    ("compression must save 99.9999 %", 10**6, 1e-3, 1e-8, 1e-9, False, 0.999999,
+     ("dense", 1.0)),
+    ("a slow selection", 10**6, 1e-3, 1e-8, 1e-7, False, 0.1, ("dense", 1.0)),
+])
+def test_choose_exchange_binding_decides_and_prices_as_the_formulas(case, n, alpha, beta, select,
+                                                                    critical, min_saving, want):
+    for p in (2, 4):
+        got = gc._core.choose_exchange(n, alpha, beta, p, select, 0.01, 0.1, min_saving,
+                                       critical, 0.0)
+        chosen, candidates = reference_choice(n, alpha, beta, p, select, 0.01, 0.1, min_saving,
+                                              critical)
+        assert (got["method"], got["density"]) == want == (chosen["method"], chosen["density"])
+        assert got["chosen"]["method"] == got["method"]
+        assert len(got["candidates"]) == len(candidates) == 2, case
+        for have, ref in zip(got["candidates"], candidates):
+            assert have["method"] == ref["method"] and have["bytes"] == ref["bytes"]
+            for key in ("density", "compress_seconds", "communication_seconds",
+                        "exposed_seconds"):
+                assert have[key] == pytest.approx(ref[key], rel=1e-12, abs=1e-18), (case, key)
+
+
+def test_choose_exchange_binding_overlap_and_critical_density_one():
+    # overlap hides communication: dense's exposed seconds shrink, sparse keeps its selection
+    hidden = gc._core.choose_exchange(10**6, 1e-3, 1e-8, 2, 1e-9, 0.01, 0.1, 0.1, False, 1.0)
+    assert hidden["method"] == "dense" and hidden["chosen"]["exposed_seconds"] == 0.0
+    # a critical density of 1 leaves sparse out: dense is the only candidate
+    only = gc._core.choose_exchange(10**6, 1e-3, 1e-8, 2, 1e-9, 0.01, 1.0, 0.1, True, 0.0)
+    assert [c["method"] for c in only["candidates"]] == ["dense"]
+    # one rank: every exchange costs 0, so dense (nothing to select) wins
+    alone = gc._core.choose_exchange(10**6, 1e-3, 1e-8, 1, 1e-9, 0.01, 0.1, 0.1, False, 0.0)
+    assert alone["method"] == "dense" and alone["chosen"]["exposed_seconds"] == 0.0
+
+
+def test_critical_regime_binding_follows_accordion_and_checkpoints():
+    r = gc._core.CriticalRegime(0.5)
+    assert r.critical and r.last_change == math.inf  # nothing observed yet
+    assert r.observe(10.0) and r.last_change == math.inf  # the first interval: critical
+    assert not r.observe(12.0) and r.last_change == pytest.approx(0.2)  # |12 - 10| / 10 < 0.5
+    assert r.observe(20.0) and r.last_change == pytest.approx(2 / 3)  # >= 0.5
+    r.learning_rate_dropped(2)
+    saved = r.state()
+    assert r.observe(20.0) and r.last_change == 0.0  # announced by the drop
+    restored = gc._core.CriticalRegime(0.5)
+    restored.load_state(saved)
+    assert restored.critical and restored.last_change == pytest.approx(2 / 3)
+    assert restored.observe(20.0) and restored.observe(20.0)  # the drop's two intervals
+    assert not restored.observe(20.0)
+    assert restored.state()["dropped_intervals"] == 0
+    assert gc._core.sum_of_squares(torch.tensor([3.0, 4.0]).numpy()) == 25.0
+
+
+def test_fit_ring_allreduce_recovers_alpha_and_beta():
+    alpha, beta, p = 2e-5, 3e-9, 4
+    sizes = [4096.0 * 4**i for i in range(6)]
+    seconds = [ring_seconds(b, p, alpha, beta) for b in sizes]
+    fit = gc._core.fit_ring_allreduce(sizes, seconds, p)
+    assert fit["alpha_seconds"] == pytest.approx(alpha, rel=1e-9)
+    assert fit["beta_seconds_per_byte"] == pytest.approx(beta, rel=1e-9)
+    assert fit["r_squared"] == pytest.approx(1.0)
+    assert gc._core.fit_ring_allreduce(sizes, seconds, 1)["alpha_seconds"] == 0.0
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda c: c.choose_exchange(0, 0.0, 0.0, 2, 0.0, 0.01), "elements 0 is below 1"),
+    (lambda c: c.choose_exchange(10, -1.0, 0.0, 2, 0.0, 0.01),
+     "alpha_seconds -1 is not a finite value >= 0"),
+    (lambda c: c.choose_exchange(10, 0.0, float("nan"), 2, 0.0, 0.01),
+     "beta_seconds_per_byte nan is not a finite value >= 0"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 0, 0.0, 0.01), "ranks 0 is below 1"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, -1e-9, 0.01),
+     "select_seconds_per_element -1e-09 is not a finite value >= 0"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 1.5), r"density 1.5 is outside \(0, 1\]"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, 0.0),
+     r"critical_density 0 is outside \(0, 1\]"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, 0.1, 1.0),
+     r"min_saving 1 is outside \[0, 1\)"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, 0.1, 0.1, False, float("inf")),
+     "overlap_seconds inf is not a finite value >= 0"),
+    (lambda c: c.CriticalRegime(0.0), "eta 0 is not a finite value above 0"),
+    (lambda c: c.CriticalRegime().observe(-1.0), "gradient norm -1 is not a finite value >= 0"),
+    (lambda c: c.CriticalRegime().learning_rate_dropped(0),
+     "0 intervals after a learning-rate drop is below 1"),
+    (lambda c: c.CriticalRegime().load_state(dict(c.CriticalRegime().state(), previous=-1.0)),
+     "saved norm -1 is not a finite value >= 0"),
+    (lambda c: c.CriticalRegime().load_state({"eta": 0.5}), "'has_previous' is missing"),
+    (lambda c: c.fit_ring_allreduce([4096.0], [1e-3], 2), "count 1 is below 2"),
+    (lambda c: c.fit_ring_allreduce([4096.0, 0.0], [1e-3, 1e-3], 2),
+     "bytes 0 is not a finite value > 0"),
+])
+def test_auto_bindings_raise_value_error_naming_the_value(call, message):
+    with pytest.raises(ValueError, match=message):
+        call(gc._core)
+
+
+def auto_critical(history):
+    """Per iteration, per bucket index: (method, density, critical)."""
+    return [{b["bucket"]: (b["method"], b["density"], b["critical"]) for b in h["auto"]}
+            for h in history]
+
+
+def test_auto_under_ddp_sends_the_big_bucket_sparse_and_follows_the_regimes(tmp_path):
+    """2 ranks, a slow link: after DDP's rebuild the big bucket (266,602 values) goes sparse,
+    the small one (544) dense, as the formulas decide; the first two intervals and the one
+    after the learning-rate drop are critical (sparse at 0.1), the others not (0.01); the
+    replicas stay bit-identical."""
+    ranks = run("auto:slow", 2, tmp_path)
+    assert ranks[0]["sha256"] == ranks[1]["sha256"]
+    assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))
+    hist = ranks[0]["history"]
+    assert len(hist) == 12
+    assert auto_critical(ranks[1]["history"]) == auto_critical(hist)
+    critical = [True] * 4 + [False] * 4 + [True] * 2 + [False] * 2
+    slow = worker.SLOW_LINK
+    for it, h in enumerate(hist):
+        sent = {b["bucket"]: b for b in h["auto"]}
+        sizes = sorted(b["numel"] for b in h["auto"])
+        assert sizes == ([267146] if it == 0 else [544, 266602]), it
+        for b in h["auto"]:
+            assert b["critical"] == critical[it], (it, b)
+            want, _ = reference_choice(b["numel"], slow["alpha_seconds"],
+                                       slow["beta_seconds_per_byte"], 2,
+                                       slow["select_seconds_per_element"], 0.01, 0.1, 0.1,
+                                       critical[it])
+            assert (b["method"], b["density"]) == (want["method"], want["density"]), (it, b)
+            if b["numel"] == 544:
+                assert b["method"] == "dense"
+            else:
+                assert b["method"] == "sparse" and b["density"] == (0.1 if critical[it] else 0.01)
+        assert h["numel"] == 267146 and len(sent) == len(h["auto"])
+        ends = h.get("auto_interval_end")
+        assert (ends is not None) == (it % 2 == 1), it
+        if ends:
+            assert all(e["critical"] == critical[min(it + 1, 11)] for e in ends), (it, ends)
+            assert all(math.isfinite(e["norm"]) and e["norm"] > 0 for e in ends)
+    report = ranks[0]["report"]
+    assert report["calibration"]["alpha_seconds"] == slow["alpha_seconds"]
+    assert report["calibration"]["measured"] is None
+    assert [b["numel"] for b in report["buckets"]] in ([266602, 544], [544, 266602])
+
+
+def test_auto_on_a_fast_link_is_ddps_allreduce(tmp_path):
+    """A fast link and a slow selection: every bucket dense, and the parameters after 8
+    iterations equal DDP's own allreduce (no hook): bit for bit, as the hook divides by P and
+    then runs gloo's allreduce, as DDP does."""
+    ranks = run("auto:fast", 2, tmp_path)
+    for r in ranks:
+        hist = r["auto"]["history"]
+        assert len(hist) == 8
+        assert all(b["method"] == "dense" and b["density"] == 1.0
+                   for h in hist for b in h["auto"])
+        assert all(h["k_selected"] == h["numel"] == 267146 for h in hist)
+        for a, b in zip(r["auto"]["params"], r["default"]["params"]):
+            assert torch.equal(a, b), (a - b).abs().max()
+    assert ranks[0]["auto"]["sha256"] == ranks[1]["auto"]["sha256"]
+
+
+def test_auto_calibrates_on_the_process_group_with_rank_0s_values(tmp_path):
+    ranks = run("auto:calibrate", 2, tmp_path)
+    c0, c1 = ranks[0]["report"]["calibration"], ranks[1]["report"]["calibration"]
+    for key in ("alpha_seconds", "beta_seconds_per_byte", "select_seconds_per_element"):
+        assert c0[key] == c1[key] and math.isfinite(c0[key]) and c0[key] >= 0, key
+    assert c0["beta_seconds_per_byte"] > 0 and c0["select_seconds_per_element"] > 0
+    measured = c0["measured"]
+    assert measured["bytes"] == [4096 * 4**i for i in range(6)]
+    assert measured["select_elements"] == 2115  # the first bucket
+    # the decisions are the binding's on the agreed calibration, the same on both ranks
+    for r in ranks:
+        for b in r["report"]["buckets"]:
+            want = gc._core.choose_exchange(b["numel"], c0["alpha_seconds"],
+                                            c0["beta_seconds_per_byte"], 2,
+                                            c0["select_seconds_per_element"], 0.01, 0.1, 0.1,
+                                            b["critical"], 0.0)
+            assert b["decision"] == want
+    assert auto_critical(ranks[0]["history"]) == auto_critical(ranks[1]["history"])
+    for a, b in zip(ranks[0]["outputs"], ranks[1]["outputs"]):
+        assert all(torch.equal(x, y) for x, y in zip(a, b))
+
+
+def test_auto_state_dict_resumes_bit_for_bit(tmp_path):
+    """Saved mid-interval with a drop announced, residuals and reused thresholds in use, and
+    resumed by a HookState without costs: the resumed iterations equal the uninterrupted run's
+    bit for bit, with the same decisions (sparse, then dense while critical, then sparse)."""
+    ranks = run("auto:resume", 2, tmp_path)
+    want = [("dense", "dense")] * 4 + [("sparse", "dense")] * 2 + [("dense", "dense")] * 2 + \
+        [("sparse", "dense")] * 2
+    for r, res in enumerate(ranks):
+        whole = auto_critical(res["whole_history"])
+        assert [(it[0][0], it[1][0]) for it in whole] == want, whole
+        assert [it[0][2] for it in whole] == [True] * 4 + [False] * 2 + [True] * 2 + [False] * 2
+        assert auto_critical(res["resumed_history"]) == whole[5:]
+        # the interval ends: the same norms (iteration 4's sum restored), changes and regimes
+        assert [h.get("auto_interval_end") for h in res["resumed_history"]] == \
+            [h.get("auto_interval_end") for h in res["whole_history"][5:]]
+        assert [h["iteration"] for h in res["resumed_history"]] == list(range(5, 10))
+        for it, (a, b) in enumerate(zip(res["first"] + res["resumed"], res["whole"])):
+            assert all(torch.equal(x, y) for x, y in zip(a, b)), f"rank {r} iteration {it}"
+        # and the auto state at the end: calibration, regimes, reused thresholds (with their
+        # call counts), accumulations, decisions
+        resumed, whole = res["resumed_auto"], res["whole_auto"]
+        assert all(torch.equal(a, b) for a, b in zip(resumed.pop("accumulated"),
+                                                     whole.pop("accumulated")))
+        assert resumed == whole
+    # every value sent or kept through the switches between sparse and dense; and the dense
+    # iterations 6 and 7 sent what iterations 4 and 5 left in the residual: after them nothing
+    # is left (all of iterations 0-7 sent)
+    assert_conserved(ranks, [ranks[0]["whole"]], 10, "auto", rebuilds=False)
+    empty = [{"residuals": [torch.zeros(worker.SIZES[i]) for members in worker.layout(0)
+                            for i in members]}] * 2
+    assert_conserved(empty, [ranks[0]["whole"][:8]], 8, "auto, dense after sparse",
+                     rebuilds=False)
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"method": "auto", "critical_density": 0.0}, r"critical_density 0.0 is outside \[density"),
+    ({"method": "auto", "density": 0.2, "critical_density": 0.1},
+     r"critical_density 0.1 is outside \[density 0.2, 1\]"),
+    ({"method": "auto", "eta": 0}, "eta 0 is not finite and > 0"),
+    ({"method": "auto", "eta": float("inf")}, "eta inf is not finite and > 0"),
+    ({"method": "auto", "min_saving": 1.0}, r"min_saving 1.0 is outside \[0, 1\)"),
+    ({"method": "auto", "auto_interval": 0}, "auto_interval 0 is not an integer >= 1"),
+    ({"method": "auto", "alpha_seconds": -1.0, "beta_seconds_per_byte": 0.0},
+     "alpha_seconds -1.0 is not finite and >= 0"),
+    ({"method": "auto", "alpha_seconds": 1e-3}, "give both or neither"),
+    ({"method": "auto", "select_seconds_per_element": float("nan")},
+     "select_seconds_per_element nan is not finite"),
+    ({"method": "auto", "momentum": 0.9}, "momentum correction 0.9 is for the sparse methods; "
+                                          "with method 'auto' keep the optimizer's momentum"),
+    ({"method": "auto", "merge_buckets": True}, "merge_buckets is not offered with method"),
+    ({"method": "auto", "density_warmup": gc.DensityWarmup(10)},
+     "density_warmup is for the sparse methods, not 'auto'"),
+    ({"method": "exact_topk", "eta": 0.5}, "eta 0.5 is for method 'auto', not 'exact_topk'"),
+    ({"method": "fp32", "auto_interval": 5}, "auto_interval 5 is for method 'auto'"),
+])
+def test_bad_auto_arguments_raise_value_error_naming_the_argument(single_rank, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gc.HookState(**kwargs)
+
+
+def test_auto_needs_the_sparse_allgather_hook(single_rank):
+    state = gc.HookState(method="auto")
+    p = torch.nn.Parameter(torch.zeros(10))
+    with pytest.raises(ValueError, match="ring_allreduce_hook cannot send method 'auto'"):
+        gc.ring_allreduce_hook(state, worker.Bucket(0, [p], [torch.ones(10)], True))
+    with pytest.raises(ValueError, match="fp16_hook needs"):
+        gc.fp16_hook(state, worker.Bucket(0, [p], [torch.ones(10)], True))
+    with pytest.raises(ValueError, match="learning_rate_dropped is for method 'auto'"):
+        gc.HookState(method="exact_topk").learning_rate_dropped()
+    with pytest.raises(ValueError, match="intervals 0 is not an integer >= 1"):
+        state.learning_rate_dropped(0)
+    # one rank: nothing measured, every exchange free, so every bucket dense, the average the
+    # gradient itself
+    fut = gc.sparse_allgather_hook(state, worker.Bucket(0, [p], [torch.arange(10.0)], True))
+    assert torch.equal(fut.wait(), torch.arange(10.0))
+    assert state.history[0]["auto"] == [{"bucket": 0, "numel": 10, "method": "dense",
+                                         "density": 1.0, "critical": True}]
+    with pytest.raises(ValueError, match="option eta is 0.5 in the state dict, 0.25 here"):
+        gc.HookState(method="auto", eta=0.25).load_state_dict(state.state_dict())
+    # a dense bucket is checked too with nonfinite="raise" (the fp32 pass that adds the residual)
+    checked = gc.HookState(method="auto", nonfinite="raise")
+    nan = torch.ones(10)
+    nan[3] = float("nan")
+    with pytest.raises(gc._core.NonfiniteError, match="non-finite value nan at index 3 of 10"):
+        gc.sparse_allgather_hook(checked, worker.Bucket(0, [p], [nan], True)).wait()

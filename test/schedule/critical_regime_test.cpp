@@ -74,4 +74,40 @@ TEST_CASE("critical_regime: bad values are refused naming them", "[schedule][cri
   CHECK_THROWS_WITH(r.learning_rate_dropped(0), Catch::Contains("0 intervals"));
 }
 
+TEST_CASE("critical_regime: a detector resumed from state() answers as the original",
+          "[schedule][critical_regime]") {
+  unsigned seed = 777;
+  const auto next_norm = [&seed] {
+    seed = seed * 1103515245u + 12345u;
+    return 1.0 + static_cast<double>(seed % 1000) / 250.0;
+  };
+  for (int saved_at : {0, 1, 5}) {
+    INFO("saved after " << saved_at << " intervals");
+    critical_regime a(0.3);
+    for (int i = 0; i < saved_at; ++i) {
+      a.observe(next_norm());
+    }
+    a.learning_rate_dropped(2); // pending drops are part of the state
+    critical_regime b(a.state());
+    CHECK(b.critical() == a.critical());
+    CHECK(b.eta() == a.eta());
+    CHECK((b.last_change() == a.last_change() ||
+           (std::isinf(a.last_change()) && std::isinf(b.last_change()))));
+    for (int i = 0; i < 20; ++i) {
+      const double norm = next_norm();
+      REQUIRE(b.observe(norm) == a.observe(norm));
+      REQUIRE(b.last_change() == a.last_change());
+    }
+  }
+  critical_regime::state_type bad;
+  bad.previous = -1.0;
+  CHECK_THROWS_WITH(critical_regime{bad}, Catch::Contains("saved norm -1"));
+  bad = {};
+  bad.dropped_intervals = -2;
+  CHECK_THROWS_WITH(critical_regime{bad}, Catch::Contains("saved -2 intervals"));
+  bad = {};
+  bad.eta = 0.0;
+  CHECK_THROWS_WITH(critical_regime{bad}, Catch::Contains("eta 0"));
+}
+
 } // namespace schedule_critical_regime_test

@@ -146,6 +146,29 @@ def test_ddp_run_with_gradcomp_hooks(tmp_path, exchange, port, monkeypatch):
         assert hook["density"] == 1.0
 
 
+@pytest.mark.skipif(not (os.path.isdir(DATA) and PACKAGE_DIR),
+                    reason="needs the dataset and the built gradcomp.torch package "
+                           "(GRADCOMP_PYTHON_PACKAGE_DIR)")
+def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
+    """--exchange gradcomp --method auto: HookState(method="auto") with the optimizer's
+    momentum, intervals of --auto-interval-epochs (0.25 of 8 iterations: 2), and the step decay
+    at epoch 0.5 announced to the hook: the interval after iteration 4 is critical whatever the
+    norms do. The report holds the calibration, every bucket's candidates and the intervals."""
+    monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
+    _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
+                   "--auto-interval-epochs", "0.25", "--lr-decay", "step", "--lr-decay-epochs",
+                   "0.5", "--require-accuracy", "0.3", port=29623)
+    assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
+    assert r["config"]["hook_method"] == "auto" and r["config"]["optimizer_momentum"] == 0.9
+    auto = r["auto"]
+    assert auto["calibration"]["beta_seconds_per_byte"] > 0
+    assert auto["buckets"] and all(b["decision"]["candidates"] for b in auto["buckets"])
+    intervals = {i["iteration"]: i["buckets"] for i in auto["intervals"]}
+    assert sorted(intervals) == [0, 2, 4, 6]
+    assert all(b["critical"] for b in intervals[0] + intervals[2])  # the first two intervals
+    assert all(b["critical"] for b in intervals[6])  # the one after the drop at iteration 4
+
+
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
                     reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
 @pytest.mark.parametrize("model,port", [("cnn", 29613), ("vgg", 29620), ("mlp", 29621)])

@@ -4,8 +4,10 @@
 //! by calibration to turn timings into alpha and beta.
 #pragma once
 
+#include <gradcomp/cost/alpha_beta.hpp>
 #include <gradcomp/error.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <span>
@@ -57,6 +59,24 @@ struct line_fit {
   }
   f.r_squared = stt > 0 ? 1.0 - residual / stt : 1.0;
   return f;
+}
+
+//! @brief The network whose ring allreduce takes the fitted time t = intercept + slope M for a
+//! message of M bytes on `ranks` ranks: S4's ring formula t = 2 (P-1) alpha + 2 (P-1) / P beta M
+//! solved for alpha = max(0, intercept) / (2 (P-1)) and beta = max(0, slope) P / (2 (P-1))
+//! (negative fits clamp to 0); alpha = beta = 0 for one rank (no message). gamma is 0. O(1).
+//! Used by mpi::calibrate_ring_allreduce and the Python hooks' calibration.
+//! @throws std::invalid_argument naming the value if ranks < 1.
+[[nodiscard]] inline network ring_allreduce_network(const line_fit& f, int ranks) {
+  gradcomp::detail::require(ranks >= 1, "ring_allreduce_network: rank count ", ranks,
+                            " is below 1");
+  network net;
+  if (ranks > 1) {
+    const double p = ranks;
+    net.alpha_seconds = std::max(0.0, f.intercept) / (2.0 * (p - 1));
+    net.beta_seconds_per_byte = std::max(0.0, f.slope) * p / (2.0 * (p - 1));
+  }
+  return net;
 }
 
 } // namespace gradcomp::cost

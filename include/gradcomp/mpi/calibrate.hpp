@@ -113,10 +113,7 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
   if (result.bytes.size() >= 2) {
     result.fit = cost::fit_line(result.bytes, result.seconds);
   }
-  if (p > 1) {
-    result.net.alpha_seconds = std::max(0.0, result.fit.intercept) / (2.0 * (p - 1));
-    result.net.beta_seconds_per_byte = std::max(0.0, result.fit.slope) * p / (2.0 * (p - 1));
-  }
+  result.net = cost::ring_allreduce_network(result.fit, p);
   return result;
 }
 

@@ -25,11 +25,46 @@ namespace gradcomp::schedule {
 //! O(1) per call, no allocation.
 class critical_regime {
 public:
+  //! @brief Everything a detector holds: state() returns it, the constructor from it resumes
+  //! (checkpoints: the resumed detector answers as the saved one would have).
+  struct state_type {
+    double eta = 0.5;          //!< the threshold.
+    bool has_previous = false; //!< whether an interval has been observed.
+    double previous = 0.0;     //!< the last observed norm (0 before the first).
+    //! the last relative change (infinity before the first observe()).
+    double last_change = std::numeric_limits<double>::infinity();
+    bool critical = true;      //!< the last answer (true before the first observe()).
+    int dropped_intervals = 0; //!< intervals a learning-rate drop still marks critical.
+  };
+
   //! A detector with threshold `eta` (relative change of the norm).
   //! @throws std::invalid_argument naming the value unless eta is finite and > 0.
   explicit critical_regime(double eta = 0.5) : eta_(eta) {
     gradcomp::detail::require(std::isfinite(eta) && eta > 0, "critical_regime: eta ", eta,
                               " is not a finite value above 0");
+  }
+
+  //! A detector that goes on from a saved state(). O(1).
+  //! @throws std::invalid_argument naming the value unless eta is finite and > 0, previous
+  //! finite and >= 0, last_change >= 0 (infinity allowed) and dropped_intervals >= 0.
+  explicit critical_regime(const state_type& s) : critical_regime(s.eta) {
+    gradcomp::detail::require(std::isfinite(s.previous) && s.previous >= 0,
+                              "critical_regime: saved norm ", s.previous,
+                              " is not a finite value >= 0");
+    gradcomp::detail::require(s.last_change >= 0, "critical_regime: saved change ", s.last_change,
+                              " is not a value >= 0");
+    gradcomp::detail::require(s.dropped_intervals >= 0, "critical_regime: saved ",
+                              s.dropped_intervals, " intervals after a drop is below 0");
+    has_previous_ = s.has_previous;
+    previous_ = s.previous;
+    last_change_ = s.last_change;
+    critical_ = s.critical;
+    dropped_intervals_ = s.dropped_intervals;
+  }
+
+  //! What the detector holds, for a checkpoint (see the constructor from it). O(1).
+  [[nodiscard]] state_type state() const noexcept {
+    return {eta_, has_previous_, previous_, last_change_, critical_, dropped_intervals_};
   }
 
   //! Ends an interval whose accumulated gradient had L2 norm `gradient_norm`; returns whether
