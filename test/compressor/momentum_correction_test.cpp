@@ -52,6 +52,9 @@ std::vector<float> reference_call(std::vector<float>& u,
   std::vector<float> acc(n);
   for (std::size_t i = 0; i < n; ++i) {
     u[i] = m * u[i] + g[i];
+    if (std::fabs(u[i]) < std::numeric_limits<float>::min()) {
+      u[i] = 0.0f; // the documented flush of a subnormal velocity
+    }
     acc[i] = r[i] + u[i];
   }
   std::vector<std::size_t> order(n);
@@ -219,6 +222,28 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
     REQUIRE(same_bits(ef.residual(), r));
     REQUIRE(same_bits(ef.velocity(), u)); // sent elements keep their velocity
   }
+}
+
+TEST_CASE("a decaying velocity becomes exactly 0, never subnormal", "[momentum]") {
+  // element 0: gradient 1 once, then 0 (a dead unit); element 1: a large gradient every call,
+  // so top-1 always sends element 1 and element 0's velocity decays as 0.5^t in its residual
+  error_feedback<exact_top_k> ef(2, exact_top_k(0.5),
+                                 momentum_correction{.momentum = 0.5f, .factor_masking = false});
+  sparse_message msg;
+  double accumulated = 0;
+  for (int t = 0; t < 200; ++t) {
+    CAPTURE(t);
+    const std::vector<float> g = {t == 0 ? 1.0f : 0.0f, 1000.0f};
+    ef.compress(g, msg);
+    REQUIRE(msg.indices == std::vector<std::uint32_t>{1});
+    const float u = ef.velocity()[0];
+    REQUIRE(std::fpclassify(u) != FP_SUBNORMAL);
+    // 0.5^t exactly while that is a normal float (t <= 126), then 0
+    REQUIRE(u == (t <= 126 ? std::ldexp(1.0f, -t) : 0.0f));
+    accumulated += u;
+  }
+  CHECK(ef.residual()[0] == Approx(accumulated)); // the unsent velocities, all kept
+  CHECK(ef.residual()[0] == Approx(2.0));
 }
 
 TEST_CASE("set_factor_masking switches masking from the next call and keeps the state "

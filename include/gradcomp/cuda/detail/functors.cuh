@@ -47,13 +47,18 @@ struct accumulate_op {
 };
 
 //! DGC momentum correction: velocity[i] = m velocity[i] + grad[i]; residual[i] += velocity[i].
+//! A velocity below FLT_MIN in magnitude (subnormal) is stored as 0, as on the host
+//! (gradcomp::detail::decayed_velocity: a decaying velocity must not turn subnormal).
 struct momentum_accumulate_op {
   float* residual;
   float* velocity;
   const float* grad;
   float momentum;
   GRADCOMP_HOST_DEVICE void operator()(std::size_t i) const noexcept {
-    const float u = add_rn(mul_rn(momentum, velocity[i]), grad[i]);
+    float u = add_rn(mul_rn(momentum, velocity[i]), grad[i]);
+    if (u < 1.17549435e-38f && u > -1.17549435e-38f) { // FLT_MIN: device code has no <limits>
+      u = 0.0f;
+    }
     velocity[i] = u;
     residual[i] = add_rn(residual[i], u);
   }
