@@ -10,12 +10,13 @@
 # training time), one run after the other in this invocation:
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
-#   gradcomp, compressed:  --method auto --density 0.01 --transport allgather --merge optimal
-#                          (per merge group dense or 1 %, 10 % while Accordion's detector sees
-#                          a critical regime, from the cost model calibrated at start-up;
-#                          docs/train.md; on this CNN it reached 90.5 % in 0.81-0.83x of the
-#                          time of the earlier compressed run (DGC's 1-epoch density warm-up
-#                          with the velocity kept), seeds 1-3: docs/benchmarks.md)
+#   gradcomp, compressed:  --method auto --density 0.05 --auto-critical-density 0.15
+#                          --transport allgather --merge single (dense or 5 %, 15 % while
+#                          Accordion's detector sees a critical regime, from the cost model
+#                          calibrated at start-up; docs/train.md; one group: one exchange per
+#                          iteration. On this CNN 5 % reached 90.5 % at DDP dense's epoch where
+#                          1 % needed 0.5-1 epoch more, at a similar cost per iteration, and
+#                          without the critical regimes neither reached it: docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
@@ -27,9 +28,10 @@
 #
 #   scripts/main-job.sh [--target-accuracy A|none] [--epochs E] [--ranks P] [--train-limit N]
 #                       [--local] [--no-floor] [--no-ddp] [--lr-decay-epochs E1,E2,...|none]
-#                       [--out DIR]
+#                       [--seed S] [--out DIR]
 #                       [-- EXTRA gradcomp-train OPTIONS for every gradcomp run]
-# (--train-limit N: the first N training samples only, in every run: a quick check.
+# (--train-limit N: the first N training samples only, in every run: a quick check. --seed S:
+# every run's seed (initial weights, data order, sampling; default 1).
 # --lr-decay-epochs: the epochs the rate drops x 0.1 at, in every run; default 1.5; none: a
 # constant rate, as the main job ran until 2026-12-02. --target-accuracy: a fraction, default
 # 0.905; none: every run trains all --epochs. The floors never reach it: they run the cap.)
@@ -50,6 +52,7 @@ floor=1
 ddp=1
 out=results/main-job
 lr_decay_epochs=1.5
+seed=1
 extra=()
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -61,6 +64,7 @@ while [[ $# -gt 0 ]]; do
     --no-floor) floor=0; shift ;;
     --no-ddp) ddp=0; shift ;;
     --lr-decay-epochs) lr_decay_epochs=${2:?}; shift 2 ;;
+    --seed) seed=${2:?}; shift 2 ;;
     --out) out=${2:?}; shift 2 ;;
     --) shift; extra=("$@"); break ;;
     -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'; exit 0 ;;
@@ -74,7 +78,7 @@ cmake --build --preset release --target gradcomp-train -j "$(nproc)"
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code these runs measure
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/bin/gradcomp-train
-runs_common=(--epochs "$epochs" --seed 1 --train-limit "$train_limit" --evals-per-epoch 8)
+runs_common=(--epochs "$epochs" --seed "$seed" --train-limit "$train_limit" --evals-per-epoch 8)
 target_text="every run trains $epochs epochs"
 compare_target=()
 if [[ $target != none ]]; then # both programs stop at the first evaluation reaching it
@@ -94,8 +98,9 @@ run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --t
   --merge optimal "${extra[@]}"
 run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
   --merge size_threshold "${extra[@]}"
-run_gradcomp compressed "gradcomp --method auto (dense or 1 % per group, 10 % when critical), allgather, optimal merge" \
-  --method auto --density 0.01 --transport allgather --merge optimal "${extra[@]}"
+run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical), allgather, one group" \
+  --method auto --density 0.05 --auto-critical-density 0.15 --transport allgather --merge single \
+  "${extra[@]}"
 if [[ $floor == 1 ]]; then
   run_gradcomp floor "gradcomp, no communication (floor)" --method dense --transport none \
     --merge single "${extra[@]}"
@@ -109,5 +114,5 @@ if [[ $ddp == 1 ]]; then
   fi
 fi
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" "${compare_target[@]}" \
-  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $target_text; $schedule" \
+  --title "### gradcomp main job: $runs_mode; commit $commit; started $(date -u -d "@$runs_started" '+%Y-%m-%d %H:%M UTC'); $target_text; $schedule; seed $seed" \
   "${runs_reports[@]}"
