@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# auto variants beside DDP dense, one invocation
+set -euo pipefail
+cd "$(dirname "$0")/../../../.."; repo=$(pwd)
+source scripts/lib/training-runs.sh
+runs_bin="${BIN:-build/bin/gradcomp-train}"
+runs_common=(--epochs 3 --seed "${SEED:-1}" --train-limit 0 --evals-per-epoch 8 --target-accuracy 0.905 --lr-decay step --lr-decay-epochs 1.5)
+training_runs_setup 4 0 "${1:?output folder}"
+echo "mode: $runs_mode" >&2
+run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
+run_gradcomp auto "auto default" --method auto --density 0.01 --transport allgather --merge optimal
+run_gradcomp auto-nocrit "auto, critical density 0.01" --method auto --density 0.01 --auto-critical-density 0.01 --transport allgather --merge optimal
+run_gradcomp auto-d02 "auto, density 0.02" --method auto --density 0.02 --transport allgather --merge optimal
+"$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" --target-accuracy 0.905 \
+  --title "### auto variants: $runs_mode" "${runs_reports[@]}"
