@@ -289,6 +289,9 @@ def parse_args(argv):
                     help="--exchange gradcomp: the messages of all of an iteration's buckets in "
                          "one all_gather at its last bucket (HookState(merge_buckets=True); "
                          "true/false)")
+    ap.add_argument("--auto-critical-density", type=float, default=None,
+                    help="--exchange gradcomp --method auto: the density in a critical regime "
+                         "(HookState's critical_density; default: the hook's, 0.1 or --density)")
     ap.add_argument("--auto-interval-epochs", type=float, default=0.125,
                     help="--exchange gradcomp --method auto: the hook's interval (auto_interval) "
                          "in epochs, as gradcomp-train's --auto-interval-epochs")
@@ -323,6 +326,9 @@ def parse_args(argv):
     problem = lr_decay_problem(a)
     if problem:
         ap.error(problem)
+    if a.auto_critical_density is not None and not a.density <= a.auto_critical_density <= 1:
+        ap.error(f"--auto-critical-density {a.auto_critical_density:g} is outside [--density "
+                 f"{a.density:g}, 1]")
     if not 0 < a.auto_interval_epochs <= 1000:
         ap.error(f"--auto-interval-epochs {a.auto_interval_epochs:g} is outside (0, 1000]")
     if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
@@ -422,7 +428,8 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
         if a.method == "auto":  # the optimizer keeps its momentum (correction is off)
             interval = max(1, round(a.auto_interval_epochs * iterations_per_epoch))
             state = gc.HookState(method="auto", density=a.density, interval=a.interval,
-                                 seed=a.seed, threads=a.threads, auto_interval=interval)
+                                 seed=a.seed, threads=a.threads, auto_interval=interval,
+                                 critical_density=a.auto_critical_density)
             return state, gc.sparse_allgather_hook
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,

@@ -12,7 +12,7 @@
 #   DDP PowerSGD rank 2    DDP's PowerSGD hook (one bucket: its gloo collectives crash with two)
 #   DDP + gradcomp hook, auto
 #                          gradcomp.torch.sparse_allgather_hook with HookState(method="auto"):
-#                          per bucket dense or the reused threshold at 1 % (10 % while
+#                          per bucket dense or the reused threshold at 5 % (15 % while
 #                          Accordion's detector sees a critical regime), by gradcomp's rule on
 #                          a cost model calibrated on the process group; optimizer momentum
 #   DDP + gradcomp hook    reused_threshold at density 0.01 (momentum correction in the hook),
@@ -106,7 +106,7 @@ run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
 run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
 run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
 run_ddp gradcomp-auto "DDP + gradcomp hook, auto" --exchange gradcomp --method auto \
-  --density 0.01
+  --density 0.05 --auto-critical-density 0.15
 run_ddp gradcomp "DDP + gradcomp hook, reused_threshold 0.01" --exchange gradcomp \
   --method reused_threshold --density 0.01 ${hook_extra[@]+"${hook_extra[@]}"}
 run_ddp gradcomp-kept "DDP + gradcomp hook, reused_threshold 0.01, warm-up, velocity kept" \

@@ -156,8 +156,9 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     norms do. The report holds the calibration, every bucket's candidates and the intervals."""
     monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
     _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
-                   "--auto-interval-epochs", "0.25", "--lr-decay", "step", "--lr-decay-epochs",
-                   "0.5", "--require-accuracy", "0.3", port=29623)
+                   "--auto-interval-epochs", "0.25", "--auto-critical-density", "0.2",
+                   "--lr-decay", "step", "--lr-decay-epochs", "0.5", "--require-accuracy", "0.3",
+                   port=29623)
     assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
     assert r["config"]["hook_method"] == "auto" and r["config"]["optimizer_momentum"] == 0.9
     auto = r["auto"]
@@ -167,6 +168,8 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     assert sorted(intervals) == [0, 2, 4, 6]
     assert all(b["critical"] for b in intervals[0] + intervals[2])  # the first two intervals
     assert all(b["critical"] for b in intervals[6])  # the one after the drop at iteration 4
+    # a critical bucket is sent at --auto-critical-density unless the rule chose dense
+    assert all(b["density"] in (0.2, 1.0) for b in intervals[0] + intervals[6])
 
 
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
