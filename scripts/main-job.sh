@@ -79,16 +79,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code thes
 source scripts/lib/training-runs.sh
 runs_bin=$repo/build/bin/gradcomp-train
 runs_common=(--epochs "$epochs" --seed "$seed" --train-limit "$train_limit" --evals-per-epoch 8)
-target_text="every run trains $epochs epochs"
-compare_target=()
-if [[ $target != none ]]; then # both programs stop at the first evaluation reaching it
-  runs_common+=(--target-accuracy "$target")
-  compare_target=(--target-accuracy "$target")
-  target_text="each run until $(awk -v t="$target" 'BEGIN { printf "%.2f", 100 * t }') % test accuracy or $epochs epochs"
-fi
-if [[ $lr_decay_epochs != none ]]; then # both programs take the same options, the same rule
-  runs_common+=(--lr-decay step --lr-decay-epochs "$lr_decay_epochs")
-fi
+runs_target "$target" "$epochs" "$lr_decay_epochs"
 training_runs_setup "$ranks" "$local_only" "$out"
 schedule="learning rate 0.04"
 [[ $lr_decay_epochs == none ]] || schedule+=", x 0.1 from epoch $lr_decay_epochs on"

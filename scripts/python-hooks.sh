@@ -88,16 +88,7 @@ commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown) # the code thes
 export PYTHONPATH=$repo/build/python${PYTHONPATH:+:$PYTHONPATH}
 source scripts/lib/training-runs.sh
 runs_common=(--epochs "$epochs" --seed "$seed" --train-limit "$limit" --evals-per-epoch "$evals")
-target_text="every run trains $epochs epochs"
-compare_target=()
-if [[ $target != none ]]; then # every run stops at the first evaluation reaching it
-  runs_common+=(--target-accuracy "$target")
-  compare_target=(--target-accuracy "$target")
-  target_text="each run until $(awk -v t="$target" 'BEGIN { printf "%.2f", 100 * t }') % test accuracy or $epochs epochs"
-fi
-if [[ $lr_decay_epochs != none ]]; then
-  runs_common+=(--lr-decay step --lr-decay-epochs "$lr_decay_epochs")
-fi
+runs_target "$target" "$epochs" "$lr_decay_epochs"
 training_runs_setup 4 "$local_only" "$out"
 echo "python-hooks: $runs_mode; $target_text; results in $runs_out" >&2
 

@@ -8,6 +8,9 @@
 #                                         runs_started (seconds since the epoch), runs_reports=()
 #   run_gradcomp NAME LABEL ARGS...       gradcomp-train ARGS on every rank -> OUT/NAME.{json,md}
 #   run_ddp NAME LABEL ARGS...            scripts/ddp_train.py ARGS (PyTorch DDP) -> the same
+#   runs_target TARGET EPOCHS DECAY       the target (a fraction or none) and the step decay's
+#                                         epochs (or none) for every run: appends to
+#                                         runs_common, sets compare_target=() and target_text
 # Both append the report to runs_reports; a run that exits with an error after writing its
 # report is kept (with a note), one without a report makes them return 1. Set runs_bin
 # (gradcomp-train) and runs_common (options for every run of either program, e.g. --epochs 2
@@ -34,6 +37,23 @@ emulated_cluster_usable() {
   return $ok
 }
 runs_python=/usr/bin/python3 # Debian's PyTorch is installed for Debian's interpreter only
+
+# runs_target TARGET EPOCHS DECAY: every run (both programs take the same options and stop at
+# the first evaluation that reaches TARGET) trains to TARGET (none: all EPOCHS) with the rate
+# x 0.1 from each epoch of DECAY (a comma list; none: constant)
+runs_target() {
+  local target=$1 epochs=$2 decay=$3
+  target_text="every run trains $epochs epochs"
+  compare_target=()
+  if [[ $target != none ]]; then
+    runs_common+=(--target-accuracy "$target")
+    compare_target=(--target-accuracy "$target")
+    target_text="each run until $(awk -v t="$target" 'BEGIN { printf "%.2f", 100 * t }') % test accuracy or $epochs epochs"
+  fi
+  if [[ $decay != none ]]; then
+    runs_common+=(--lr-decay step --lr-decay-epochs "$decay")
+  fi
+}
 
 training_runs_setup() {
   local ranks=$1 local_only=$2
