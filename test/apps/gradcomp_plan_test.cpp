@@ -4,7 +4,6 @@
 // exit status and single stderr line for bad command lines and bad profiles.
 #include <gradcomp/schedule.hpp>
 
-#include "../common/catch.hpp"
 #include <nlohmann/json.hpp>
 
 #include <filesystem>
@@ -13,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "tool_runner.hpp"
 
 #ifndef GRADCOMP_PLAN_EXE
