@@ -39,7 +39,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 #include <span>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -274,14 +273,11 @@ std::uint64_t decode_average(const byte_array& gathered,
 
 // ---- method="auto": the library's rule -------------------------------------------------
 
-//! "name value limit" as ValueError (std::invalid_argument) unless `ok`.
+//! "name value limit" as ValueError (gradcomp::detail::require's std::invalid_argument) unless
+//! `ok`.
 template <class T>
 void require_arg(bool ok, const char* name, const T& value, const char* limit) {
-  if (!ok) {
-    std::ostringstream s;
-    s << name << ' ' << value << ' ' << limit;
-    throw std::invalid_argument(s.str());
-  }
+  gradcomp::detail::require(ok, name, ' ', value, ' ', limit);
 }
 
 void require_finite_nonnegative(const char* name, double value) {
