@@ -33,7 +33,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <limits>
 #include <optional>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
