@@ -63,6 +63,22 @@ def time_to_accuracy(report, target):
     return None
 
 
+def noncritical_ms(report):
+    """--method auto: ms per iteration (rank 0's training time) over the intervals in which no
+    merge group was in a critical regime, or None (no such interval, or not an auto run)."""
+    intervals = get(report, "auto", "intervals")
+    if not intervals or any("train_seconds" not in i for i in intervals):
+        return None
+    ends = [(i["iteration"], i["train_seconds"]) for i in intervals[1:]]
+    ends.append((report["curve"][-1]["iteration"], report["train_seconds"]))
+    seconds, iterations = 0.0, 0
+    for start, (end_it, end_s) in zip(intervals, ends):
+        if not any(start["critical"]) and end_it > start["iteration"]:
+            seconds += end_s - start["train_seconds"]
+            iterations += end_it - start["iteration"]
+    return 1000 * seconds / iterations if iterations else None
+
+
 def epoch_accuracy(report, epoch):
     for point in report["curve"]:
         if point["epoch"] == epoch and abs(point["epochs_done"] - epoch) < 1e-9:
@@ -113,6 +129,10 @@ def table(reports, target_run):
 
     row("exchange", ["PyTorch DDP (gloo)" if is_ddp(r) else "gradcomp-train" for r in reports])
     row("ms per iteration (mean over ranks)", [fmt(mean_ms(r, "iteration_ms"), ".1f") for r in reports])
+    outside = [noncritical_ms(r) for r in reports]
+    if any(v is not None for v in outside):
+        row("ms per iteration outside critical phases (method auto; rank 0)",
+            [fmt(v, ".1f") for v in outside])
     row("test accuracy before training (same initial weights)",
         [fmt_pct(r["curve"][0]["test_accuracy"]) for r in reports])
     epochs = max(get(r, "config", "epochs", default=0) for r in reports)
@@ -121,7 +141,8 @@ def table(reports, target_run):
     row("training seconds (evaluation excluded)", [f"{r['train_seconds']:.1f}" for r in reports])
     row("evaluation seconds", [fmt(r.get("eval_seconds"), ".1f") for r in reports])
     row("wall seconds (the whole run: start-up and evaluations included)",
-        [f"{r['wall_seconds']:.1f}" for r in reports])
+        [f"{r['wall_seconds']:.1f} ({r['wall_seconds'] / r['train_seconds']:.2f}x training)"
+         if r["train_seconds"] > 0 else f"{r['wall_seconds']:.1f}" for r in reports])
     fixed = target_run.get("fixed_target", False)
     target_name = ("the target" if fixed
                    else "the highest accuracy every run reaches" if not target_run["curve"]
@@ -223,8 +244,11 @@ def table(reports, target_run):
         f_ms = mean_ms(f, "iteration_ms")
         kin = [r for r in reports if not is_floor(r) and is_ddp(r) == is_ddp(f)]
         for r in kin:
+            outside = noncritical_ms(r)
             text += (f"* {r['label']}: iteration {mean_ms(r, 'iteration_ms') / f_ms:.2f}x of "
-                     f"{f['label']} ({f_ms:.1f} ms).\n")
+                     f"{f['label']} ({f_ms:.1f} ms)"
+                     + (f"; outside critical phases {outside / f_ms:.2f}x" if outside else "")
+                     + ".\n")
     blas = {get(r, "config", "blas", default="?") for r in reports}
     text += f"* BLAS: {', '.join(sorted(blas))}\n"
     return text

@@ -104,6 +104,29 @@ def epoch_order(n, seed, epoch):
     return order
 
 
+# Staged evaluation (gradcomp_apps::test_order_seed, can_stop_early in
+# apps/common/staged_evaluation.hpp): the test set in a fixed random order, evaluated in parts
+# that stop once the accuracy so far plus 3 standard errors is below the target.
+TEST_ORDER_SEED = 0x7E57
+EARLY_STOP_STANDARD_ERRORS = 3.0
+
+
+def stage_range(begin, end, s, stages):
+    """Stage s of `stages` of [begin, end) (gradcomp_apps::stage_range)."""
+    length = end - begin
+    return begin + length * s // stages, begin + length * (s + 1) // stages
+
+
+def can_stop_early(correct, seen, total, target):
+    """Whether the accuracy of `seen` random test images plus 3 standard errors of such a sample
+    (drawn without replacement from `total`) is below `target` (gradcomp_apps::can_stop_early)."""
+    if target <= 0 or seen <= 0 or seen >= total:
+        return False
+    p = correct / seen
+    se = math.sqrt(p * (1 - p) / seen * (total - seen) / (total - 1))
+    return p + EARLY_STOP_STANDARD_ERRORS * se < target
+
+
 def shard(n, ranks, rank, seed, epoch):
     """DistributedSampler's shard of rank `rank`: positions rank, rank + P, ... of the epoch's
     permutation padded by wrapping (gradcomp_apps::shard)."""
@@ -263,6 +286,11 @@ def parse_args(argv):
                     help="--lr-decay step: the multiplier at each of --lr-decay-epochs, in (0, 1]")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--evals-per-epoch", type=int, default=4)
+    ap.add_argument("--eval-stages", type=int, default=4,
+                    help="with --target-accuracy, an evaluation before an epoch's end runs in this "
+                         "many parts of the test set and stops after a part whose accuracy plus 3 "
+                         "standard errors is below the target (gradcomp-train's rule); 1: always "
+                         "the whole test set")
     ap.add_argument("--bucket-mib", type=float, default=25.0, help="DDP's bucket_cap_mb")
     ap.add_argument("--powersgd-rank", type=int, default=2)
     ap.add_argument("--powersgd-start-iter", type=int, default=10)
@@ -316,6 +344,8 @@ def parse_args(argv):
     for name in ("epochs", "batch_size", "evals_per_epoch", "threads", "powersgd_rank"):
         if getattr(a, name) < 1:
             ap.error(f"--{name.replace('_', '-')} {getattr(a, name)} is below 1")
+    if not 1 <= a.eval_stages <= 100:
+        ap.error(f"--eval-stages {a.eval_stages} is outside [1, 100]")
     if not (math.isfinite(a.density_warmup_epochs) and a.density_warmup_epochs >= 0):
         ap.error(f"--density-warmup-epochs {a.density_warmup_epochs} is not finite and >= 0")
     if a.density_warmup_epochs > 0 and a.exchange != "gradcomp":
@@ -500,6 +530,8 @@ def main(argv=None):
 
     train_x, train_y = load_fashion_mnist(torch, a.data, True, a.train_limit)
     test_x, test_y = load_fashion_mnist(torch, a.data, False, a.test_limit)
+    test_order = torch.tensor(epoch_order(len(test_x), TEST_ORDER_SEED, 0), dtype=torch.int64)
+    test_x, test_y = test_x.index_select(0, test_order), test_y.index_select(0, test_order)
     torch.manual_seed(a.seed)
     net = make_network(torch, a.model)
     params = list(net.parameters())
@@ -547,27 +579,40 @@ def main(argv=None):
         f"{n} training samples ({iterations_per_epoch} iterations of batch {a.batch_size} per "
         f"epoch), bytes {'measured on ' + iface if measured_bytes else 'not measured'}, BLAS: {blas}")
 
-    def evaluate():
+    def evaluate(staged=False):
+        """Accuracy and mean loss on the test set; `staged`: in --eval-stages parts that stop
+        early far below --target-accuracy (evaluate.samples: the images evaluated)."""
         t = time.perf_counter()
         net.eval()
+        parts = a.eval_stages if staged and a.target_accuracy > 0 else 1
+        total = torch.zeros(3, dtype=torch.float64)  # correct, loss sum, count over all ranks
         with torch.no_grad():
             begin, end = len(test_x) * rank // ranks, len(test_x) * (rank + 1) // ranks
-            sums = torch.zeros(3, dtype=torch.float64)
-            sums[2] = end - begin
-            for b in range(begin, end, EVALUATION_BATCH):
-                logits = net(test_x[b:min(b + EVALUATION_BATCH, end)])
-                labels = test_y[b:min(b + EVALUATION_BATCH, end)]
-                sums[0] += float((logits.argmax(1) == labels).sum())
-                sums[1] += float(F.cross_entropy(logits, labels, reduction="sum"))
+            for s in range(parts):
+                first, last = stage_range(begin, end, s, parts)
+                sums = torch.zeros(3, dtype=torch.float64)
+                sums[2] = last - first
+                for b in range(first, last, EVALUATION_BATCH):
+                    logits = net(test_x[b:min(b + EVALUATION_BATCH, last)])
+                    labels = test_y[b:min(b + EVALUATION_BATCH, last)]
+                    sums[0] += float((logits.argmax(1) == labels).sum())
+                    sums[1] += float(F.cross_entropy(logits, labels, reduction="sum"))
+                dist.all_reduce(sums)
+                total += sums
+                if can_stop_early(int(total[0]), int(total[2]), len(test_x), a.target_accuracy):
+                    break
         net.train()
-        dist.all_reduce(sums)
         evaluate.seconds = time.perf_counter() - t
-        return float(sums[0] / sums[2]), float(sums[1] / sums[2])
+        evaluate.samples = int(total[2])
+        return float(total[0] / total[2]), float(total[1] / total[2])
 
+    # the wall clock from here (data loaded, model built), as gradcomp-train's: the initial
+    # evaluation included
+    start = time.perf_counter()
     acc, loss = evaluate()
     curve = [{"epoch": 0, "epochs_done": 0.0, "iteration": 0, "train_seconds": 0.0,
               "train_loss": 0.0, "test_accuracy": acc, "test_loss": loss,
-              "eval_seconds": evaluate.seconds}]
+              "test_samples": evaluate.samples, "eval_seconds": evaluate.seconds}]
 
     def reached_target():
         # the accuracy is a ratio of integer sums over all ranks: the same on every rank
@@ -579,7 +624,6 @@ def main(argv=None):
     train_seconds = 0.0
     loss_sum, loss_count, global_iteration = 0.0, 0, 0
     dist.barrier()
-    start = time.perf_counter()
     for epoch in range(0 if reached_target() else a.epochs):
         mine = shard(n, ranks, rank, a.seed, epoch)
         next_eval = 1
@@ -620,14 +664,16 @@ def main(argv=None):
                 next_eval += 1
                 l = torch.tensor([loss_sum, float(loss_count)], dtype=torch.float64)
                 dist.all_reduce(l)
-                acc, loss = evaluate()
+                acc, loss = evaluate(staged=it + 1 < iterations_per_epoch)
                 curve.append({"epoch": epoch + 1, "epochs_done": epoch + (it + 1) / iterations_per_epoch,
                               "iteration": global_iteration, "train_seconds": train_seconds,
                               "train_loss": float(l[0] / max(1.0, float(l[1]))),
                               "test_accuracy": acc, "test_loss": loss,
-                              "eval_seconds": evaluate.seconds})
+                              "test_samples": evaluate.samples, "eval_seconds": evaluate.seconds})
                 loss_sum, loss_count = 0.0, 0
-                say(f"epoch {curve[-1]['epochs_done']:.2f}: test accuracy {100 * acc:.2f} %, "
+                early = (f" (stopped early: {evaluate.samples} test images)"
+                         if evaluate.samples < len(test_x) else "")
+                say(f"epoch {curve[-1]['epochs_done']:.2f}: test accuracy {100 * acc:.2f} %{early}, "
                     f"{train_seconds:.1f} s training, {1000 * s['iteration'] / iterations:.1f} ms/iteration")
                 if reached_target():
                     say(f"the test accuracy reached --target-accuracy {100 * a.target_accuracy:.2f} % "

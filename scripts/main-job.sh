@@ -17,7 +17,8 @@
 #                          iteration. On this CNN 5 % reached 90.5 % at DDP dense's epoch where
 #                          1 % needed 0.5-1 epoch more, at a similar cost per iteration, and
 #                          without the critical regimes neither reached it: docs/benchmarks.md)
-#   gradcomp, floor:       --transport none (every rank trains alone: no communication at all)
+#   gradcomp, floor:       --transport none (every rank trains alone: no communication at all;
+#                          one epoch: the floors measure the time per iteration only)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
 #   evaluation points): dense (25 MiB buckets), fp16 hook, PowerSGD hook rank 2 (one bucket),
 #   and its own no-communication floor
@@ -34,11 +35,11 @@
 # every run's seed (initial weights, data order, sampling; default 1).
 # --lr-decay-epochs: the epochs the rate drops x 0.1 at, in every run; default 1.5; none: a
 # constant rate, as the main job ran until 2026-12-02. --target-accuracy: a fraction, default
-# 0.905; none: every run trains all --epochs. The floors never reach it: they run the cap.)
+# 0.905; none: every run trains all --epochs. The floors train one epoch.)
 # runs_only="NAME ..." in the environment runs only the named runs (dense-ring dense compressed
 # floor ddp-dense ddp-fp16 ddp-powersgd ddp-floor).
-# Takes about 30-40 minutes on a 2-core machine (the floors run the 3-epoch cap; build and apt
-# excluded); --no-ddp leaves the four PyTorch runs out (about half of it).
+# Takes about 25-35 minutes on a 2-core machine (build and apt excluded); --no-ddp leaves the
+# four PyTorch runs out (about half of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$(pwd)
@@ -93,15 +94,16 @@ run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critica
   --method auto --density 0.05 --auto-critical-density 0.15 --transport allgather --merge single \
   "${extra[@]}"
 if [[ $floor == 1 ]]; then
-  run_gradcomp floor "gradcomp, no communication (floor)" --method dense --transport none \
-    --merge single "${extra[@]}"
+  # the floors measure the time per iteration only (alone, a rank never reaches the target)
+  runs_epochs 1 run_gradcomp floor "gradcomp, no communication (floor)" --method dense \
+    --transport none --merge single "${extra[@]}"
 fi
 if [[ $ddp == 1 ]]; then
   run_ddp ddp-dense "PyTorch DDP dense" --exchange dense
   run_ddp ddp-fp16 "PyTorch DDP fp16 hook" --exchange fp16
   run_ddp ddp-powersgd "PyTorch DDP PowerSGD rank 2" --exchange powersgd --powersgd-rank 2
   if [[ $floor == 1 ]]; then
-    run_ddp ddp-floor "PyTorch, no communication (floor)" --exchange none
+    runs_epochs 1 run_ddp ddp-floor "PyTorch, no communication (floor)" --exchange none
   fi
 fi
 "$runs_python" scripts/compare-runs.py --out "$runs_out" --since "$runs_started" "${compare_target[@]}" \

@@ -90,8 +90,11 @@ public:
   //! At the step boundary before global iteration `it` (learning rate `lr`): at the end of an
   //! interval each group's regime observes the norm of the averaged gradient it accumulated
   //! (a learning-rate drop since the previous boundary marks the next interval critical); then
-  //! every layer's density is set from its group's decision in its regime.
-  void before_iteration(std::int64_t it, double lr, gradient_exchange& exchange) {
+  //! every layer's density is set from its group's decision in its regime. `train_seconds`:
+  //! this rank's training time so far, recorded with the interval.
+  void
+  before_iteration(std::int64_t it, double lr, double train_seconds, gradient_exchange& exchange) {
+    train_seconds_ = train_seconds;
     if (it == 0) {
       apply(it, lr, exchange, {});
     } else if (it % interval_iterations_ == 0) {
@@ -278,6 +281,7 @@ private:
       changes.push_back(std::isfinite(c) ? nlohmann::json(c) : nlohmann::json(nullptr));
     }
     intervals_.push_back({{"iteration", it},
+                          {"train_seconds", train_seconds_},
                           {"learning_rate", lr},
                           {"critical", critical},
                           {"change", changes},
@@ -321,6 +325,7 @@ private:
   std::vector<double> densities_;                     // the densities set last
   double last_lr_ = 0;
   nlohmann::json intervals_ = nlohmann::json::array();
+  double train_seconds_ = 0; // this rank's training time at the current iteration's start
 };
 
 } // namespace gradcomp_train

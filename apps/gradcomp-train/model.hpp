@@ -107,11 +107,14 @@ build_replica(replica& r, const train_options& o, const gradcomp::mpi::communica
 }
 
 //! Test accuracy and mean loss of replica `r` on `test`, the model-parallel slices gathered into
-//! the full layers. Collective over `comm`.
-inline evaluation
-evaluate_replica(const gradcomp::mpi::communicator& comm, replica& r, const gx::dataset& test) {
+//! the full layers; `stages` and `target` as evaluate()'s. Collective over `comm`.
+inline evaluation evaluate_replica(const gradcomp::mpi::communicator& comm,
+                                   replica& r,
+                                   const gx::dataset& test,
+                                   int stages = 1,
+                                   double target = 0) {
   r.hybrid->begin_full_model();
-  const evaluation e = evaluate(comm, r.net, test);
+  const evaluation e = evaluate(comm, r.net, test, stages, target);
   r.hybrid->end_full_model();
   return e;
 }

@@ -164,6 +164,13 @@ inline void add_run_options(CLI::App& app, train_options& o) {
   app.add_option("--evals-per-epoch", o.evals_per_epoch, "test-set evaluations per epoch")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  app.add_option("--eval-stages", o.eval_stages,
+                 "with --target-accuracy, an evaluation before an epoch's end runs in this many "
+                 "parts of the (randomly ordered) test set and stops after a part whose accuracy "
+                 "so far plus 3 standard errors is below the target; 1: always the whole test "
+                 "set (the initial and the epochs' last evaluations always are)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
   app.add_option("--calibrate-under-load", o.calibrate_under_load,
                  "calibrate the network model's alpha and beta while this rank's forward and "
                  "backward passes run in a second thread, as in training (true/false)")

@@ -55,6 +55,7 @@ inline nlohmann::json curve_json(const std::vector<eval_point>& points) {
                      {"train_loss", p.train_loss},
                      {"test_accuracy", p.test.accuracy},
                      {"test_loss", p.test.loss},
+                     {"test_samples", p.test.samples},
                      {"eval_seconds", p.test.seconds}});
   }
   return curve;

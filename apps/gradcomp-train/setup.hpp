@@ -54,8 +54,13 @@ struct sync_setup {
       std::fprintf(stderr, "gradcomp-train: %s\n", text.c_str());
     }
   }
-  //! Test accuracy and mean loss of the replica (the hybrid layers gathered). Collective.
-  evaluation evaluate() { return evaluate_replica(comm, model, data.test_set); }
+  //! Test accuracy and mean loss of the replica (the hybrid layers gathered) on the whole test
+  //! set, or with `staged` in --eval-stages stages that stop early far below
+  //! --target-accuracy. Collective.
+  evaluation evaluate(bool staged = false) {
+    return staged ? evaluate_replica(comm, model, data.test_set, o.eval_stages, o.target_accuracy)
+                  : evaluate_replica(comm, model, data.test_set);
+  }
 };
 
 //! @brief Checks the input on every rank and agrees on it (the data, and with transport coded

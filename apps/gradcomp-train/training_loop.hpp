@@ -301,7 +301,7 @@ private:
     }
     if (automatic) {
       automatic->before_iteration(u_.global_iteration, u_.learning_rate.at(u_.global_iteration),
-                                  *exchange);
+                                  train_seconds, *exchange);
     }
     const backward_times c = s_.coded ? coded_.run(order, it, *exchange, u_.scaling.scale())
                                       : forward_backward(mine, it, t0);
@@ -447,7 +447,8 @@ private:
                                                   divergence_hint),
                            exit_diverged);
     }
-    const evaluation e = s_.evaluate();
+    // staged (it may stop early far below the target) unless the epoch ends here
+    const evaluation e = s_.evaluate(it + 1 < s_.data.iterations_per_epoch);
     points.push_back({epoch + 1, u_.global_iteration, epochs_done, train_seconds, train_loss, e});
     loss_sum_ = 0;
     loss_count_ = 0;
@@ -456,10 +457,15 @@ private:
         std::fputc('\n', stderr);
       }
       std::fprintf(stderr,
-                   "gradcomp-train: epoch %.2f: test accuracy %.2f %%, test loss %.4f, "
+                   "gradcomp-train: epoch %.2f: test accuracy %.2f %%%s, test loss %.4f, "
                    "train loss %.4f, %.1f s training, %.1f ms/iteration\n",
-                   points.back().epochs_done, 100.0 * e.accuracy, e.loss, points.back().train_loss,
-                   train_seconds,
+                   points.back().epochs_done, 100.0 * e.accuracy,
+                   e.samples < s_.data.test_set.size()
+                       ? gradcomp_tools::format(" (stopped early: %lld test images)",
+                                                static_cast<long long>(e.samples))
+                             .c_str()
+                       : "",
+                   e.loss, points.back().train_loss, train_seconds,
                    1000.0 * totals.iteration / static_cast<double>(totals.iterations));
       if (target_point() == &points.back()) {
         std::fprintf(stderr,

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "../common/fashion_mnist.hpp"
+#include "../common/sample_order.hpp"
+#include "../common/staged_evaluation.hpp"
 #include "../common/tool_support.hpp"
 #include "exchange.hpp"
 #include "fidelity.hpp"
@@ -96,6 +98,10 @@ struct train_options {
   std::string ring_trace; //!< --ring-trace: per-rank CSV prefix of the ring's timeline.
   int threads = 1;
   int evals_per_epoch = 4;
+  //! --eval-stages: an evaluation between epoch ends, with --target-accuracy, runs in this many
+  //! parts of the test set and stops after one whose accuracy is surely below the target
+  //! (apps/common/staged_evaluation.hpp); 1: always the whole test set.
+  int eval_stages = 4;
   int profile_iterations = 5;
   //! Re-plan the merge once after this many iterations from the backward times the pipeline
   //! measured (0: never).
@@ -258,6 +264,9 @@ struct evaluation {
   double accuracy = 0;
   double loss = 0;
   double seconds = 0; //!< this rank's wall time of the evaluation (forward passes + allreduce)
+  //! test images evaluated over all ranks: the whole test set, or fewer when a staged
+  //! evaluation stopped early (accuracy and loss are then those of this random sample)
+  std::int64_t samples = 0;
 };
 
 //! Test images per forward pass of an evaluation. Batches of 100 keep the CNN's activations
@@ -267,35 +276,67 @@ struct evaluation {
 //! (benchmark/run_eval_cost.sh).
 inline constexpr std::int64_t evaluation_batch = 100;
 
-//! Test accuracy and mean loss over the whole test set, each rank of `comm` evaluating 1/P of
-//! it with its own replica in batches of evaluation_batch. Collective over `comm`.
-inline evaluation
-evaluate(const gradcomp::mpi::communicator& comm, network& net, const gx::dataset& test) {
+//! Test accuracy and mean loss over the test set, each rank of `comm` evaluating 1/P of it
+//! with its own replica in batches of evaluation_batch. With stages > 1 and target > 0 the
+//! evaluation runs in `stages` parts and stops after a part whose accuracy so far is surely
+//! below `target` (apps/common/staged_evaluation.hpp; the test set must be in test_order).
+//! Collective over `comm` (one allreduce of 3 doubles per stage run).
+inline evaluation evaluate(const gradcomp::mpi::communicator& comm,
+                           network& net,
+                           const gx::dataset& test,
+                           int stages = 1,
+                           double target = 0) {
   const auto start = std::chrono::steady_clock::now();
   torch::NoGradGuard no_grad;
   net.base->eval();
   const std::int64_t n = test.size();
   const std::int64_t begin = n * comm.rank() / comm.size();
   const std::int64_t end = n * (comm.rank() + 1) / comm.size();
-  double sums[3] = {0, 0, static_cast<double>(end - begin)}; // correct, loss sum, count
-  for (std::int64_t b = begin; b < end; b += evaluation_batch) {
-    const std::int64_t len = std::min<std::int64_t>(evaluation_batch, end - b);
-    const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
-    const torch::Tensor labels = test.labels.narrow(0, b, len);
-    sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
-    sums[1] +=
-        torch::nn::functional::cross_entropy(
-            logits, labels, torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
-            .item<double>();
+  const int parts = target > 0 ? std::max(1, stages) : 1;
+  double total[3] = {0, 0, 0}; // correct, loss sum, count: over all ranks, the stages so far
+  for (int s = 0; s < parts; ++s) {
+    const auto [first, last] = gx::stage_range(begin, end, s, parts);
+    double sums[3] = {0, 0, static_cast<double>(last - first)};
+    for (std::int64_t b = first; b < last; b += evaluation_batch) {
+      const std::int64_t len = std::min<std::int64_t>(evaluation_batch, last - b);
+      const torch::Tensor logits = net.module.forward(test.images.narrow(0, b, len));
+      const torch::Tensor labels = test.labels.narrow(0, b, len);
+      sums[0] += static_cast<double>(logits.argmax(1).eq(labels).sum().item<std::int64_t>());
+      sums[1] += torch::nn::functional::cross_entropy(
+                     logits, labels,
+                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum))
+                     .item<double>();
+    }
+    allreduce(comm, std::span<double>(sums), MPI_SUM);
+    for (int k = 0; k < 3; ++k) {
+      total[k] += sums[k];
+    }
+    // integer counts, exact in doubles and the same on every rank: all stop together
+    if (gx::can_stop_early(static_cast<std::int64_t>(total[0]), static_cast<std::int64_t>(total[2]),
+                           n, target)) {
+      break;
+    }
   }
   net.base->train();
-  allreduce(comm, std::span<double>(sums), MPI_SUM);
-  return {sums[0] / sums[2], sums[1] / sums[2],
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+  return {total[0] / total[2], total[1] / total[2],
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+          static_cast<std::int64_t>(total[2])};
+}
+
+//! `test` in the fixed order of staged evaluations (epoch_order(n, test_order_seed, 0)), so
+//! that every prefix of it is a random sample. Accuracy over the whole set does not change.
+inline void put_in_test_order(gx::dataset& test) {
+  std::vector<std::int64_t> order = gx::epoch_order(test.size(), gx::test_order_seed, 0);
+  const torch::Tensor index =
+      torch::from_blob(order.data(), {static_cast<std::int64_t>(order.size())}, torch::kInt64)
+          .clone();
+  test.images = test.images.index_select(0, index);
+  test.labels = test.labels.index_select(0, index);
 }
 
 //! @brief Loads the Fashion-MNIST training set (its first o.train_limit samples; 0: all) and the
-//! test set (its first o.test_limit samples; 0: all) from o.data into `train_set` and `test_set`.
+//! test set (its first o.test_limit samples; 0: all, put in test order) from o.data into
+//! `train_set` and `test_set`.
 //! Returns "" or the problem: files missing, unreadable data, or fewer training samples than
 //! `consumers` (the ranks or workers that each need one, called `consumer_name` in the message).
 inline std::string load_data(const train_options& o,
@@ -311,6 +352,7 @@ inline std::string load_data(const train_options& o,
   try {
     train_set = gx::load_fashion_mnist(o.data, true, o.train_limit);
     test_set = gx::load_fashion_mnist(o.data, false, o.test_limit);
+    put_in_test_order(test_set);
   } catch (const std::exception& e) {
     return e.what();
   }

@@ -8,6 +8,7 @@
 #                                         runs_started (seconds since the epoch), runs_reports=()
 #   run_gradcomp NAME LABEL ARGS...       gradcomp-train ARGS on every rank -> OUT/NAME.{json,md}
 #   run_ddp NAME LABEL ARGS...            scripts/ddp_train.py ARGS (PyTorch DDP) -> the same
+#   runs_epochs E run_gradcomp|run_ddp .. the run with --epochs E instead of runs_common's
 #   runs_target TARGET EPOCHS DECAY       the target (a fraction or none) and the step decay's
 #                                         epochs (or none) for every run: appends to
 #                                         runs_common, sets compare_target=() and target_text
@@ -106,6 +107,19 @@ runs_checked() {
     echo "runs: $label exited with an error after writing its report (kept)" >&2
   fi
   runs_reports+=("$runs_out/$name.json")
+}
+
+# runs_epochs EPOCHS COMMAND ARGS...: COMMAND ARGS (run_gradcomp or run_ddp) with --epochs EPOCHS
+# in runs_common instead of its value there (runs_common must hold --epochs)
+runs_epochs() {
+  local epochs=$1 saved=("${runs_common[@]}") i rc=0
+  shift
+  for i in "${!runs_common[@]}"; do
+    if [[ ${runs_common[i]} == --epochs ]]; then runs_common[i + 1]=$epochs; fi
+  done
+  "$@" || rc=$?
+  runs_common=("${saved[@]}")
+  return $rc
 }
 
 run_gradcomp() {

@@ -257,7 +257,7 @@ def test_target_accuracy_stops_both_programs_at_the_same_evaluation(tmp_path):
     --target-accuracy puts every run's time to it side by side; unreached, the run trains the
     cap and reports null."""
     common = ["--train-limit", "512", "--test-limit", "400", "--epochs", "2",
-              "--evals-per-epoch", "4"]
+              "--evals-per-epoch", "4", "--eval-stages", "1"]
 
     def cpp(name, *extra, transport="none"):
         report = tmp_path / f"{name}.json"
@@ -284,7 +284,8 @@ def test_target_accuracy_stops_both_programs_at_the_same_evaluation(tmp_path):
     assert "reached --target-accuracy" in log
     assert stopped["eval_seconds"] > 0 and all(q["eval_seconds"] > 0 for q in stopped["curve"])
     py_report, py = run_ddp(tmp_path, "py", "--exchange", "none", "--epochs", "2",
-                            "--evals-per-epoch", "4", "--target-accuracy", repr(target), port=29623)
+                            "--evals-per-epoch", "4", "--eval-stages", "1",
+                            "--target-accuracy", repr(target), port=29623)
     assert len(py["curve"]) == k + 1
     assert py["epochs_to_target"] == stopped["epochs_to_target"]
     assert py["curve"][k]["test_loss"] == pytest.approx(stopped["curve"][k]["test_loss"], rel=1e-6)
@@ -307,3 +308,40 @@ def test_target_accuracy_stops_both_programs_at_the_same_evaluation(tmp_path):
     assert "| never | not reached in 2 epochs | - | - |" in p.stdout
     assert "| stopped |" not in p.stdout.split("**Time to")[1].split("\n\n")[1]
     assert f"target {100 * target:.1f} %" in (tmp_path / "cmp" / "accuracy-vs-time.svg").read_text()
+
+
+@pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
+                    reason="needs gradcomp-train (GRADCOMP_TRAIN) and the dataset")
+def test_staged_evaluations_stop_early_alike_in_both_programs(tmp_path):
+    """--eval-stages 4 with a target far above the curve: every evaluation between epoch ends
+    stops after its first quarter of the (randomly ordered) test set, in both programs alike
+    (same images, same loss); the initial and epoch-end evaluations see the whole set and equal
+    those of an unstaged run, whose training the evaluations do not change."""
+    common = ["--train-limit", "512", "--test-limit", "400", "--epochs", "2",
+              "--evals-per-epoch", "4", "--target-accuracy", "0.999"]
+
+    def cpp(name, *extra):
+        report = tmp_path / f"{name}.json"
+        p = subprocess.run([MPIEXEC, "-n", "2", GRADCOMP_TRAIN, "--transport", "none",
+                            "--merge", "single", *common, "--report", str(report), *extra],
+                           capture_output=True, text=True, timeout=300,
+                           env=dict(os.environ, OMP_NUM_THREADS="1"))
+        assert p.returncode == 0, p.stdout + p.stderr
+        with open(report) as f:
+            return json.load(f), p.stderr
+
+    staged, log = cpp("staged", "--eval-stages", "4")
+    whole, _ = cpp("whole", "--eval-stages", "1")
+    samples = [q["test_samples"] for q in staged["curve"]]
+    assert samples == [400, 100, 100, 100, 400, 100, 100, 100, 400]
+    assert [q["test_samples"] for q in whole["curve"]] == [400] * 9
+    assert "stopped early: 100 test images" in log
+    for q, w in zip(staged["curve"], whole["curve"]):
+        assert q["train_loss"] == w["train_loss"]  # the same training
+        if q["test_samples"] == 400:
+            assert q["test_loss"] == w["test_loss"]
+    _, py = run_ddp(tmp_path, "py", "--exchange", "none", "--epochs", "2", "--evals-per-epoch",
+                    "4", "--target-accuracy", "0.999", "--eval-stages", "4", port=29624)
+    assert [q["test_samples"] for q in py["curve"]] == samples
+    for q, c in zip(py["curve"], staged["curve"]):
+        assert q["test_loss"] == pytest.approx(c["test_loss"], rel=1e-6)
