@@ -11,12 +11,14 @@
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
 #   gradcomp, compressed:  --method auto --density 0.05 --auto-critical-density 0.15
-#                          --transport allgather --merge single (dense or 5 %, 15 % while
-#                          Accordion's detector sees a critical regime, from the cost model
-#                          calibrated at start-up; docs/train.md; one group: one exchange per
-#                          iteration. On this CNN 5 % reached 90.5 % at DDP dense's epoch where
-#                          1 % needed 0.5-1 epoch more, at a similar cost per iteration, and
-#                          without the critical regimes neither reached it: docs/benchmarks.md)
+#                          --precision fp16 --transport allgather --merge single (dense or 5 %,
+#                          15 % while Accordion's detector sees a critical regime, from the cost
+#                          model calibrated at start-up; docs/train.md; values sent as fp16, the
+#                          rounding kept in the residual: 40 % fewer bytes than fp32 values; one
+#                          group: one exchange per iteration. On this CNN 5 % reached 90.5 % at
+#                          DDP dense's epoch where 1 % needed 0.5-1 epoch more, at a similar cost
+#                          per iteration, and without the critical regimes neither reached it:
+#                          docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all;
 #                          one epoch: the floors measure the time per iteration only)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
@@ -38,7 +40,7 @@
 # 0.905; none: every run trains all --epochs. The floors train one epoch.)
 # runs_only="NAME ..." in the environment runs only the named runs (dense-ring dense compressed
 # floor ddp-dense ddp-fp16 ddp-powersgd ddp-floor).
-# Takes about 25-35 minutes on a 2-core machine (build and apt excluded); --no-ddp leaves the
+# Takes about 25-30 minutes on a 2-core machine (build and apt excluded); --no-ddp leaves the
 # four PyTorch runs out (about half of it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -90,9 +92,9 @@ run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --t
   --merge optimal "${extra[@]}"
 run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
   --merge size_threshold "${extra[@]}"
-run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical), allgather, one group" \
-  --method auto --density 0.05 --auto-critical-density 0.15 --transport allgather --merge single \
-  "${extra[@]}"
+run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical), fp16 values, allgather, one group" \
+  --method auto --density 0.05 --auto-critical-density 0.15 --precision fp16 --transport allgather \
+  --merge single "${extra[@]}"
 if [[ $floor == 1 ]]; then
   # the floors measure the time per iteration only (alone, a rank never reaches the target)
   runs_epochs 1 run_gradcomp floor "gradcomp, no communication (floor)" --method dense \

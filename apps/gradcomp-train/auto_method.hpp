@@ -184,7 +184,8 @@ private:
   }
 
   // Prices every group dense, fp16 left out (the allgather's switch runs the fp32 ring) and
-  // sparse at --density (normal) or --auto-critical-density (critical); the overlap is the
+  // sparse at --density (normal) or --auto-critical-density (critical), its messages as the
+  // allgather encodes them (values in --precision, delta + varint indices); the overlap is the
   // backward time of the layers after the group in backward order.
   void price_groups(const sync_setup& s) {
     namespace gs = gradcomp::schedule;
@@ -193,10 +194,14 @@ private:
     costs.allreduce_seconds = gradcomp::cost::message_cost(kind::ring_allreduce, s.ranks, net_);
     costs.allgather_seconds = gradcomp::cost::message_cost(kind::sparse_allgather, s.ranks, net_);
     costs.select_seconds = {0.0, select_per_element_};
-    const gs::exchange_choice_settings choice{.density = density_,
-                                              .critical_density = settings_.critical_density,
-                                              .allow_fp16 = false,
-                                              .min_saving = settings_.min_saving};
+    const gs::exchange_choice_settings choice{
+        .density = density_,
+        .critical_density = settings_.critical_density,
+        .allow_fp16 = false,
+        .min_saving = settings_.min_saving,
+        .sparse_value_bytes =
+            static_cast<unsigned>(gradcomp::value_size_bytes(wire_type(s.o.large_batch.precision))),
+        .sparse_indices = gradcomp::mpi::sparse_allgather_options{}.indices};
     const std::size_t layers = numel_.size();
     for (const auto& group : groups_) {
       std::uint64_t elements = 0;

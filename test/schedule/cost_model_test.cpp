@@ -58,6 +58,17 @@ TEST_CASE("cost_model: message bytes, dense, at a density and quantized, by hand
   CHECK(message_format{.quantized_bits = 5, .quantized_bucket_elements = 1000}.bytes(1000) ==
         9 + 625);
   CHECK_THROWS_WITH(message_format{.density = 0.0}.bytes(10), Contains("density 0"));
+  // the wire's sparse formats: fp16 values with delta + varint indices at 5 %: k = 500 pairs of
+  // 2 + (1 + 0.95^128 + ...) bytes, rounded up; u32 indices with fp16 values: 6 bytes a pair
+  const double varint =
+      gradcomp::expected_index_bytes(gradcomp::index_encoding::delta_varint, 0.05);
+  CHECK(message_format{.density = 0.05,
+                       .sparse_value_bytes = 2,
+                       .sparse_indices = gradcomp::index_encoding::delta_varint}
+            .bytes(10000) == static_cast<std::uint64_t>(std::ceil(500 * (2 + varint))));
+  CHECK(message_format{.density = 0.05, .sparse_value_bytes = 2}.bytes(10000) == 6 * 500);
+  CHECK_THROWS_WITH((message_format{.density = 0.05, .sparse_value_bytes = 3}.bytes(10)),
+                    Contains("sparse_value_bytes 3 is not 1, 2 or 4"));
   CHECK_THROWS_WITH(message_format{.density = 1.5}.bytes(10), Contains("density 1.5"));
 }
 

@@ -75,6 +75,27 @@ TEST_CASE("choose_exchange: a critical regime leaves sparse out, fp16 wins on a 
   CHECK(d3.chosen.method == gs::exchange_method::dense);
 }
 
+TEST_CASE("choose_exchange: the sparse candidate is priced in its wire format",
+          "[schedule][exchange_choice]") {
+  // pure bandwidth: the ring moves 1.5 x its bytes' time, the allgather 3 x (P - 1 = 3); no
+  // compression cost. At 10 % (u32, fp32) pairs cost 0.1 x 8 x 9 = 7.2 ns per element against
+  // dense's 4 x 1.5 = 6: dense; fp16 values with delta + varint indices (3.0 bytes a pair at
+  // 10 %) cost 2.7: sparse
+  const gs::exchange_costs costs{[](std::uint64_t b) { return 1.5e-9 * static_cast<double>(b); },
+                                 [](std::uint64_t b) { return 9e-9 * static_cast<double>(b); },
+                                 gs::affine_cost{}, gs::affine_cost{}};
+  const gs::exchange_choice_settings pairs{.density = 0.1, .allow_fp16 = false};
+  const auto fp32 = gs::choose_exchange(1000000, costs, pairs, false);
+  CHECK(fp32.chosen.method == gs::exchange_method::dense);
+  CHECK(fp32.candidates[1].bytes == 8 * 100000);
+  gs::exchange_choice_settings wire = pairs;
+  wire.sparse_value_bytes = 2;
+  wire.sparse_indices = gradcomp::index_encoding::delta_varint;
+  const auto fp16 = gs::choose_exchange(1000000, costs, wire, false);
+  CHECK(fp16.chosen.method == gs::exchange_method::sparse);
+  CHECK(fp16.chosen.bytes == Approx(100000 * 3.0).epsilon(0.001));
+}
+
 TEST_CASE("choose_exchange: backward that hides the dense exchange keeps it dense",
           "[schedule][exchange_choice]") {
   const auto costs = costs_on(1e9, 50e-6, 4);

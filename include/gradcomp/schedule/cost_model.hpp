@@ -8,6 +8,7 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/detail/varint.hpp>
+#include <gradcomp/sparse/wire.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -30,8 +31,10 @@ struct affine_cost {
 };
 
 //! @brief Size of a group's message: 4 bytes per element (dense fp32), or, with a density D,
-//! 8 bytes per selected element ((u32 index, fp32 value) pairs) for k = ceil(D x numel)
-//! elements, k computed as gradcomp::k_for_density does for the compressors, or, with
+//! sparse_value_bytes + gradcomp::expected_index_bytes(sparse_indices, D) bytes per selected
+//! element (by default 8: (u32 index, fp32 value) pairs; fp16 values with delta + varint
+//! indices at D = 0.05: 3.0) for k = ceil(D x numel) elements, rounded up to whole bytes, k
+//! computed as gradcomp::k_for_density does for the compressors, or, with
 //! quantized_bits b, 9 + ceil(numel x b / 8) bytes (every element quantized: the wire's
 //! value_type::quantized section), plus the segment table when quantized_bucket_elements d is
 //! not 0 and below numel (4 bytes and, per bucket, a varint count and a 4-byte scale).
@@ -42,9 +45,15 @@ struct message_format {
   std::optional<unsigned> quantized_bits = std::nullopt;
   //! With quantized_bits: values per scale (the quantizer's bucket_elements; 0: one scale).
   std::uint64_t quantized_bucket_elements = 0;
+  //! With density: bytes per sent value (4: fp32, the default; 2: fp16 or bf16).
+  unsigned sparse_value_bytes = 4;
+  //! With density: how the indices go on the wire (u32, the default, or delta_varint, priced
+  //! by gradcomp::expected_index_bytes for uniformly spread indices).
+  index_encoding sparse_indices = index_encoding::u32;
 
   //! Bytes of the message of a group of `numel` elements. O(1).
-  //! @throws std::invalid_argument if the density is outside (0, 1].
+  //! @throws std::invalid_argument if the density is outside (0, 1], or sparse_value_bytes is
+  //! not 1, 2 or 4.
   [[nodiscard]] std::uint64_t bytes(std::uint64_t numel) const {
     if (quantized_bits) {
       const std::uint64_t d = quantized_bucket_elements;
@@ -62,7 +71,15 @@ struct message_format {
     if (!density) {
       return 4 * numel;
     }
-    return 8 * static_cast<std::uint64_t>(k_for_density(static_cast<std::size_t>(numel), *density));
+    const auto k = static_cast<double>(k_for_density(static_cast<std::size_t>(numel), *density));
+    if (sparse_value_bytes == 4 && sparse_indices == index_encoding::u32) {
+      return 8 * static_cast<std::uint64_t>(k); // exact (no rounding of a product)
+    }
+    gradcomp::detail::require(
+        sparse_value_bytes == 1 || sparse_value_bytes == 2 || sparse_value_bytes == 4,
+        "message_format: sparse_value_bytes ", sparse_value_bytes, " is not 1, 2 or 4");
+    return static_cast<std::uint64_t>(
+        std::ceil(k * (sparse_value_bytes + expected_index_bytes(sparse_indices, *density))));
   }
 };
 

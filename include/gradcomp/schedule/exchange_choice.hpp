@@ -22,7 +22,7 @@ namespace gradcomp::schedule {
 enum class exchange_method {
   dense,  //!< every value in fp32 through an allreduce (the ring): lossless.
   fp16,   //!< every value cast to fp16 (with error feedback) through an allreduce: half the bytes.
-  sparse, //!< k = k_for_density(n, d) (index, fp32 value) pairs with error feedback through the
+  sparse, //!< k = k_for_density(n, d) (index, value) pairs with error feedback through the
           //!< sparse allgather.
 };
 
@@ -66,15 +66,19 @@ struct exchange_choice_settings {
   //! A lossier candidate is chosen only if its exposed time is at most (1 - min_saving) times
   //! the less lossy choice's: compression must pay for its loss of information. [0, 1).
   double min_saving = 0.1;
+  //! The sparse candidate's bytes per value (4: fp32, the default; 2: fp16 or bf16) and index
+  //! encoding (u32, the default, or delta_varint), as message_format prices them.
+  unsigned sparse_value_bytes = 4;
+  index_encoding sparse_indices = index_encoding::u32; //!< see sparse_value_bytes.
 };
 
 //! @brief One priced candidate.
 struct exchange_candidate {
   exchange_method method = exchange_method::dense; //!< what the group is sent as.
-  double density = 1.0;               //!< 1 for dense and fp16.
-  std::uint64_t bytes = 0;            //!< the message each rank sends.
-  double compress_seconds = 0.0;      //!< on the training thread (cast or selection).
-  double communication_seconds = 0.0; //!< the exchange from the cost model.
+  double density = 1.0;                            //!< 1 for dense and fp16.
+  std::uint64_t bytes = 0;                         //!< the message each rank sends.
+  double compress_seconds = 0.0;                   //!< on the training thread (cast or selection).
+  double communication_seconds = 0.0;              //!< the exchange from the cost model.
   //! compress_seconds + max(0, communication_seconds - overlap_seconds): what the iteration
   //! waits for; the quantity the choice minimises.
   double exposed_seconds = 0.0;
@@ -91,7 +95,8 @@ struct exchange_decision {
 //! @brief Chooses what a group of `elements` values is sent as.
 //!
 //! Prices dense (4 n bytes, no compression), fp16 (2 n bytes, cast_seconds(n)) and sparse at
-//! density d (message_format{d}.bytes(n) = 8 k_for_density(n, d) bytes, select_seconds(n)),
+//! density d (message_format's bytes(n) with density d and the settings' value bytes and index
+//! encoding: by default 8 k_for_density(n, d) bytes; select_seconds(n)),
 //! with d = settings.density, or settings.critical_density when `critical` (Accordion: a
 //! critical_regime detector says so); sparse is left out when that density is 1. Each
 //! candidate's exposed time is its compression plus the part of its communication that the
@@ -101,8 +106,8 @@ struct exchange_decision {
 //! costs more than it saves (fast links, small tensors, exchanges hidden by backward), sparse where
 //! it saves. Deterministic: ranks with the same inputs choose the same. O(1) cost-model calls.
 //! @throws std::invalid_argument naming the value if a density is outside (0, 1], min_saving
-//! outside [0, 1), overlap_seconds negative or not finite, a cost function missing, or a cost
-//! negative or not finite.
+//! outside [0, 1), sparse_value_bytes not 1, 2 or 4, overlap_seconds negative or not finite, a
+//! cost function missing, or a cost negative or not finite.
 [[nodiscard]] inline exchange_decision choose_exchange(std::uint64_t elements,
                                                        const exchange_costs& costs,
                                                        const exchange_choice_settings& settings,
@@ -137,7 +142,10 @@ struct exchange_decision {
   }
   const double density = critical ? settings.critical_density : settings.density;
   if (density < 1.0) {
-    const std::uint64_t bytes = message_format{density}.bytes(elements);
+    message_format format{density};
+    format.sparse_value_bytes = settings.sparse_value_bytes;
+    format.sparse_indices = settings.sparse_indices;
+    const std::uint64_t bytes = format.bytes(elements);
     d.candidates.push_back(price(exchange_method::sparse, density, bytes,
                                  costs.select_seconds(elements), costs.allgather_seconds(bytes)));
   }

@@ -32,7 +32,13 @@ def allgather(bytes_, p, a):  # header allgather (32 bytes per rank), then the m
             (p - 1) * a["beta_seconds_per_byte"] * (32 + bytes_))
 
 
-def check_decision(d, group, a, regime_density):
+def pair_bytes(density, value_bytes):
+    """Bytes of a pair as the allgather encodes it: the value, and the expected delta + varint
+    index of uniformly spread indices (a geometric gap; one more byte at 2^7, 2^14, ...)."""
+    return value_bytes + 1 + sum((1 - density) ** (2 ** (7 * j)) for j in range(1, 5))
+
+
+def check_decision(d, group, a, regime_density, value_bytes=4):
     n, p, overlap = group["elements"], a["ranks"], group["overlap_seconds"]
     cands = d["candidates"]
     dense = cands[0]
@@ -43,10 +49,12 @@ def check_decision(d, group, a, regime_density):
         assert [c["method"] for c in cands] == ["dense", "sparse"]  # fp16 is not a candidate
         sparse = cands[1]
         k = max(1, math.ceil(regime_density * n - 1e-9))
-        assert sparse["density"] == regime_density and sparse["bytes"] == 8 * k
+        assert sparse["density"] == regime_density
+        assert abs(sparse["bytes"] - math.ceil(k * pair_bytes(regime_density, value_bytes))) <= 1
         assert sparse["compress_seconds"] == pytest.approx(a["select_seconds_per_element"] * n,
                                                            rel=1e-9)
-        assert sparse["communication_seconds"] == pytest.approx(allgather(8 * k, p, a), rel=1e-9)
+        assert sparse["communication_seconds"] == pytest.approx(
+            allgather(sparse["bytes"], p, a), rel=1e-9)
     else:
         assert [c["method"] for c in cands] == ["dense"]
     for c in cands:
@@ -87,6 +95,8 @@ def test_auto_prices_every_group_by_the_rule_and_keeps_the_replicas(tmp_path):
     assert a["interval_iterations"] == 2
     starts = [i["iteration"] for i in a["intervals"]]
     assert starts == list(range(0, iterations, 2))
+    seconds = [i["train_seconds"] for i in a["intervals"]]  # the training time at each start
+    assert seconds == sorted(seconds) and seconds[-1] < r["train_seconds"]
     assert all(a["intervals"][0]["critical"])
     for i in a["intervals"][1:]:
         for critical, change in zip(i["critical"], i["change"]):
@@ -113,16 +123,18 @@ def test_auto_goes_dense_when_compression_must_save_everything(tmp_path):
 
 def test_auto_calibrates_itself_when_the_merge_plan_does_not(tmp_path):
     # per_layer plans without a network model: auto runs its own ring sweep (collective on
-    # every rank) and prices every layer as a group of its own
+    # every rank) and prices every layer as a group of its own; fp16 values: 2-byte values in
+    # the sparse candidate's pairs
     base = [a for a in AUTO if a not in ("--merge", "optimal")]
-    p, report = run(tmp_path, "per-layer", 2, *base, "--merge", "per_layer", evals_per_epoch=1)
+    p, report = run(tmp_path, "per-layer", 2, *base, "--merge", "per_layer", "--precision",
+                    "fp16", evals_per_epoch=1)
     assert p.returncode == 0, p.stdout + p.stderr
     r = load(report)
     a = r["auto"]
     assert len(a["groups"]) == len(a["backward_seconds"]) == 8  # the CNN's 8 tensors
     assert a["alpha_seconds"] > 0 or a["beta_seconds_per_byte"] > 0
     for g in a["groups"]:
-        check_decision(g["normal"], g, a, 0.01)
+        check_decision(g["normal"], g, a, 0.01, value_bytes=2)
     assert r["replicas_identical"]
 
 
