@@ -345,3 +345,30 @@ def test_staged_evaluations_stop_early_alike_in_both_programs(tmp_path):
     assert [q["test_samples"] for q in py["curve"]] == samples
     for q, c in zip(py["curve"], staged["curve"]):
         assert q["test_loss"] == pytest.approx(c["test_loss"], rel=1e-6)
+
+
+def load_compare_runs():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs", os.path.join(ROOT, "scripts", "compare-runs.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_compare_runs_times_the_iterations_outside_critical_phases():
+    """compare-runs' auto row: rank 0's training seconds over the intervals in which no group
+    was critical (the last interval ends at the report's end), by hand."""
+    cr = load_compare_runs()
+    report = {"train_seconds": 5.5, "curve": [{"iteration": 0}, {"iteration": 30}],
+              "auto": {"intervals": [
+                  {"iteration": 0, "train_seconds": 1.0, "critical": [True, False]},
+                  {"iteration": 10, "train_seconds": 3.0, "critical": [False, False]},
+                  {"iteration": 20, "train_seconds": 4.0, "critical": [False, False]}]}}
+    assert cr.noncritical_ms(report) == pytest.approx(1000 * (1.0 + 1.5) / 20)
+    report["auto"]["intervals"][2]["critical"] = [False, True]
+    assert cr.noncritical_ms(report) == pytest.approx(1000 * 1.0 / 10)
+    for i in report["auto"]["intervals"]:
+        i["critical"] = [True]
+    assert cr.noncritical_ms(report) is None  # no interval outside a critical phase
+    assert cr.noncritical_ms({"train_seconds": 1.0, "curve": [{"iteration": 5}]}) is None
