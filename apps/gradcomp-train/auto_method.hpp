@@ -199,9 +199,9 @@ private:
         .critical_density = settings_.critical_density,
         .allow_fp16 = false,
         .min_saving = settings_.min_saving,
-        .sparse_value_bytes =
-            static_cast<unsigned>(gradcomp::value_size_bytes(wire_type(s.o.large_batch.precision))),
-        .sparse_indices = gradcomp::mpi::sparse_allgather_options{}.indices};
+        .sparse_pairs = {.value_bytes = static_cast<unsigned>(
+                             gradcomp::value_size_bytes(wire_type(s.o.large_batch.precision))),
+                         .indices = gradcomp::mpi::sparse_allgather_options{}.indices}};
     const std::size_t layers = numel_.size();
     for (const auto& group : groups_) {
       std::uint64_t elements = 0;

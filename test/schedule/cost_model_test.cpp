@@ -62,13 +62,13 @@ TEST_CASE("cost_model: message bytes, dense, at a density and quantized, by hand
   // 2 + (1 + 0.95^128 + ...) bytes, rounded up; u32 indices with fp16 values: 6 bytes a pair
   const double varint =
       gradcomp::expected_index_bytes(gradcomp::index_encoding::delta_varint, 0.05);
-  CHECK(message_format{.density = 0.05,
-                       .sparse_value_bytes = 2,
-                       .sparse_indices = gradcomp::index_encoding::delta_varint}
-            .bytes(10000) == static_cast<std::uint64_t>(std::ceil(500 * (2 + varint))));
-  CHECK(message_format{.density = 0.05, .sparse_value_bytes = 2}.bytes(10000) == 6 * 500);
-  CHECK_THROWS_WITH((message_format{.density = 0.05, .sparse_value_bytes = 3}.bytes(10)),
-                    Contains("sparse_value_bytes 3 is not 1, 2 or 4"));
+  CHECK(
+      message_format{.density = 0.05,
+                     .pairs = {.value_bytes = 2, .indices = gradcomp::index_encoding::delta_varint}}
+          .bytes(10000) == static_cast<std::uint64_t>(std::ceil(500 * (2 + varint))));
+  CHECK(message_format{.density = 0.05, .pairs = {.value_bytes = 2}}.bytes(10000) == 6 * 500);
+  CHECK_THROWS_WITH((message_format{.density = 0.05, .pairs = {.value_bytes = 3}}.bytes(10)),
+                    Contains("pairs.value_bytes 3 is not 1, 2 or 4"));
   CHECK_THROWS_WITH(message_format{.density = 1.5}.bytes(10), Contains("density 1.5"));
 }
 

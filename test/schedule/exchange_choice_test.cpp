@@ -89,8 +89,7 @@ TEST_CASE("choose_exchange: the sparse candidate is priced in its wire format",
   CHECK(fp32.chosen.method == gs::exchange_method::dense);
   CHECK(fp32.candidates[1].bytes == 8 * 100000);
   gs::exchange_choice_settings wire = pairs;
-  wire.sparse_value_bytes = 2;
-  wire.sparse_indices = gradcomp::index_encoding::delta_varint;
+  wire.sparse_pairs = {.value_bytes = 2, .indices = gradcomp::index_encoding::delta_varint};
   const auto fp16 = gs::choose_exchange(1000000, costs, wire, false);
   CHECK(fp16.chosen.method == gs::exchange_method::sparse);
   CHECK(fp16.chosen.bytes == Approx(100000 * 3.0).epsilon(0.001));

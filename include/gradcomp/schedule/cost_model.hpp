@@ -30,8 +30,17 @@ struct affine_cost {
   }
 };
 
+//! @brief How a sparse message's (index, value) pairs go on the wire, for pricing it before it
+//! exists: bytes per value and the index encoding. The default, fp32 values with u32 indices,
+//! is 8 bytes a pair; fp16 values with delta + varint indices at density 0.05 are 3.0.
+struct sparse_pair_format {
+  unsigned value_bytes = 4; //!< bytes per sent value: 4 (fp32), 2 (fp16 or bf16) or 1.
+  //! u32 or delta_varint, priced by gradcomp::expected_index_bytes (uniformly spread indices).
+  index_encoding indices = index_encoding::u32;
+};
+
 //! @brief Size of a group's message: 4 bytes per element (dense fp32), or, with a density D,
-//! sparse_value_bytes + gradcomp::expected_index_bytes(sparse_indices, D) bytes per selected
+//! pairs.value_bytes + gradcomp::expected_index_bytes(pairs.indices, D) bytes per selected
 //! element (by default 8: (u32 index, fp32 value) pairs; fp16 values with delta + varint
 //! indices at D = 0.05: 3.0) for k = ceil(D x numel) elements, rounded up to whole bytes, k
 //! computed as gradcomp::k_for_density does for the compressors, or, with
@@ -45,14 +54,11 @@ struct message_format {
   std::optional<unsigned> quantized_bits = std::nullopt;
   //! With quantized_bits: values per scale (the quantizer's bucket_elements; 0: one scale).
   std::uint64_t quantized_bucket_elements = 0;
-  //! With density: bytes per sent value (4: fp32, the default; 2: fp16 or bf16).
-  unsigned sparse_value_bytes = 4;
-  //! With density: how the indices go on the wire (u32, the default, or delta_varint, priced
-  //! by gradcomp::expected_index_bytes for uniformly spread indices).
-  index_encoding sparse_indices = index_encoding::u32;
+  //! With density: how the pairs go on the wire (by default 8 bytes a pair).
+  sparse_pair_format pairs{};
 
   //! Bytes of the message of a group of `numel` elements. O(1).
-  //! @throws std::invalid_argument if the density is outside (0, 1], or sparse_value_bytes is
+  //! @throws std::invalid_argument if the density is outside (0, 1], or pairs.value_bytes is
   //! not 1, 2 or 4.
   [[nodiscard]] std::uint64_t bytes(std::uint64_t numel) const {
     if (quantized_bits) {
@@ -72,14 +78,14 @@ struct message_format {
       return 4 * numel;
     }
     const auto k = static_cast<double>(k_for_density(static_cast<std::size_t>(numel), *density));
-    if (sparse_value_bytes == 4 && sparse_indices == index_encoding::u32) {
+    if (pairs.value_bytes == 4 && pairs.indices == index_encoding::u32) {
       return 8 * static_cast<std::uint64_t>(k); // exact (no rounding of a product)
     }
     gradcomp::detail::require(
-        sparse_value_bytes == 1 || sparse_value_bytes == 2 || sparse_value_bytes == 4,
-        "message_format: sparse_value_bytes ", sparse_value_bytes, " is not 1, 2 or 4");
+        pairs.value_bytes == 1 || pairs.value_bytes == 2 || pairs.value_bytes == 4,
+        "message_format: pairs.value_bytes ", pairs.value_bytes, " is not 1, 2 or 4");
     return static_cast<std::uint64_t>(
-        std::ceil(k * (sparse_value_bytes + expected_index_bytes(sparse_indices, *density))));
+        std::ceil(k * (pairs.value_bytes + expected_index_bytes(pairs.indices, *density))));
   }
 };
 

@@ -66,10 +66,9 @@ struct exchange_choice_settings {
   //! A lossier candidate is chosen only if its exposed time is at most (1 - min_saving) times
   //! the less lossy choice's: compression must pay for its loss of information. [0, 1).
   double min_saving = 0.1;
-  //! The sparse candidate's bytes per value (4: fp32, the default; 2: fp16 or bf16) and index
-  //! encoding (u32, the default, or delta_varint), as message_format prices them.
-  unsigned sparse_value_bytes = 4;
-  index_encoding sparse_indices = index_encoding::u32; //!< see sparse_value_bytes.
+  //! How the sparse candidate's pairs go on the wire (message_format::pairs; by default 8-byte
+  //! (u32 index, fp32 value) pairs).
+  sparse_pair_format sparse_pairs{};
 };
 
 //! @brief One priced candidate.
@@ -95,8 +94,8 @@ struct exchange_decision {
 //! @brief Chooses what a group of `elements` values is sent as.
 //!
 //! Prices dense (4 n bytes, no compression), fp16 (2 n bytes, cast_seconds(n)) and sparse at
-//! density d (message_format's bytes(n) with density d and the settings' value bytes and index
-//! encoding: by default 8 k_for_density(n, d) bytes; select_seconds(n)),
+//! density d (message_format{d, settings.sparse_pairs}.bytes(n): by default 8 k_for_density(n, d)
+//! bytes; select_seconds(n)),
 //! with d = settings.density, or settings.critical_density when `critical` (Accordion: a
 //! critical_regime detector says so); sparse is left out when that density is 1. Each
 //! candidate's exposed time is its compression plus the part of its communication that the
@@ -106,8 +105,8 @@ struct exchange_decision {
 //! costs more than it saves (fast links, small tensors, exchanges hidden by backward), sparse where
 //! it saves. Deterministic: ranks with the same inputs choose the same. O(1) cost-model calls.
 //! @throws std::invalid_argument naming the value if a density is outside (0, 1], min_saving
-//! outside [0, 1), sparse_value_bytes not 1, 2 or 4, overlap_seconds negative or not finite, a
-//! cost function missing, or a cost negative or not finite.
+//! outside [0, 1), sparse_pairs.value_bytes not 1, 2 or 4, overlap_seconds negative or not finite,
+//! a cost function missing, or a cost negative or not finite.
 [[nodiscard]] inline exchange_decision choose_exchange(std::uint64_t elements,
                                                        const exchange_costs& costs,
                                                        const exchange_choice_settings& settings,
@@ -142,10 +141,8 @@ struct exchange_decision {
   }
   const double density = critical ? settings.critical_density : settings.density;
   if (density < 1.0) {
-    message_format format{density};
-    format.sparse_value_bytes = settings.sparse_value_bytes;
-    format.sparse_indices = settings.sparse_indices;
-    const std::uint64_t bytes = format.bytes(elements);
+    const std::uint64_t bytes =
+        message_format{.density = density, .pairs = settings.sparse_pairs}.bytes(elements);
     d.candidates.push_back(price(exchange_method::sparse, density, bytes,
                                  costs.select_seconds(elements), costs.allgather_seconds(bytes)));
   }
