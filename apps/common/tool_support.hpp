@@ -7,8 +7,8 @@
 
 #include <charconv>
 #include <cstdarg>
-#include <cstdio>
 #include <cstddef>
+#include <cstdio>
 #include <exception>
 #include <iostream>
 #include <new>

@@ -3,9 +3,6 @@
 // Fashion-MNIST with LibTorch once per method (same seed, same batches), with per-layer error
 // feedback applied to every parameter's gradient before the optimizer step, as one worker of a
 // compressed data-parallel run would, and reports accuracy, loss, cost, density and wire bytes.
-#include "../common/fashion_mnist.hpp"
-#include "../common/tool_support.hpp"
-
 #include <gradcomp/gradcomp.hpp>
 
 #include <CLI/CLI.hpp>
@@ -30,6 +27,9 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "../common/fashion_mnist.hpp"
+#include "../common/tool_support.hpp"
 
 namespace {
 

@@ -13,10 +13,10 @@
 // build/examples/gradcomp_example_custom_transport. See docs/extending.md.
 #include <gradcomp/pipeline.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>

@@ -4,7 +4,6 @@
 // lines, its exit status and its stderr.
 #include <gradcomp/gradcomp.hpp>
 
-#include "../common/catch.hpp"
 #include <nlohmann/json.hpp>
 #include <xtensor/xadapt.hpp>
 #include <xtensor/xarray.hpp>
@@ -29,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "npy_builder.hpp"
 #include "tool_runner.hpp"
 

@@ -2,14 +2,13 @@
 // The programs' sample order (apps/common/sample_order.hpp): golden values that
 // scripts/ddp_train.py must reproduce too (test/scripts/test_ddp_train.py asserts the same), a
 // permutation, and DistributedSampler's layout of the shards.
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
 #include <vector>
 
 #include "../../apps/common/sample_order.hpp"
+#include "../common/catch.hpp"
 
 namespace gx = gradcomp_apps;
 

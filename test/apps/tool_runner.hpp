@@ -4,8 +4,6 @@
 // exit status, plus whole-file reads and writes.
 #pragma once
 
-#include "../common/catch.hpp"
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +14,8 @@
 #include <system_error>
 #include <unistd.h>
 #include <vector>
+
+#include "../common/catch.hpp"
 
 namespace gradcomp_tool_tests {
 

@@ -5,16 +5,14 @@
 // nothing); sizes past CBLAS's int and leading dimensions below their rows refused.
 #include <gradcomp/blas/cblas_gemm.hpp>
 
-#include "../common/catch.hpp"
-
 #include <climits>
-
 #include <cmath>
 #include <cstddef>
 #include <limits>
 #include <random>
 #include <vector>
 
+#include "../common/catch.hpp"
 #include "../common/gemm_by_hand.hpp"
 #include "../common/naive_gemm.hpp"
 

@@ -9,13 +9,12 @@
 #include <gradcomp/compressor/compressor.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
-#include "catch.hpp"
-
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "catch.hpp"
 #include "generators.hpp"
 
 namespace gradcomp::test {

@@ -9,14 +9,13 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "catch.hpp"
-
 #include <bit>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "catch.hpp"
 #include "same_bits.hpp"
 
 namespace gradcomp::test {

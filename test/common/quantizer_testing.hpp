@@ -9,14 +9,13 @@
 #include <gradcomp/sparse/value_type.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include "catch.hpp"
-
 #include <bit>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "catch.hpp"
 #include "quantized_round_trip.hpp"
 
 namespace gradcomp::test {

@@ -6,9 +6,9 @@
 
 #include <gradcomp/schedule/grouping.hpp>
 
-#include "catch.hpp"
-
 #include <string>
+
+#include "catch.hpp"
 
 namespace Catch {
 template <>

@@ -2,10 +2,10 @@
 // Catch2 main of the GPU tests: without a CUDA device it says so and exits 77, which ctest
 // reports as skipped (SKIP_RETURN_CODE), not passed.
 #define CATCH_CONFIG_RUNNER
-#include "../common/catch.hpp"
-
 #include <cstdio>
 #include <cuda_runtime_api.h>
+
+#include "../common/catch.hpp"
 
 int main(int argc, char* argv[]) {
   int devices = 0;

@@ -7,9 +7,8 @@
 // confirms (bounds, totals, counts and displacements that MPI_Iallgatherv can take).
 #include <gradcomp/mpi/detail/allgather_plan.hpp>
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>

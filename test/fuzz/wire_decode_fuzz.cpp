@@ -21,8 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   message.validate(); // throws (and so fails the run) if the decoder let a bad message through
   const auto encoding = static_cast<gradcomp::index_encoding>(data[7]);
   const std::vector<std::byte> again = gradcomp::encode(message, encoding);
-  if (again.size() != bytes.size() ||
-      !std::equal(again.begin(), again.end(), bytes.begin())) {
+  if (again.size() != bytes.size() || !std::equal(again.begin(), again.end(), bytes.begin())) {
     std::abort(); // decoded, but does not re-encode to the same bytes
   }
   return 0;

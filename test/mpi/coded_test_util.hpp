@@ -8,14 +8,14 @@
 #include <gradcomp/coded.hpp>
 #include <gradcomp/mpi.hpp>
 
-#include "../common/catch.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <span>
 #include <vector>
+
+#include "../common/catch.hpp"
 
 namespace gradcomp::test::coded_helpers {
 

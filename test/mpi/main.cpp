@@ -2,8 +2,9 @@
 // Catch2 runner for the MPI tests: initialises MPI, runs the same test sequence on every rank
 // (each test is collective), and fails the process if any rank failed.
 #define CATCH_CONFIG_RUNNER
-#include "../common/catch.hpp"
 #include <mpi.h>
+
+#include "../common/catch.hpp"
 
 int main(int argc, char** argv) {
   int provided = 0;

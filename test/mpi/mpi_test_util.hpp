@@ -11,8 +11,6 @@
 
 #include <mpi.h>
 
-#include "../common/catch.hpp"
-
 #include <bit>
 #include <cstdint>
 #include <random>
@@ -22,6 +20,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "../common/catch.hpp"
 
 namespace gradcomp::test {
 

@@ -10,7 +10,6 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 
 #include <climits>
-
 #include <stdexcept>
 #include <string>
 #include <vector>

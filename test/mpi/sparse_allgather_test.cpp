@@ -4,9 +4,8 @@
 // dense-length mismatch, a malformed message) that every rank reports.
 #include <gradcomp/mpi.hpp>
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>

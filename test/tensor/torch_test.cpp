@@ -7,9 +7,9 @@
 
 #include <torch/torch.h>
 
-#include "../common/catch.hpp"
-
 #include <vector>
+
+#include "../common/catch.hpp"
 
 using namespace gradcomp;
 

@@ -9,9 +9,8 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/linalg/gemm.hpp>
 
-#include <climits>
-
 #include <cblas.h>
+#include <climits>
 #include <cstddef>
 
 namespace gradcomp::blas {

@@ -14,11 +14,11 @@
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
 #include <bit>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -13,11 +13,11 @@
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/wait_policy.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <optional>

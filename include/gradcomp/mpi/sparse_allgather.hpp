@@ -15,10 +15,10 @@
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <exception>

@@ -119,12 +119,12 @@ public:
     peers_lost().store(true);
     const pending_wait pending = std::forward<Describe>(describe)();
     throw timeout_error(
-        gradcomp::detail::concat(
-            "gradcomp mpi: ", operation_, " timed out after ", elapsed, " s (timeout ",
-            timeout_seconds_, " s)",
-            pending.peer >= 0 ? gradcomp::detail::concat(" waiting for rank ", pending.peer)
-                              : std::string(),
-            pending.what.empty() ? "" : ": ", pending.what),
+        gradcomp::detail::concat("gradcomp mpi: ", operation_, " timed out after ", elapsed,
+                                 " s (timeout ", timeout_seconds_, " s)",
+                                 pending.peer >= 0
+                                     ? gradcomp::detail::concat(" waiting for rank ", pending.peer)
+                                     : std::string(),
+                                 pending.what.empty() ? "" : ": ", pending.what),
         operation_, pending.peer, elapsed);
   }
 

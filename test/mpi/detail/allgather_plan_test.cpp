@@ -7,7 +7,6 @@
 #include <gradcomp/sparse/wire.hpp>
 
 #include <climits>
-
 #include <cstdint>
 #include <vector>
 

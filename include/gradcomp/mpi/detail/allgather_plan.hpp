@@ -10,9 +10,8 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>

@@ -14,10 +14,10 @@
 #include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>

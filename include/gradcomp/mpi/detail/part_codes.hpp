@@ -11,9 +11,8 @@
 #include <gradcomp/error.hpp>
 #include <gradcomp/mpi/coded_allreduce_options.hpp>
 
-#include <climits>
-
 #include <algorithm>
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>

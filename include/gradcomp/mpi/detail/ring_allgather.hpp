@@ -9,10 +9,10 @@
 #include <gradcomp/mpi/detail/operation.hpp>
 #include <gradcomp/mpi/error.hpp>
 
-#include <climits>
 #include <mpi.h>
 
 #include <array>
+#include <climits>
 #include <cstddef>
 #include <span>
 #include <utility>
