@@ -69,7 +69,8 @@ __all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduc
            "fp16_hook", "METHODS", "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
-_SIZE_BYTES = 8  # a message's size, int64, at the head of its row in the one-round allgather
+_SIZE_BYTES = _core.hook_row_size_bytes  # a message's size, int64, at the head of its row in the
+# one-round allgather (whose rows _core.hook_row_capacity sizes; _core.choose_exchange prices them)
 _AUTO_COMPRESSOR = "reused_threshold"  # what method="auto" sends its sparse buckets with
 # method="auto"'s calibration: dist.all_reduce of 4 KiB, 16 KiB, ... 4 MiB, the median of 3
 # timed runs (the slowest rank's time each) after one warm-up
@@ -253,8 +254,11 @@ class HookState:
     (by its index in the iteration, the same on every rank) is priced by
     ``gradcomp::schedule::choose_exchange`` (``_core.choose_exchange``) as dense, 4n bytes
     through the ring allreduce, 2 (P-1) alpha + 2 (P-1)/P beta 4n seconds, against sparse at d,
-    the selection's seconds plus the sparse allgather's 2 (P-1) alpha + (P-1) beta (32 + 8k)
-    (k = ceil(d n)); overlap with backward 0 (a hook cannot see it), fp16 not a candidate.
+    the selection's seconds plus this hook's one all_gather of padded rows, (P-1) (alpha + beta
+    (8 + 5/4 M + 64)) for messages of M = k (4 + i) bytes (k = ceil(d n) fp32 values and their
+    delta + varint indices, i = gradcomp::expected_index_bytes(delta_varint, d): 1.0 byte at
+    d = 0.05, 1.28 at 0.01); overlap with backward 0 (a hook cannot see it), fp16 not a
+    candidate.
     Sparse is chosen only where it saves ``min_saving`` of dense's seconds. A dense bucket goes
     through ``dist.all_reduce`` after division by P (DDP's default hook), with the residual the
     sparse iterations left added first; a sparse one through the sparse allgather with the
@@ -370,6 +374,11 @@ class HookState:
         self._prices = {}
         self._dropped = 0
         self._drop_lock = threading.Lock()
+        # the buckets of an interval's last iteration, until the next iteration's first bucket
+        # ends the interval (None: no interval waiting to end); then, within that iteration,
+        # the buckets whose interval ends when they arrive, with the drops announced before
+        self._interval_ending = None
+        self._ending_now = {}
         self._pending_compressors = None
         self._queue = queue.Queue()
         self._thread = threading.Thread(target=self._run, name="gradcomp-hook", daemon=True)
@@ -430,10 +439,11 @@ class HookState:
         sparse allgather's all_gathers), compression_seconds, exchange_seconds (the collectives
         and the averaging); with method "auto" also ``auto`` (per bucket in the order sent: a
         dict of bucket (its index), numel, method ("dense" or "sparse"), density (1 for dense)
-        and critical (its regime)) and, at the last iteration of an interval,
-        ``auto_interval_end`` (per bucket: bucket, norm (of its averaged gradient summed over
-        the interval), change (relative to the previous interval's; None for the first) and
-        critical (the regime of the next interval)); None before the first iteration ends."""
+        and critical (its regime)) and, at the first iteration of every interval but the first,
+        ``auto_interval_end`` (the previous interval's end, at this iteration's first bucket;
+        per bucket: bucket, norm (of its averaged gradient summed over the interval that
+        ended), change (relative to the interval before; None for the first) and critical (the
+        regime of the interval this iteration starts)); None before the first iteration ends."""
         self.synchronize()
         return dict(self.history[-1]) if self.history else None
 
@@ -444,9 +454,11 @@ class HookState:
     # ---- method="auto" ----------------------------------------------------------------
     def learning_rate_dropped(self, intervals=1):
         """Method "auto": announces a learning-rate drop (call it on every rank, between
-        iterations, when the scheduler lowers the rate): at the end of the current interval
-        every bucket's regime detector is told (``critical_regime::learning_rate_dropped``), so
-        the next ``intervals`` intervals (>= 1) are critical (Accordion lowers compression after
+        iterations, when the scheduler lowers the rate): when the current interval ends (at the
+        first bucket after its last iteration, so a drop announced right after an interval's
+        last iteration counts for the interval starting there, as in gradcomp-train) every
+        bucket's regime detector is told (``critical_regime::learning_rate_dropped``), so the
+        next ``intervals`` intervals (>= 1) are critical (Accordion lowers compression after
         each decay). Local: no communication. Raises ValueError for another method or
         intervals < 1."""
         if self.method != "auto":
@@ -494,8 +506,8 @@ class HookState:
         decides differently; it replaces costs given to the constructor), every bucket's regime
         detector and compressor (density and reused threshold, restored into the bucket of the
         same index and size the resumed hooks see first), the learning-rate drops announced
-        and not yet used, every parameter's sum of averaged gradients in the current interval,
-        and the decisions in force."""
+        and not yet used, an interval end waiting for the next bucket, every parameter's sum of
+        averaged gradients in the current interval, and the decisions in force."""
         self.synchronize()
         return {
             "format": _STATE_FORMAT,
@@ -510,8 +522,9 @@ class HookState:
     def _auto_state(self):
         """method="auto"'s part of state_dict(): the calibration, the regime detectors and the
         compressors (their density and reused threshold) per bucket index, the drops not yet
-        used, every parameter's sum of averaged gradients in the current interval, and the
-        decisions in force (for the record: they follow from the rest)."""
+        used, the buckets of an interval whose end waits for the next bucket, every parameter's
+        sum of averaged gradients in the current interval, and the decisions in force (for the
+        record: they follow from the rest)."""
         decisions = {}
         if self._calibration is not None:
             for index, regime in self._regimes.items():
@@ -524,6 +537,8 @@ class HookState:
             "calibration": None if self._calibration is None else dict(self._calibration),
             "regimes": {i: r.state() for i, r in self._regimes.items()},
             "dropped": self._dropped,
+            "interval_ending": None if self._interval_ending is None else
+            list(self._interval_ending),
             "accumulated": [s.accumulated.clone() for s in self._order],
             "compressors": {i: {"numel": l.numel, "density": l.density,
                                 "state": l.compressor.state()}
@@ -577,6 +592,8 @@ class HookState:
             self._prices = {}
             with self._drop_lock:
                 self._dropped = int(auto["dropped"])
+            ending = auto.get("interval_ending")  # absent: written where intervals ended at once
+            self._interval_ending = None if ending is None else list(ending)
             self._pending_compressors = dict(auto["compressors"])
         if self._order:
             if len(self._order) != len(self._pending):
@@ -688,9 +705,14 @@ class HookState:
         it["density"] = it.get("k_selected", 0) / it["numel"] if it.get("numel") else 0.0
         if self.method == "auto":
             self._pending_compressors = None  # what the first iteration did not claim
+            self._ending_now = {}  # buckets of the ended interval that did not come again
+            if "auto_interval_end" in it:
+                it["auto_interval_end"].sort(key=lambda e: e["bucket"])
             if self._iterations % self.auto_interval == 0:
-                it["auto_interval_end"] = self._end_interval(
-                    [b["bucket"] for b in it.get("auto", [])])
+                # the interval ends at the next iteration's first bucket (_auto_exchange): a
+                # drop announced between the two iterations then makes the interval that
+                # starts there critical, as gradcomp-train's boundary does
+                self._interval_ending = [b["bucket"] for b in it.get("auto", [])]
         self.history.append(it)
         if len(self.history) > self.history_limit:
             del self.history[:len(self.history) - self.history_limit]
@@ -759,7 +781,7 @@ class HookState:
         _core.decode_average(gathered.numpy(), sizes.numpy(), buffer.numpy(),
                              float(self.world_size), offset)
         # headroom for the next call's sizes; every rank computes it from the same sizes
-        layout.capacity = int(sizes.max()) * 5 // 4 + 64
+        layout.capacity = _core.hook_row_capacity(int(sizes.max()))
         self._count_compressed(st)
         self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)
 
@@ -770,6 +792,16 @@ class HookState:
         layout = self._layout(params, index, buffer.numel(), _AUTO_COMPRESSOR)
         if self._calibration is None:
             self._calibrate(buffer)
+        if self._interval_ending is not None:  # the first bucket after an interval's last
+            with self._drop_lock:
+                dropped, self._dropped = self._dropped, 0
+            self._ending_now = {i: dropped for i in self._interval_ending}
+            self._interval_ending = None
+            # detectors of buckets no longer in the iteration are dropped
+            self._regimes = {i: r for i, r in self._regimes.items() if i in self._ending_now}
+        if index in self._ending_now:  # (a resumed run sees each bucket's layout only here)
+            self._iteration.setdefault("auto_interval_end", []).append(
+                self._end_interval(index, layout, self._ending_now.pop(index)))
         regime = self._regimes.get(index)
         if regime is None:  # a new bucket: critical until its first interval ends
             regime = self._regimes[index] = _core.CriticalRegime(self.eta)
@@ -820,33 +852,30 @@ class HookState:
             decision = _core.choose_exchange(
                 numel, c["alpha_seconds"], c["beta_seconds_per_byte"], self.world_size,
                 c["select_seconds_per_element"], self.density, self.critical_density,
-                self.min_saving, critical, 0.0)
+                self.min_saving, critical, 0.0, value_bytes=4, indices="delta_varint",
+                hook_rows=True)
             self._prices[key] = decision
         return decision
 
-    def _end_interval(self, indices):
-        """Ends an interval after the iteration whose buckets were `indices`: each bucket's
-        detector is told of a learning-rate drop announced since the last end, then observes
-        the norm of the bucket's averaged gradient summed over the interval (a non-finite norm
-        is not observed: the model diverged); the sums restart. Detectors of buckets no longer
-        in the iteration are dropped. Returns the records for history."""
-        with self._drop_lock:
-            dropped, self._dropped = self._dropped, 0
-        records = []
-        for index in sorted(indices):
-            layout, regime = self._layouts[index], self._regimes[index]
-            if dropped:
-                regime.learning_rate_dropped(dropped)
-            norm = math.sqrt(_core.sum_of_squares(layout.accumulated.numpy()))
-            if math.isfinite(norm):
-                regime.observe(norm)
-            layout.accumulated.zero_()
-            change = regime.last_change
-            records.append({"bucket": index, "norm": norm,
-                            "change": change if math.isfinite(change) else None,
-                            "critical": regime.critical})
-        self._regimes = {i: self._regimes[i] for i in sorted(indices)}
-        return records
+    def _end_interval(self, index, layout, dropped):
+        """Ends bucket `index`'s interval (at its first arrival after the interval's last
+        iteration): its detector is told of `dropped` learning-rate drop intervals announced
+        before, then observes the norm of the bucket's averaged gradient summed over the
+        interval (a non-finite norm is not observed: the model diverged); the sum restarts.
+        Returns the record for history."""
+        regime = self._regimes.get(index)
+        if regime is None:  # not expected: every bucket of that iteration has a detector
+            regime = self._regimes[index] = _core.CriticalRegime(self.eta)
+        if dropped:
+            regime.learning_rate_dropped(dropped)
+        norm = math.sqrt(_core.sum_of_squares(layout.accumulated.numpy()))
+        if math.isfinite(norm):
+            regime.observe(norm)
+        layout.accumulated.zero_()
+        change = regime.last_change
+        return {"bucket": index, "norm": norm,
+                "change": change if math.isfinite(change) else None,
+                "critical": regime.critical}
 
     def _calibrate(self, buffer):
         """method="auto"'s inputs, at the first bucket (collective when something is measured,
@@ -940,7 +969,7 @@ class HookState:
             start += bucket_sizes
             _core.decode_average(messages.view(-1).numpy(), bucket_sizes.numpy(), buffer.numpy(),
                                  float(p), 0)
-        self._merged_capacity.capacity = int(sizes.max()) * 5 // 4 + 64
+        self._merged_capacity.capacity = _core.hook_row_capacity(int(sizes.max()))
         for (_, _, st), _, _ in held:
             self._count_compressed(st)
         self._count(sent_bytes=sent, collectives=rounds, exchange_seconds=time.perf_counter() - t0)

@@ -298,14 +298,41 @@ py::dict candidate_dict(const gradcomp::schedule::exchange_candidate& c) {
   return d;
 }
 
+//! The hooks' sparse all_gather (python/gradcomp/torch.py, _gather_messages): each rank's row is
+//! an 8-byte size, then its encoded message, zero padded to the bucket's capacity, which the
+//! previous call set to hook_row_capacity of its largest message.
+constexpr std::uint64_t hook_row_size_bytes = 8;
+
+//! The row capacity the hooks set for a bucket's next all_gather from the largest message of its
+//! last one: 5/4 of it plus 64 bytes of headroom (so a message that grows by up to a quarter
+//! still goes in one round). Bytes. O(1).
+constexpr std::uint64_t hook_row_capacity(std::uint64_t largest_message_bytes) {
+  return largest_message_bytes * 5 / 4 + 64;
+}
+
+//! The index encoding named `name` ("u32" or "delta_varint").
+//! @throws std::invalid_argument naming it otherwise.
+gradcomp::index_encoding sparse_indices(const std::string& name) {
+  for (const auto e : {gradcomp::index_encoding::u32, gradcomp::index_encoding::delta_varint}) {
+    if (name == gradcomp::to_string(e)) {
+      return e;
+    }
+  }
+  throw std::invalid_argument("indices '" + name + "' is not u32 or delta_varint");
+}
+
 //! gradcomp._core.choose_exchange: gradcomp::schedule::choose_exchange with the cost models of
 //! gradcomp-train --method auto (apps/gradcomp-train/auto_method.hpp, price_groups): dense is
 //! cost::message_cost(ring_allreduce, P, {alpha, beta}) of 4 n bytes, sparse the selection's
-//! seconds (select_seconds_per_element x n) plus cost::message_cost(sparse_allgather, P, {alpha,
-//! beta}) of message_format{d}.bytes(n) = 8 k bytes; fp16 is not a candidate (allow_fp16 false:
-//! the hooks' dense buckets travel as fp32, as the allgather's dense switch does in
-//! gradcomp-train). Returns {"method", "density", "chosen", "candidates"}, each candidate a dict
-//! of method, density, bytes, compress_seconds, communication_seconds, exposed_seconds.
+//! seconds (select_seconds_per_element x n) plus the allgather of message_format{d, {value_bytes,
+//! indices}}.bytes(n) = k (value_bytes + expected_index_bytes(indices, d)) bytes (by default 8 k:
+//! u32 indices, fp32 values); the allgather is cost::message_cost(sparse_allgather, P, {alpha,
+//! beta}) (a 32-byte header round, then the messages), or with `hook_rows` the hooks' one
+//! all_gather of padded rows, (P - 1) (alpha + beta (8 + hook_row_capacity(M))) for messages of
+//! M bytes. fp16 is not a candidate (allow_fp16 false: the hooks' dense buckets travel as fp32,
+//! as the allgather's dense switch does in gradcomp-train). Returns {"method", "density",
+//! "chosen", "candidates"}, each candidate a dict of method, density, bytes, compress_seconds,
+//! communication_seconds, exposed_seconds.
 py::dict choose_exchange(std::int64_t elements,
                          double alpha_seconds,
                          double beta_seconds_per_byte,
@@ -315,7 +342,10 @@ py::dict choose_exchange(std::int64_t elements,
                          double critical_density,
                          double min_saving,
                          bool critical,
-                         double overlap_seconds) {
+                         double overlap_seconds,
+                         unsigned value_bytes,
+                         const std::string& indices,
+                         bool hook_rows) {
   require_arg(elements >= 1, "elements", elements, "is below 1");
   require_finite_nonnegative("alpha_seconds", alpha_seconds);
   require_finite_nonnegative("beta_seconds_per_byte", beta_seconds_per_byte);
@@ -325,17 +355,29 @@ py::dict choose_exchange(std::int64_t elements,
   require_density("critical_density", critical_density);
   require_arg(min_saving >= 0.0 && min_saving < 1.0, "min_saving", min_saving, "is outside [0, 1)");
   require_finite_nonnegative("overlap_seconds", overlap_seconds);
+  require_arg(value_bytes == 1 || value_bytes == 2 || value_bytes == 4, "value_bytes", value_bytes,
+              "is not 1, 2 or 4");
+  const gradcomp::index_encoding encoding = sparse_indices(indices);
   namespace gs = gradcomp::schedule;
   using kind = gradcomp::cost::transport_kind;
   const gradcomp::cost::network net{alpha_seconds, beta_seconds_per_byte, 0.0};
   gs::exchange_costs costs;
   costs.allreduce_seconds = gradcomp::cost::message_cost(kind::ring_allreduce, ranks, net);
-  costs.allgather_seconds = gradcomp::cost::message_cost(kind::sparse_allgather, ranks, net);
+  if (hook_rows) {
+    costs.allgather_seconds = [=](std::uint64_t message_bytes) {
+      const auto row = static_cast<double>(hook_row_size_bytes + hook_row_capacity(message_bytes));
+      return (ranks - 1) * (alpha_seconds + beta_seconds_per_byte * row);
+    };
+  } else {
+    costs.allgather_seconds = gradcomp::cost::message_cost(kind::sparse_allgather, ranks, net);
+  }
   costs.select_seconds = {0.0, select_seconds_per_element};
-  const gs::exchange_choice_settings settings{.density = density,
-                                              .critical_density = critical_density,
-                                              .allow_fp16 = false,
-                                              .min_saving = min_saving};
+  const gs::exchange_choice_settings settings{
+      .density = density,
+      .critical_density = critical_density,
+      .allow_fp16 = false,
+      .min_saving = min_saving,
+      .sparse_pairs = {.value_bytes = value_bytes, .indices = encoding}};
   gs::exchange_decision d;
   {
     py::gil_scoped_release unlocked;
@@ -513,22 +555,32 @@ PYBIND11_MODULE(_core, m) {
   m.def("decode_average", &decode_average, py::arg("gathered").noconvert(),
         py::arg("sizes").noconvert(), py::arg("out").noconvert(), py::arg("divisor"),
         py::arg("offset") = 0);
+  m.attr("hook_row_size_bytes") = hook_row_size_bytes;
+  m.def("hook_row_capacity", &hook_row_capacity, py::arg("largest_message_bytes"),
+        "The row capacity (bytes) the hooks' sparse all_gather uses after a call whose largest\n"
+        "encoded message had `largest_message_bytes`: 5/4 of it plus 64 bytes.");
   m.def("choose_exchange", &choose_exchange, py::arg("elements"), py::arg("alpha_seconds"),
         py::arg("beta_seconds_per_byte"), py::arg("ranks"), py::arg("select_seconds_per_element"),
         py::arg("density"), py::arg("critical_density") = 1.0, py::arg("min_saving") = 0.1,
-        py::arg("critical") = false, py::arg("overlap_seconds") = 0.0,
+        py::arg("critical") = false, py::arg("overlap_seconds") = 0.0, py::arg("value_bytes") = 4u,
+        py::arg("indices") = "u32", py::arg("hook_rows") = false,
         "gradcomp::schedule::choose_exchange on the cost models of gradcomp-train --method auto:\n"
         "what a bucket of `elements` values is sent as, dense (fp32 through the ring\n"
         "allreduce: cost::message_cost(ring_allreduce, ranks, {alpha, beta}) of 4 n bytes) or\n"
         "sparse at `density` (`critical_density` when `critical`; left out at density 1): the\n"
-        "selection's select_seconds_per_element x n plus message_cost(sparse_allgather) of 8 k\n"
-        "bytes, k = k_for_density(n, d). fp16 is not a candidate. A lossier candidate wins when\n"
-        "its exposed seconds (compression + the communication `overlap_seconds` cannot hide) are\n"
-        "below the choice's and at most (1 - min_saving) times them. Units: seconds, seconds per\n"
-        "byte, seconds per element. Returns a dict: method ('dense' or 'sparse'), density,\n"
-        "chosen and candidates (dicts of method, density, bytes, compress_seconds,\n"
-        "communication_seconds, exposed_seconds; least lossy first). Raises ValueError naming\n"
-        "the argument and its limit.");
+        "selection's select_seconds_per_element x n plus the allgather of k pairs of\n"
+        "`value_bytes` (1, 2 or 4) and an index `indices` ('u32': 4 bytes; 'delta_varint':\n"
+        "gradcomp::expected_index_bytes, 1.0 at density 0.05), k = k_for_density(n, d): by\n"
+        "default message_cost(sparse_allgather) (a 32-byte header round, then the messages),\n"
+        "with `hook_rows` the hooks' one all_gather of rows of hook_row_size_bytes +\n"
+        "hook_row_capacity(M) bytes, (P - 1) (alpha + beta row). fp16 is not a candidate. A\n"
+        "lossier candidate wins when its exposed seconds (compression + the communication\n"
+        "`overlap_seconds` cannot hide) are below the choice's and at most (1 - min_saving)\n"
+        "times them. Units: seconds, seconds per byte, seconds per element. Returns a dict:\n"
+        "method ('dense' or 'sparse'), density, chosen and candidates (dicts of method, density,\n"
+        "bytes (the message's, without padding), compress_seconds, communication_seconds,\n"
+        "exposed_seconds; least lossy first). Raises ValueError naming the argument and its\n"
+        "limit.");
   m.def("fit_ring_allreduce", &fit_ring_allreduce, py::arg("bytes"), py::arg("seconds"),
         py::arg("ranks"),
         "alpha and beta of a ring allreduce from median seconds per message size, as\n"

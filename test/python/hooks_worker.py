@@ -73,13 +73,16 @@ def run_buckets(state, hook, params, rank, iterations, first=0, rebuilds=True):
     return out
 
 
-# method="auto"'s hand-made cost models (2 ranks): a slow link (1 ms per message step, 100 MB/s)
-# on which a DDP bucket of 266,602 values pays to be sparse and one of 544 does not, and the
-# hand-made buckets of 2115 values go sparse at density 0.01 and dense at 0.1, those of 1520
-# dense; a fast link (1 us, 10 GB/s, a slow selection) on which nothing pays
+# method="auto"'s hand-made cost models (2 ranks), priced as the hook sends (one all_gather of
+# padded rows against the ring's two steps): a slow link (1 ms per message step, 100 MB/s) on
+# which every bucket pays to be sparse (a DDP bucket of 266,602 values and one of 544); a slower
+# selection (70 ns per value, 0.1 ms per step) on which the hand-made buckets of 2115 values go
+# sparse at density 0.01 and dense at 0.1, those of 1520 sparse at both; a fast link (1 us,
+# 10 GB/s, a slow selection) on which nothing pays
 SLOW_LINK = {"alpha_seconds": 1e-3, "beta_seconds_per_byte": 1e-8,
              "select_seconds_per_element": 1e-9}
-SLOW_LINK_SMALL = dict(SLOW_LINK, alpha_seconds=3.06e-4)
+SLOW_SELECTION = {"alpha_seconds": 1e-4, "beta_seconds_per_byte": 1e-8,
+                  "select_seconds_per_element": 7e-8}
 FAST_LINK = {"alpha_seconds": 1e-6, "beta_seconds_per_byte": 1e-10,
              "select_seconds_per_element": 1e-8}
 
@@ -240,10 +243,12 @@ def main():
             opt.step()
         result["params"] = [p.detach().clone() for p in model.parameters()]
         result["history"] = state.history
-    elif scenario == "auto:slow":
+    elif scenario.startswith("auto:slow:"):
         # 12 iterations in intervals of 2; eta so high that no norm change is critical: the
-        # first two intervals are, and after the drop at iteration 7 the interval [8, 9]
-        result.update(train_auto(rank, 12, dict(SLOW_LINK, eta=1e6), drop_at=7))
+        # first two intervals are, and after the drop the interval [8, 9]: a drop from
+        # iteration 7 (announced mid-interval) or 8 (announced right after the interval [6, 7])
+        drop_at = int(scenario.split(":")[2])
+        result.update(train_auto(rank, 12, dict(SLOW_LINK, eta=1e6), drop_at=drop_at))
     elif scenario == "auto:fast":
         result["auto"] = train_auto(rank, 8, FAST_LINK)
         result["default"] = train_auto(rank, 8, None)
@@ -253,12 +258,15 @@ def main():
                                         False)
         result["report"] = state.auto_report()
         result["history"] = state.history
-    elif scenario == "auto:resume":
+    elif scenario.startswith("auto:resume:"):
         # bucket 0 (2115 values) sparse at 0.01 when normal, dense when critical; bucket 1
-        # dense; intervals of 2, no norm change critical, a drop announced after iteration 4:
-        # saved after 5 iterations (the drop pending, iteration 4 accumulated, residuals and
-        # reused thresholds in use), resumed by a HookState without costs (the state's
-        # calibration is used: no collective, the same decisions)
+        # (1520) sparse at 0.01 and 0.1; intervals of 2, no norm change critical, a drop
+        # announced after iteration DROP: saved after SAVE iterations ("auto:resume:SAVE:DROP";
+        # 5:4: mid-interval, the drop pending, iteration 4 accumulated; 6:5: at the boundary,
+        # the drop and the end of the interval [4, 5] pending), residuals and reused thresholds
+        # in use, resumed by a HookState without costs (the state's calibration is used: no
+        # collective, the same decisions)
+        save, drop = (int(x) for x in scenario.split(":")[2:])
         options = dict(auto_interval=2, eta=1e6, density=0.01)
 
         def iterations(state, first, count, drop_after=None):
@@ -269,15 +277,15 @@ def main():
                     state.learning_rate_dropped()
             return out
 
-        first = gc.HookState(method="auto", **options, **SLOW_LINK_SMALL)
-        result["first"] = iterations(first, 0, 5, drop_after=4)
+        first = gc.HookState(method="auto", **options, **SLOW_SELECTION)
+        result["first"] = iterations(first, 0, save, drop_after=drop)
         saved = first.state_dict()
         resumed = gc.HookState(method="auto", **options)
         resumed.load_state_dict(saved)
-        result["resumed"] = iterations(resumed, 5, 5)
+        result["resumed"] = iterations(resumed, save, 10 - save)
         result["resumed_history"] = resumed.history
-        whole = gc.HookState(method="auto", **options, **SLOW_LINK_SMALL)
-        result["whole"] = iterations(whole, 0, 10, drop_after=4)
+        whole = gc.HookState(method="auto", **options, **SLOW_SELECTION)
+        result["whole"] = iterations(whole, 0, 10, drop_after=drop)
         result["whole_history"] = whole.history
         result["residuals"] = [s.clone() for s in whole.state_dict()["residuals"]]
         result["whole_auto"] = whole.state_dict()["auto"]
@@ -286,7 +294,12 @@ def main():
         raise SystemExit(f"unknown scenario {scenario}")
     torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
     dist.barrier()
-    dist.destroy_process_group()
+    # Leave at once, without destroying the DDP models: with PyTorch 1.13 a process can hang at
+    # exit in the DDP Reducer's ProcessGroupGloo destructor (it holds the GIL and waits for
+    # gloo's work thread, which waits for the GIL to free a tensor)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

@@ -164,11 +164,11 @@ def test_density_warmup_selects_the_schedules_top_k_and_resumes_where_it_was(tmp
             assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def assert_conserved(ranks, runs, iterations, what, rebuilds=True):
+def assert_conserved(ranks, runs, iterations, what, rebuilds=True, params=None):
     """Every value sent or kept: P x (sum of the averages over `runs`, each a list of iterations
     whose buckets are laid out as worker.layout(0, rebuilds), layout(1, rebuilds), ...) equals
     the sum over ranks of (the gradients of `iterations` iterations - the final residual), per
-    parameter."""
+    parameter (those of `params`, indices into worker.SIZES; None: every one)."""
     sent = [torch.zeros(n, dtype=torch.float64) for n in worker.SIZES]
     for outputs in runs:
         for it, per_bucket in enumerate(outputs):
@@ -179,6 +179,8 @@ def assert_conserved(ranks, runs, iterations, what, rebuilds=True):
                     offset += worker.SIZES[i]
     order = [i for members in worker.layout(0) for i in members]
     for i, n in enumerate(worker.SIZES):
+        if params is not None and i not in params:
+            continue
         kept = torch.zeros(n, dtype=torch.float64)
         for r, res in enumerate(ranks):
             kept += sum(worker.gradients(r, it)[i].double() for it in range(iterations))
@@ -412,19 +414,40 @@ def allgather_seconds(n_bytes, p, alpha, beta):
     return (p - 1) * (alpha + beta * 32) + (p - 1) * (alpha + beta * n_bytes)
 
 
-def reference_choice(n, alpha, beta, p, select, density, critical_density, min_saving, critical):
+def delta_varint_index_bytes(d):
+    """gradcomp::expected_index_bytes(delta_varint, d) written out: a gap g costs 1 + j bytes
+    when g - 1 >= 2^(7j), which for uniformly spread indices happens with probability
+    (1 - d)^(2^(7j))."""
+    return 1.0 + sum((1.0 - d) ** (2 ** (7 * j)) for j in range(1, 5))
+
+
+def hook_message_bytes(n, d):
+    """The hooks' sparse message as priced: k fp32 values and their delta + varint indices."""
+    return math.ceil(k_for_density(n, d) * (4 + delta_varint_index_bytes(d)))
+
+
+def hook_rows_seconds(message_bytes, p, alpha, beta):
+    """The hooks' one all_gather of rows: an 8-byte size and the message padded to 5/4 of it
+    plus 64 bytes, (P-1) (alpha + beta row)."""
+    return (p - 1) * (alpha + beta * (8 + message_bytes * 5 // 4 + 64))
+
+
+def reference_choice(n, alpha, beta, p, select, density, critical_density, min_saving, critical,
+                     hook=False):
     """choose_exchange's rule written out: dense (4n bytes through the ring) first, then sparse
-    (8k bytes, k = k_for_density(n, d), plus select x n) replaces it if its exposed seconds are
-    below dense's and at most (1 - min_saving) times them; overlap 0."""
+    (8k bytes through gradcomp's allgather, k = k_for_density(n, d), or with `hook` the hooks'
+    message in their padded rows; plus select x n) replaces it if its exposed seconds are below
+    dense's and at most (1 - min_saving) times them; overlap 0."""
     dense = {"method": "dense", "density": 1.0, "bytes": 4 * n, "compress_seconds": 0.0,
              "communication_seconds": ring_seconds(4 * n, p, alpha, beta)}
     dense["exposed_seconds"] = dense["communication_seconds"]
     candidates = [dense]
     d = critical_density if critical else density
     if d < 1:
-        k = k_for_density(n, d)
-        comm = allgather_seconds(8 * k, p, alpha, beta)
-        candidates.append({"method": "sparse", "density": d, "bytes": 8 * k,
+        message = hook_message_bytes(n, d) if hook else 8 * k_for_density(n, d)
+        comm = hook_rows_seconds(message, p, alpha, beta) if hook else \
+            allgather_seconds(message, p, alpha, beta)
+        candidates.append({"method": "sparse", "density": d, "bytes": message,
                            "compress_seconds": select * n, "communication_seconds": comm,
                            "exposed_seconds": select * n + comm})
     chosen = dense
@@ -460,6 +483,40 @@ def test_choose_exchange_binding_decides_and_prices_as_the_formulas(case, n, alp
             for key in ("density", "compress_seconds", "communication_seconds",
                         "exposed_seconds"):
                 assert have[key] == pytest.approx(ref[key], rel=1e-12, abs=1e-18), (case, key)
+
+
+@pytest.mark.parametrize("n,density,critical", [(10**6, 0.05, False), (10**6, 0.01, False),
+                                                 (10**6, 0.05, True), (3 * 10**5, 0.2, True)])
+def test_choose_exchange_binding_prices_the_hooks_padded_rows(n, density, critical):
+    """With value_bytes 4, delta + varint indices and hook_rows, the sparse candidate is the
+    hooks' one all_gather of rows (an 8-byte size, then the message padded to 5/4 of it plus
+    64 bytes), priced as written out here; dense is priced as before."""
+    alpha, beta, select, p = 1e-4, 8e-9, 2e-9, 4
+    got = gc._core.choose_exchange(n, alpha, beta, p, select, density, 0.15, 0.1, critical, 0.0,
+                                   value_bytes=4, indices="delta_varint", hook_rows=True)
+    d = 0.15 if critical else density
+    k, message = k_for_density(n, d), hook_message_bytes(n, d)
+    rows = hook_rows_seconds(message, p, alpha, beta)
+    dense, sparse = got["candidates"]
+    assert dense["bytes"] == 4 * n
+    assert dense["communication_seconds"] == pytest.approx(ring_seconds(4 * n, p, alpha, beta))
+    assert sparse["density"] == d and sparse["bytes"] == message
+    assert sparse["communication_seconds"] == pytest.approx(rows, rel=1e-12)
+    assert sparse["exposed_seconds"] == pytest.approx(select * n + rows)
+    if d == 0.05:  # 5 bytes a pair, where 8-byte pairs priced it 60 % higher
+        assert 4.99 * k <= message <= 5.01 * k
+    assert gc._core.hook_row_capacity(message) == message * 5 // 4 + 64
+    assert gc._core.hook_row_size_bytes == 8
+
+
+def test_choose_exchange_binding_pricing_the_pairs_as_sent_can_change_the_decision():
+    """A bucket where 8-byte pairs through gradcomp's allgather price sparse out at a 25 %
+    critical density, and the hook's rows of fp32 values with delta + varint indices (about
+    5 bytes a pair, padded 5/4) do not: the decision follows the bytes the hook sends."""
+    args = (10**6, 1e-4, 8e-9, 4, 1e-9, 0.05, 0.25, 0.1, True, 0.0)
+    assert gc._core.choose_exchange(*args)["method"] == "dense"
+    sent = gc._core.choose_exchange(*args, value_bytes=4, indices="delta_varint", hook_rows=True)
+    assert (sent["method"], sent["density"]) == ("sparse", 0.25)
 
 
 def test_choose_exchange_binding_overlap_and_critical_density_one():
@@ -519,6 +576,10 @@ def test_fit_ring_allreduce_recovers_alpha_and_beta():
      r"min_saving 1 is outside \[0, 1\)"),
     (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, 0.1, 0.1, False, float("inf")),
      "overlap_seconds inf is not a finite value >= 0"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, value_bytes=3),
+     "value_bytes 3 is not 1, 2 or 4"),
+    (lambda c: c.choose_exchange(10, 0.0, 0.0, 2, 0.0, 0.01, indices="varint"),
+     "indices 'varint' is not u32 or delta_varint"),
     (lambda c: c.CriticalRegime(0.0), "eta 0 is not a finite value above 0"),
     (lambda c: c.CriticalRegime().observe(-1.0), "gradient norm -1 is not a finite value >= 0"),
     (lambda c: c.CriticalRegime().learning_rate_dropped(0),
@@ -541,12 +602,16 @@ def auto_critical(history):
             for h in history]
 
 
-def test_auto_under_ddp_sends_the_big_bucket_sparse_and_follows_the_regimes(tmp_path):
-    """2 ranks, a slow link: after DDP's rebuild the big bucket (266,602 values) goes sparse,
-    the small one (544) dense, as the formulas decide; the first two intervals and the one
-    after the learning-rate drop are critical (sparse at 0.1), the others not (0.01); the
-    replicas stay bit-identical."""
-    ranks = run("auto:slow", 2, tmp_path)
+@pytest.mark.parametrize("drop_at", [7, 8])
+def test_auto_under_ddp_sends_the_buckets_sparse_and_follows_the_regimes(tmp_path, drop_at):
+    """2 ranks, a slow link: after DDP's rebuild both buckets (266,602 and 544 values) go
+    sparse, as the formulas decide (the small one too: the hook's one all_gather round has half
+    the ring allreduce's latency); the first two intervals and the one after the learning-rate
+    drop are critical (sparse at 0.1), the others not (0.01); the replicas stay bit-identical.
+    The rate drops from iteration 7 (announced inside the interval [6, 7]) or 8 (announced
+    between the intervals [6, 7] and [8, 9]): either way the interval [8, 9] is critical, as
+    gradcomp-train decides at its boundaries."""
+    ranks = run(f"auto:slow:{drop_at}", 2, tmp_path)
     assert ranks[0]["sha256"] == ranks[1]["sha256"]
     assert all(torch.equal(a, b) for a, b in zip(ranks[0]["params"], ranks[1]["params"]))
     hist = ranks[0]["history"]
@@ -563,17 +628,14 @@ def test_auto_under_ddp_sends_the_big_bucket_sparse_and_follows_the_regimes(tmp_
             want, _ = reference_choice(b["numel"], slow["alpha_seconds"],
                                        slow["beta_seconds_per_byte"], 2,
                                        slow["select_seconds_per_element"], 0.01, 0.1, 0.1,
-                                       critical[it])
+                                       critical[it], hook=True)
             assert (b["method"], b["density"]) == (want["method"], want["density"]), (it, b)
-            if b["numel"] == 544:
-                assert b["method"] == "dense"
-            else:
-                assert b["method"] == "sparse" and b["density"] == (0.1 if critical[it] else 0.01)
+            assert b["method"] == "sparse" and b["density"] == (0.1 if critical[it] else 0.01)
         assert h["numel"] == 267146 and len(sent) == len(h["auto"])
-        ends = h.get("auto_interval_end")
-        assert (ends is not None) == (it % 2 == 1), it
+        ends = h.get("auto_interval_end")  # at the first iteration of each later interval
+        assert (ends is not None) == (it % 2 == 0 and it > 0), it
         if ends:
-            assert all(e["critical"] == critical[min(it + 1, 11)] for e in ends), (it, ends)
+            assert all(e["critical"] == critical[it] for e in ends), (it, ends)
             assert all(math.isfinite(e["norm"]) and e["norm"] > 0 for e in ends)
     report = ranks[0]["report"]
     assert report["calibration"]["alpha_seconds"] == slow["alpha_seconds"]
@@ -612,29 +674,32 @@ def test_auto_calibrates_on_the_process_group_with_rank_0s_values(tmp_path):
             want = gc._core.choose_exchange(b["numel"], c0["alpha_seconds"],
                                             c0["beta_seconds_per_byte"], 2,
                                             c0["select_seconds_per_element"], 0.01, 0.1, 0.1,
-                                            b["critical"], 0.0)
+                                            b["critical"], 0.0, value_bytes=4,
+                                            indices="delta_varint", hook_rows=True)
             assert b["decision"] == want
     assert auto_critical(ranks[0]["history"]) == auto_critical(ranks[1]["history"])
     for a, b in zip(ranks[0]["outputs"], ranks[1]["outputs"]):
         assert all(torch.equal(x, y) for x, y in zip(a, b))
 
 
-def test_auto_state_dict_resumes_bit_for_bit(tmp_path):
-    """Saved mid-interval with a drop announced, residuals and reused thresholds in use, and
-    resumed by a HookState without costs: the resumed iterations equal the uninterrupted run's
-    bit for bit, with the same decisions (sparse, then dense while critical, then sparse)."""
-    ranks = run("auto:resume", 2, tmp_path)
-    want = [("dense", "dense")] * 4 + [("sparse", "dense")] * 2 + [("dense", "dense")] * 2 + \
-        [("sparse", "dense")] * 2
+@pytest.mark.parametrize("save,drop", [(5, 4), (6, 5)])
+def test_auto_state_dict_resumes_bit_for_bit(tmp_path, save, drop):
+    """Saved with a drop announced (mid-interval, or right after an interval whose end then
+    waits for the next bucket), residuals and reused thresholds in use, and resumed by a
+    HookState without costs: the resumed iterations equal the uninterrupted run's bit for bit,
+    with the same decisions (sparse, then dense while critical, then sparse)."""
+    ranks = run(f"auto:resume:{save}:{drop}", 2, tmp_path)
+    want = [("dense", "sparse")] * 4 + [("sparse", "sparse")] * 2 + [("dense", "sparse")] * 2 + \
+        [("sparse", "sparse")] * 2
     for r, res in enumerate(ranks):
         whole = auto_critical(res["whole_history"])
         assert [(it[0][0], it[1][0]) for it in whole] == want, whole
         assert [it[0][2] for it in whole] == [True] * 4 + [False] * 2 + [True] * 2 + [False] * 2
-        assert auto_critical(res["resumed_history"]) == whole[5:]
+        assert auto_critical(res["resumed_history"]) == whole[save:]
         # the interval ends: the same norms (iteration 4's sum restored), changes and regimes
         assert [h.get("auto_interval_end") for h in res["resumed_history"]] == \
-            [h.get("auto_interval_end") for h in res["whole_history"][5:]]
-        assert [h["iteration"] for h in res["resumed_history"]] == list(range(5, 10))
+            [h.get("auto_interval_end") for h in res["whole_history"][save:]]
+        assert [h["iteration"] for h in res["resumed_history"]] == list(range(save, 10))
         for it, (a, b) in enumerate(zip(res["first"] + res["resumed"], res["whole"])):
             assert all(torch.equal(x, y) for x, y in zip(a, b)), f"rank {r} iteration {it}"
         # and the auto state at the end: calibration, regimes, reused thresholds (with their
@@ -643,14 +708,14 @@ def test_auto_state_dict_resumes_bit_for_bit(tmp_path):
         assert all(torch.equal(a, b) for a, b in zip(resumed.pop("accumulated"),
                                                      whole.pop("accumulated")))
         assert resumed == whole
-    # every value sent or kept through the switches between sparse and dense; and the dense
-    # iterations 6 and 7 sent what iterations 4 and 5 left in the residual: after them nothing
-    # is left (all of iterations 0-7 sent)
+    # every value sent or kept through the switches between sparse and dense; and bucket 0's
+    # dense iterations 6 and 7 sent what iterations 4 and 5 left in its residual: after them
+    # nothing is left of its parameters (3 and 2: all of iterations 0-7 sent)
     assert_conserved(ranks, [ranks[0]["whole"]], 10, "auto", rebuilds=False)
     empty = [{"residuals": [torch.zeros(worker.SIZES[i]) for members in worker.layout(0)
                             for i in members]}] * 2
     assert_conserved(empty, [ranks[0]["whole"][:8]], 8, "auto, dense after sparse",
-                     rebuilds=False)
+                     rebuilds=False, params=worker.layout(0, rebuilds=False)[0])
 
 
 @pytest.mark.parametrize("kwargs,message", [

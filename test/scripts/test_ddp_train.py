@@ -152,8 +152,9 @@ def test_ddp_run_with_gradcomp_hooks(tmp_path, exchange, port, monkeypatch):
 def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     """--exchange gradcomp --method auto: HookState(method="auto") with the optimizer's
     momentum, intervals of --auto-interval-epochs (0.25 of 8 iterations: 2), and the step decay
-    at epoch 0.5 announced to the hook: the interval after iteration 4 is critical whatever the
-    norms do. The report holds the calibration, every bucket's candidates and the intervals."""
+    at epoch 0.5 announced to the hook before iteration 4: the interval starting there is
+    critical whatever the norms do (as gradcomp-train decides at its boundaries). The report
+    holds the calibration, every bucket's candidates and the intervals."""
     monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
     _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
                    "--auto-interval-epochs", "0.25", "--auto-critical-density", "0.2",
@@ -167,9 +168,9 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     intervals = {i["iteration"]: i["buckets"] for i in auto["intervals"]}
     assert sorted(intervals) == [0, 2, 4, 6]
     assert all(b["critical"] for b in intervals[0] + intervals[2])  # the first two intervals
-    assert all(b["critical"] for b in intervals[6])  # the one after the drop at iteration 4
+    assert all(b["critical"] for b in intervals[4])  # the one the drop at iteration 4 starts
     # a critical bucket is sent at --auto-critical-density unless the rule chose dense
-    assert all(b["density"] in (0.2, 1.0) for b in intervals[0] + intervals[6])
+    assert all(b["density"] in (0.2, 1.0) for b in intervals[0] + intervals[4])
 
 
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),
