@@ -14,6 +14,7 @@ RANK / WORLD_SIZE as torchrun sets them; MPI itself is not used):
 import argparse
 import gzip
 import os
+import sys
 
 import numpy as np
 import torch
@@ -100,7 +101,13 @@ def main():
                   f"{sent}", flush=True)
         if a.iterations and step >= a.iterations:
             break
-    dist.destroy_process_group()
+    dist.barrier()  # every rank is done with its collectives
+    # Leave at once, without destroying the DDP model: with PyTorch 1.13 a process can hang at
+    # exit in the DDP Reducer's ProcessGroupGloo destructor (it holds the GIL and waits for
+    # gloo's work thread, which waits for the GIL to free a tensor)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

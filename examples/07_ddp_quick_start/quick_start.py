@@ -18,6 +18,7 @@ CMake (or installed with pip).
 """
 import argparse
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -104,9 +105,14 @@ def main():
               f"{len(densities)} iterations", flush=True)
         print(f"quick start: {'ok' if ok else 'FAILED'} ({dist.get_world_size()} ranks)",
               flush=True)
-    dist.destroy_process_group()
-    return 0 if ok else 1
+    dist.barrier()  # every rank is done with its collectives
+    # Leave at once, without destroying the DDP model: with PyTorch 1.13 a process can hang at
+    # exit in the DDP Reducer's ProcessGroupGloo destructor (it holds the GIL and waits for
+    # gloo's work thread, which waits for the GIL to free a tensor)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0 if ok else 1)
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    main()
