@@ -135,6 +135,7 @@ public:
     report["config"]["auto_interval_epochs"] = settings_.interval_epochs;
     report["config"]["auto_eta"] = settings_.eta;
     report["config"]["auto_min_saving"] = settings_.min_saving;
+    report["config"]["auto_drop_intervals"] = settings_.drop_intervals;
     nlohmann::json groups = describe_groups(layers, groups_).first; // layers, elements
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       groups[g]["overlap_seconds"] = overlap_[g];
@@ -220,13 +221,14 @@ private:
   }
 
   // Ends the interval before iteration `it`: each group's regime observes the norm of the
-  // averaged gradient it accumulated (after a learning-rate drop: critical), then apply().
+  // averaged gradient it accumulated (after a learning-rate drop the next --auto-drop-intervals
+  // are critical), then apply().
   void end_interval(std::int64_t it, double lr, gradient_exchange& exchange) {
     std::vector<double> change(groups_.size());
     const bool dropped = lr < last_lr_;
     for (std::size_t g = 0; g < groups_.size(); ++g) {
       if (dropped) {
-        regimes_[g].learning_rate_dropped();
+        regimes_[g].learning_rate_dropped(settings_.drop_intervals);
       }
       const double norm = std::sqrt(group_sum_of_squares(g));
       if (std::isfinite(norm)) { // not finite: the model diverged; the evaluation point says so

@@ -353,6 +353,8 @@ struct auto_settings {
   double interval_epochs = 0.125;
   double eta = 0.5;        //!< --auto-eta: the detector's threshold on the relative norm change.
   double min_saving = 0.1; //!< --auto-min-saving: what a lossier candidate must save, [0, 1).
+  //! --auto-drop-intervals: the intervals after a learning-rate drop that are critical, [1, 1000].
+  int drop_intervals = 1;
 };
 
 //! The compressor --method auto sends its sparse groups with.

@@ -390,6 +390,10 @@ inline void add_auto_options(CLI::App& app, train_options& o) {
                  "--method auto: a lossier choice must save at least this fraction of the "
                  "exposed time, in [0, 1)")
       ->capture_default_str();
+  app.add_option("--auto-drop-intervals", a.drop_intervals,
+                 "--method auto: the intervals after a learning-rate drop that are critical, "
+                 "in [1, 1000]")
+      ->capture_default_str();
 }
 
 //! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
@@ -530,6 +534,10 @@ inline std::string auto_problem(const train_options& o) {
   }
   if (!(a.min_saving >= 0 && a.min_saving < 1)) {
     return gradcomp_tools::format("--auto-min-saving %g is outside [0, 1)", a.min_saving);
+  }
+  if (a.drop_intervals < 1 || a.drop_intervals > 1000) {
+    return gradcomp_tools::format("--auto-drop-intervals %d is outside [1, 1000]",
+                                  a.drop_intervals);
   }
   return {};
 }

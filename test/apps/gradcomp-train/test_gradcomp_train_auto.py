@@ -152,6 +152,18 @@ def test_a_learning_rate_drop_starts_a_critical_interval(tmp_path):
                                                               for i in intervals]
 
 
+def test_drop_intervals_after_a_learning_rate_drop_are_critical(tmp_path):
+    # as above, with --auto-drop-intervals 3: the intervals starting at iterations 5, 6 and 7
+    p, report = run(tmp_path, "drop3", 2, *AUTO, "--auto-interval-epochs", "0.1", "--auto-eta",
+                    "1e6", "--lr-decay", "step", "--lr-decay-epochs", "0.5",
+                    "--auto-drop-intervals", "3", evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    assert r["config"]["auto_drop_intervals"] == 3
+    critical = [all(i["critical"]) for i in r["auto"]["intervals"]]
+    assert critical == [i["iteration"] in (0, 1, 5, 6, 7) for i in r["auto"]["intervals"]]
+
+
 def test_a_skipped_step_leaves_the_regimes_finite(tmp_path):
     # an overflow at iteration 2 (dynamic loss scaling): the step is skipped on every rank and
     # its averages, which hold the infinity, stay out of the regimes' norms
@@ -173,6 +185,7 @@ def test_a_skipped_step_leaves_the_regimes_finite(tmp_path):
     (["--auto-interval-epochs", "0"], "--auto-interval-epochs 0 is outside"),
     (["--auto-eta", "0"], "--auto-eta 0 is not"),
     (["--auto-min-saving", "1"], "--auto-min-saving 1 is outside"),
+    (["--auto-drop-intervals", "0"], "--auto-drop-intervals 0 is outside"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     base = list(AUTO)
