@@ -69,8 +69,9 @@ __all__ = ["HookState", "DensityWarmup", "sparse_allgather_hook", "ring_allreduc
            "fp16_hook", "METHODS", "SPARSE_METHODS", "QUANTIZER_METHODS", "DENSE_METHODS"]
 
 
-_SIZE_BYTES = _core.hook_row_size_bytes  # a message's size, int64, at the head of its row in the
-# one-round allgather (whose rows _core.hook_row_capacity sizes; _core.choose_exchange prices them)
+# a message's size, int64, at the head of its row in the one-round allgather (whose rows
+# _core.hook_row_capacity sizes and _core.choose_exchange prices)
+_SIZE_BYTES = _core.hook_row_size_bytes
 _AUTO_COMPRESSOR = "reused_threshold"  # what method="auto" sends its sparse buckets with
 # method="auto"'s calibration: dist.all_reduce of 4 KiB, 16 KiB, ... 4 MiB, the median of 3
 # timed runs (the slowest rank's time each) after one warm-up
