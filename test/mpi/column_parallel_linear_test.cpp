@@ -307,19 +307,4 @@ TEST_CASE("column_parallel_linear rejects bad arguments on every rank",
   }
 }
 
-TEST_CASE("cblas_gemm rejects leading dimensions below the row length",
-          "[column_parallel_linear]") {
-  std::vector<float> a(6), b(6), c(4);
-  REQUIRE_THROWS_WITH(blas::cblas_gemm{}(gemm_call{.m = 2,
-                                                   .n = 2,
-                                                   .k = 3,
-                                                   .a = a.data(),
-                                                   .lda = 2,
-                                                   .b = b.data(),
-                                                   .ldb = 2,
-                                                   .c = c.data(),
-                                                   .ldc = 2}),
-                      Catch::Contains("lda 2 is below the row length 3"));
-}
-
 } // namespace mpi_column_parallel_linear_test
