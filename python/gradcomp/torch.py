@@ -864,9 +864,7 @@ class HookState:
         before, then observes the norm of the bucket's averaged gradient summed over the
         interval (a non-finite norm is not observed: the model diverged); the sum restarts.
         Returns the record for history."""
-        regime = self._regimes.get(index)
-        if regime is None:  # not expected: every bucket of that iteration has a detector
-            regime = self._regimes[index] = _core.CriticalRegime(self.eta)
+        regime = self._regimes[index]  # every bucket of the ended iteration has one
         if dropped:
             regime.learning_rate_dropped(dropped)
         norm = math.sqrt(_core.sum_of_squares(layout.accumulated.numpy()))
