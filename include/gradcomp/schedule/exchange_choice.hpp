@@ -105,8 +105,9 @@ struct exchange_decision {
 //! costs more than it saves (fast links, small tensors, exchanges hidden by backward), sparse where
 //! it saves. Deterministic: ranks with the same inputs choose the same. O(1) cost-model calls.
 //! @throws std::invalid_argument naming the value if a density is outside (0, 1], min_saving
-//! outside [0, 1), sparse_pairs.value_bytes not 1, 2 or 4, overlap_seconds negative or not finite,
-//! a cost function missing, or a cost negative or not finite.
+//! outside [0, 1), sparse_pairs.value_bytes not 1, 2 or 4 when a sparse candidate is priced,
+//! overlap_seconds negative or not finite, a cost function missing, or a cost negative or not
+//! finite.
 [[nodiscard]] inline exchange_decision choose_exchange(std::uint64_t elements,
                                                        const exchange_costs& costs,
                                                        const exchange_choice_settings& settings,
