@@ -2,11 +2,13 @@
 // fp16 / bf16 conversions: exhaustive round trips and rounding against an independent
 // reference (nearest representable value found by search over all 65536 patterns).
 #include <gradcomp/sparse/detail/float16.hpp>
+#include <gradcomp/sparse/detail/float16_array.hpp>
 #include <gradcomp/sparse/value_type.hpp>
 
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -155,6 +157,51 @@ TEST_CASE("rounding arrays to fp16 equals round_to on every kind of value", "[fl
     const float expected = gradcomp::round_to(gradcomp::value_type::fp16, values[i]);
     CAPTURE(i, values[i]);
     REQUIRE(std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(expected));
+  }
+}
+
+// The wire's fp16 sections: the array conversions (F16C where the CPU has it) against the
+// element conversions, bit for bit, with lengths that leave a tail after the 8-wide blocks.
+TEST_CASE("fp16 array conversions equal the element conversions bit for bit", "[float16]") {
+  SECTION("every half pattern, NaNs included, to floats") {
+    std::vector<std::byte> bytes(2 * 65536);
+    for (std::uint32_t h = 0; h < 65536; ++h) {
+      store_le<std::uint16_t>(bytes.data() + 2 * h, static_cast<std::uint16_t>(h));
+    }
+    for (const std::size_t offset : {std::size_t{0}, std::size_t{3}}) {
+      const std::size_t n = 65536 - offset;
+      std::vector<float> out(n);
+      halves_to_floats(bytes.data() + 2 * offset, n, out.data());
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto h = static_cast<std::uint16_t>(i + offset);
+        CAPTURE(h);
+        REQUIRE(std::bit_cast<std::uint32_t>(out[i]) ==
+                std::bit_cast<std::uint32_t>(half_bits_to_float(h)));
+      }
+    }
+  }
+  SECTION("floats of every kind, exact ties included, to halves") {
+    std::mt19937 rng(12);
+    std::uniform_int_distribution<std::uint32_t> any_bits;
+    std::vector<float> values(200005);
+    for (float& v : values) {
+      v = std::bit_cast<float>(any_bits(rng)); // every exponent: subnormals, huge, inf, NaN
+    }
+    for (std::size_t i = 0; i < 65535; ++i) { // the midpoint of every pair of adjacent halves
+      const double lo = half_bits_to_float(static_cast<std::uint16_t>(i));
+      const double hi = half_bits_to_float(static_cast<std::uint16_t>(i + 1));
+      if (std::isfinite(lo) && std::isfinite(hi)) {
+        values[3 * i] = static_cast<float>((lo + hi) / 2); // exact: 12 significant bits
+      }
+    }
+    values[1] = 65519.0f; // the largest value that rounds to 65504
+    values[2] = 65520.0f; // the smallest that overflows to infinity
+    std::vector<std::byte> bytes(2 * values.size());
+    floats_to_halves(values.data(), values.size(), bytes.data());
+    for (std::size_t i = 0; i < values.size(); ++i) {
+      CAPTURE(i, values[i]);
+      REQUIRE(load_le<std::uint16_t>(bytes.data() + 2 * i) == float_to_half_bits(values[i]));
+    }
   }
 }
 

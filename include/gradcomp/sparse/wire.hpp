@@ -37,6 +37,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/detail/float16.hpp>
+#include <gradcomp/sparse/detail/float16_array.hpp>
 #include <gradcomp/sparse/detail/little_endian.hpp>
 #include <gradcomp/sparse/detail/varint.hpp>
 #include <gradcomp/sparse/detail/wire_decode.hpp>
@@ -216,10 +217,7 @@ inline void encode(const sparse_message& m, index_encoding enc, std::vector<std:
     }
     break;
   case value_type::fp16:
-    for (float v : m.values) {
-      detail::store_le<std::uint16_t>(p, detail::float_to_half_bits(v));
-      p += 2;
-    }
+    detail::floats_to_halves(m.values.data(), m.values.size(), p);
     break;
   case value_type::bf16:
     for (float v : m.values) {

@@ -7,6 +7,7 @@
 
 #include <gradcomp/error.hpp>
 #include <gradcomp/sparse/detail/float16.hpp>
+#include <gradcomp/sparse/detail/float16_array.hpp>
 #include <gradcomp/sparse/detail/little_endian.hpp>
 #include <gradcomp/sparse/detail/varint.hpp>
 #include <gradcomp/sparse/value_type.hpp>
@@ -97,10 +98,11 @@ inline void decode_values(const std::byte* q, std::uint64_t nnz, value_type vt, 
         out[i] = std::bit_cast<float>(load_le<std::uint32_t>(q + 4 * i));
       }
     }
+  } else if (vt == value_type::fp16) {
+    halves_to_floats(q, nnz, out);
   } else {
     for (std::uint64_t i = 0; i < nnz; ++i) {
-      const auto h = load_le<std::uint16_t>(q + 2 * i);
-      out[i] = vt == value_type::fp16 ? half_bits_to_float(h) : bfloat16_bits_to_float(h);
+      out[i] = bfloat16_bits_to_float(load_le<std::uint16_t>(q + 2 * i));
     }
   }
   if (nnz == 0) {
