@@ -15,10 +15,12 @@
 #                          15 % while Accordion's detector sees a critical regime, from the cost
 #                          model calibrated at start-up; docs/train.md; values sent as fp16, the
 #                          rounding kept in the residual: 40 % fewer bytes than fp32 values; one
-#                          group: one exchange per iteration. On this CNN 5 % reached 90.5 % at
-#                          DDP dense's epoch where 1 % needed 0.5-1 epoch more, at a similar cost
-#                          per iteration, and without the critical regimes neither reached it:
-#                          docs/benchmarks.md)
+#                          group: one exchange per iteration; the layers under 5 % of the
+#                          parameters, every one but fc1, sent whole: --auto-dense-share's
+#                          default. On this CNN 5 % reached 90.5 % at DDP dense's epoch where 1 %
+#                          needed 0.5-1 epoch more, at a similar cost per iteration, and without
+#                          the critical regimes neither reached it; sending the convolutions
+#                          whole saved 0.4-0.5 epoch: docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all;
 #                          one epoch: the floors measure the time per iteration only)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
@@ -92,7 +94,7 @@ run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --t
   --merge optimal "${extra[@]}"
 run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
   --merge size_threshold "${extra[@]}"
-run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical), fp16 values, allgather, one group" \
+run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical, small layers whole), fp16 values, allgather, one group" \
   --method auto --density 0.05 --auto-critical-density 0.15 --precision fp16 --transport allgather \
   --merge single "${extra[@]}"
 if [[ $floor == 1 ]]; then

@@ -355,6 +355,9 @@ struct auto_settings {
   double min_saving = 0.1; //!< --auto-min-saving: what a lossier candidate must save, [0, 1).
   //! --auto-drop-intervals: the intervals after a learning-rate drop that are critical, [1, 1000].
   int drop_intervals = 1;
+  //! --auto-dense-share: the smallest layers that together hold at most this share of the
+  //! parameters are sent dense in every phase (auto_dense_below), in [0, 1).
+  double dense_share = 0.05;
 };
 
 //! The compressor --method auto sends its sparse groups with.

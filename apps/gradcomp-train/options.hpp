@@ -394,6 +394,11 @@ inline void add_auto_options(CLI::App& app, train_options& o) {
                  "--method auto: the intervals after a learning-rate drop that are critical, "
                  "in [1, 1000]")
       ->capture_default_str();
+  app.add_option("--auto-dense-share", a.dense_share,
+                 "--method auto: the smallest layers that together hold at most this share of "
+                 "the parameters are sent dense in every phase (a CNN's convolutions and "
+                 "biases), in [0, 1); 0: none")
+      ->capture_default_str();
 }
 
 //! Defines every option of gradcomp-train on `app`, each stored into its field of `o` (whose
@@ -538,6 +543,12 @@ inline std::string auto_problem(const train_options& o) {
   if (a.drop_intervals < 1 || a.drop_intervals > 1000) {
     return gradcomp_tools::format("--auto-drop-intervals %d is outside [1, 1000]",
                                   a.drop_intervals);
+  }
+  if (!(a.dense_share >= 0 && a.dense_share < 1)) {
+    return gradcomp_tools::format("--auto-dense-share %g is outside [0, 1)", a.dense_share);
+  }
+  if (o.method.dense_below != 0) {
+    return "auto chooses the layers it sends dense by --auto-dense-share: not with --dense-below";
   }
   return {};
 }

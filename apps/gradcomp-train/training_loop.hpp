@@ -96,11 +96,15 @@ public:
     }
     transport_settings transport = o.transport;
     transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
+    method_settings method = o.method;
+    if (method.name == "auto") { // its small layers go dense (--auto-dense-share)
+      method.dense_below = auto_dense_below(s.model.numel, method.automatic.dense_share);
+    }
     exchange =
         o.method.name == "powersgd"
             ? make_powersgd_exchange(s.comm, o.method, transport, s.model.params)
             : make_exchange(
-                  s.comm, o.method, transport, s.model.numel,
+                  s.comm, method, transport, s.model.numel,
                   training_grouping{plan.groups, {&s.comm, plan.planner}, o.replan_mode == "keep"},
                   s.mc);
     if (o.method.name == "auto") {

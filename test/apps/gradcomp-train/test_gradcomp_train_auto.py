@@ -7,7 +7,9 @@ sparse allgather's ring or the reused threshold's pairs at a density, from the l
 The report's candidates are recomputed here from its own calibration with the alpha-beta
 formulas of the ring allreduce and the sparse allgather (docs/choosing.md), the exposed times
 from the overlaps, the choice by walking the candidates from the least lossy; the regimes start
-critical, follow the interval grid, turn critical after a learning-rate drop; a rule that must
+critical, follow the interval grid, turn critical after a learning-rate drop; the layers under
+--auto-dense-share go whole (their bound recomputed by sort and accumulate over the CNN's
+tensors) and the sparse candidates are priced with them; a rule that must
 choose dense (a saving of 99.9999 % required) sends every value; the replicas stay identical and
 the model learns; bad combinations exit 2 naming the option.
 """
@@ -38,8 +40,39 @@ def pair_bytes(density, value_bytes):
     return value_bytes + 1 + sum((1 - density) ** (2 ** (7 * j)) for j in range(1, 5))
 
 
+# The CNN's tensors (docs/train.md): 5x5 convolutions of 1 -> 32 and 32 -> 64 channels, then
+# 3136 -> 512 -> 10 fully connected.
+CNN_ELEMENTS = {"conv1.weight": 32 * 25, "conv1.bias": 32, "conv2.weight": 64 * 32 * 25,
+                "conv2.bias": 64, "fc1.weight": 512 * 3136, "fc1.bias": 512,
+                "fc2.weight": 10 * 512, "fc2.bias": 10}
+
+
+def dense_below(share):
+    """--auto-dense-share's bound, by sort and accumulate: every layer under it is among the
+    smallest that together hold at most `share` of the parameters (equal sizes together)."""
+    sizes = sorted(CNN_ELEMENTS.values())
+    budget, held, below = share * sum(sizes), 0, 0
+    for size in sorted(set(sizes)):
+        held += size * sizes.count(size)
+        if held > budget:
+            return size if below else 0
+        below = size + 1
+    return below
+
+
+def sent_share(group, a, density):
+    """The share of a group's elements its sparse message carries: `density` of its sparse
+    layers and every element of its layers under the dense bound."""
+    dense = sum(CNN_ELEMENTS[l] for l in group["layers"]
+                if CNN_ELEMENTS[l] < a["dense_below_elements"])
+    n = group["elements"]
+    return min(1.0, (density * (n - dense) + dense) / n)
+
+
 def check_decision(d, group, a, regime_density, value_bytes=4):
     n, p, overlap = group["elements"], a["ranks"], group["overlap_seconds"]
+    if regime_density < 1.0:
+        regime_density = sent_share(group, a, regime_density)
     cands = d["candidates"]
     dense = cands[0]
     assert dense["method"] == "dense" and dense["density"] == 1.0 and dense["bytes"] == 4 * n
@@ -49,7 +82,7 @@ def check_decision(d, group, a, regime_density, value_bytes=4):
         assert [c["method"] for c in cands] == ["dense", "sparse"]  # fp16 is not a candidate
         sparse = cands[1]
         k = max(1, math.ceil(regime_density * n - 1e-9))
-        assert sparse["density"] == regime_density
+        assert sparse["density"] == pytest.approx(regime_density, rel=1e-12)
         assert abs(sparse["bytes"] - math.ceil(k * pair_bytes(regime_density, value_bytes))) <= 1
         assert sparse["compress_seconds"] == pytest.approx(a["select_seconds_per_element"] * n,
                                                            rel=1e-9)
@@ -102,11 +135,36 @@ def test_auto_prices_every_group_by_the_rule_and_keeps_the_replicas(tmp_path):
         for critical, change in zip(i["critical"], i["change"]):
             assert critical == (change is None or change >= a["eta"])
     for i in a["intervals"]:  # each group's density set: its decision in its regime
-        assert i["density"] == [g["critical" if c else "normal"]["chosen"]["density"]
-                                for g, c in zip(groups, i["critical"])]
+        assert i["density"] == [
+            (0.1 if c else 0.01) if g["critical" if c else "normal"]["chosen"]["method"] ==
+            "sparse" else 1.0 for g, c in zip(groups, i["critical"])]
+    # --auto-dense-share 0.05 (the default): every tensor but fc1.weight (96.5 %) goes dense
+    assert a["dense_share"] == 0.05 and a["dense_below_elements"] == dense_below(0.05) == 512 * 3136
+    assert r["config"]["dense_below_elements"] == a["dense_below_elements"]
     for k, g in enumerate(groups):
         assert g["critical_iterations"] == sum(
             min(2, iterations - i["iteration"]) for i in a["intervals"] if i["critical"][k])
+
+
+@pytest.mark.parametrize("share", [0.0, 0.001])
+def test_the_dense_share_sets_the_layers_sent_whole(tmp_path, share):
+    # 0: no layer dense, the sparse candidates at --density itself; 0.001 (1,663 elements): the
+    # biases and conv1 (1,418) go dense, fc2.weight (5,120) would exceed it
+    p, report = run(tmp_path, "share", 2, *AUTO, "--auto-dense-share", str(share),
+                    evals_per_epoch=1)
+    assert p.returncode == 0, p.stdout + p.stderr
+    r = load(report)
+    a = r["auto"]
+    assert a["dense_below_elements"] == dense_below(share) == (0 if share == 0 else 5120)
+    whole = sum(n for n in CNN_ELEMENTS.values() if n < a["dense_below_elements"])
+    assert whole == (0 if share == 0 else 1418)
+    for g in a["groups"]:
+        check_decision(g["normal"], g, a, 0.01)
+    if share == 0:
+        assert all(g["normal"]["candidates"][-1]["density"] == 0.01 for g in a["groups"])
+    # at least the dense layers' share of every value was sent
+    assert r["achieved_density"] >= whole / sum(CNN_ELEMENTS.values())
+    assert r["replicas_identical"]
 
 
 def test_auto_goes_dense_when_compression_must_save_everything(tmp_path):
@@ -186,6 +244,8 @@ def test_a_skipped_step_leaves_the_regimes_finite(tmp_path):
     (["--auto-eta", "0"], "--auto-eta 0 is not"),
     (["--auto-min-saving", "1"], "--auto-min-saving 1 is outside"),
     (["--auto-drop-intervals", "0"], "--auto-drop-intervals 0 is outside"),
+    (["--auto-dense-share", "1"], "--auto-dense-share 1 is outside"),
+    (["--dense-below", "100"], "not with --dense-below"),
 ])
 def test_bad_combinations_are_named(tmp_path, args, named):
     base = list(AUTO)
