@@ -11,16 +11,18 @@
 #   gradcomp, dense ring:  --method dense --transport ring --merge optimal (our best dense exchange)
 #   gradcomp, dense MPICH: --method dense --transport allreduce (MPI_Iallreduce, 25 MiB buckets)
 #   gradcomp, compressed:  --method auto --density 0.05 --auto-critical-density 0.15
-#                          --precision fp16 --transport allgather --merge single (dense or 5 %,
+#                          --precision fp16 --transport allgather --merge optimal (dense or 5 %,
 #                          15 % while Accordion's detector sees a critical regime, from the cost
 #                          model calibrated at start-up; docs/train.md; values sent as fp16, the
-#                          rounding kept in the residual: 40 % fewer bytes than fp32 values; one
-#                          group: one exchange per iteration; the layers under 5 % of the
-#                          parameters, every one but fc1, sent whole: --auto-dense-share's
-#                          default. On this CNN 5 % reached 90.5 % at DDP dense's epoch where 1 %
-#                          needed 0.5-1 epoch more, at a similar cost per iteration, and without
-#                          the critical regimes neither reached it; sending the convolutions
-#                          whole saved 0.4-0.5 epoch: docs/benchmarks.md)
+#                          rounding kept in the residual: 40 % fewer bytes than fp32 values;
+#                          the layers under 5 % of the parameters, every one but fc1, sent
+#                          whole: --auto-dense-share's default; two groups, the fully connected
+#                          layers' exchange beside the convolutions' backward, the
+#                          convolutions' group dense. On this CNN 5 % reached 90.5 % at DDP
+#                          dense's epoch where 1 % needed 0.5-1 epoch more, at a similar cost
+#                          per iteration, and without the critical regimes neither reached it;
+#                          sending the convolutions whole saved 0.4-0.5 epoch, the optimal merge
+#                          14 % of the time per iteration against one group: docs/benchmarks.md)
 #   gradcomp, floor:       --transport none (every rank trains alone: no communication at all;
 #                          one epoch: the floors measure the time per iteration only)
 #   PyTorch DDP over gloo (scripts/ddp_train.py, the same model, init, data order and
@@ -94,9 +96,9 @@ run_gradcomp dense-ring "gradcomp dense, ring, optimal merge" --method dense --t
   --merge optimal "${extra[@]}"
 run_gradcomp dense "gradcomp dense, MPICH allreduce" --method dense --transport allreduce \
   --merge size_threshold "${extra[@]}"
-run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical, small layers whole), fp16 values, allgather, one group" \
+run_gradcomp compressed "gradcomp --method auto (dense or 5 %, 15 % when critical, small layers whole), fp16 values, allgather, optimal merge" \
   --method auto --density 0.05 --auto-critical-density 0.15 --precision fp16 --transport allgather \
-  --merge single "${extra[@]}"
+  --merge optimal "${extra[@]}"
 if [[ $floor == 1 ]]; then
   # the floors measure the time per iteration only (alone, a rank never reaches the target)
   runs_epochs 1 run_gradcomp floor "gradcomp, no communication (floor)" --method dense \

@@ -180,8 +180,11 @@ inline any_transport make_transport(const gradcomp::mpi::communicator& comm,
     return any_transport::make<gm::dense_exchange>(comm, ring_options(s));
   }
   if (s.name == "allgather") {
-    return any_transport::make<gm::sparse_exchange>(comm,
-                                                    with_timeout<gm::sparse_allgather_options>(s));
+    // the dense switch's ring as transport ring runs it (--wait, --segment-kib, no per-group
+    // length check: the groups are agreed), with its tags below the allgather's
+    auto o = with_timeout<gm::sparse_allgather_options>(s);
+    o.dense = ring_options(s);
+    return any_transport::make<gm::sparse_exchange>(comm, o);
   }
   if (s.name == "ps") {
     auto o = with_timeout<gm::parameter_server_options>(s);
