@@ -98,6 +98,8 @@ struct transport_settings {
   std::string coded_schedule = "concurrent"; //!< coded: concurrent or serialized.
   std::string coded_variant = "full";        //!< coded: full (S3) or reduce_scatter.
   bool uncoded = false; //!< coded: the uncoded baseline of the same placement (no coding).
+  //! The ring options below apply to transport ring and to the sparse allgather's dense switch
+  //! (ring_options).
   //! ring: how the communication thread waits (a wait_kind name). sleep (with a 50 us cap)
   //! measured fastest in training, where that thread shares the cores with backward
   //! (docs/transport-benchmarks.md, "Dense ring in training").

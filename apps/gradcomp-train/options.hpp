@@ -205,8 +205,9 @@ inline void add_transport_options(CLI::App& app, train_options& o) {
   app.add_flag("--ps-dense-pull", o.transport.ps_dense_pull,
                "ps: pull the dense average (default: the pushes' union when that is smaller)");
   app.add_option("--wait", o.transport.wait,
-                 "ring: how the communication thread waits between MPI_Test calls: spin, yield "
-                 "(sched_yield) or sleep (5 us doubling to --wait-max-sleep-us)")
+                 "ring and the allgather's dense switch: how the communication thread waits "
+                 "between MPI_Test calls: spin, yield (sched_yield) or sleep (5 us doubling to "
+                 "--wait-max-sleep-us)")
       ->capture_default_str()
       ->check(CLI::IsMember(gt::wait_names));
   app.add_option("--timeout", o.transport.timeout_seconds,
@@ -217,21 +218,21 @@ inline void add_transport_options(CLI::App& app, train_options& o) {
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   app.add_option("--wait-yield-rounds", o.transport.wait_yield_rounds,
-                 "ring, --wait sleep: MPI_Test rounds that yield before the first sleep")
+                 "--wait sleep: MPI_Test rounds that yield before the first sleep")
       ->capture_default_str();
   app.add_option("--wait-max-sleep-us", o.transport.wait_max_sleep_us,
-                 "ring, --wait sleep: the longest sleep between MPI_Test calls, microseconds")
+                 "--wait sleep: the longest sleep between MPI_Test calls, microseconds")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--segment-kib", o.transport.segment_kib,
-                 "ring: largest message of a ring step, KiB (a step's block is sent as segments "
-                 "of this size, at most 64)")
+                 "ring and the allgather's dense switch: largest message of a ring step, KiB (a "
+                 "step's block is sent as segments of this size, at most 64)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   app.add_option("--ring-steps-in-flight", o.transport.ring_steps_in_flight,
-                 "ring: steps in flight, 2 (each segment forwarded to the next step as soon as it "
-                 "arrived: the link does not idle between steps) or 1 (one step after the other; "
-                 "the same sums)")
+                 "ring and the allgather's dense switch: steps in flight, 2 (each segment "
+                 "forwarded to the next step as soon as it arrived: the link does not idle "
+                 "between steps) or 1 (one step after the other; the same sums)")
       ->capture_default_str()
       ->check(CLI::Range(1, 2));
   app.add_option("--ring-trace", o.ring_trace,

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The main job's compressed run (--method auto) beside the same run with every layer under
+# 60,000 elements sent dense (--dense-below 60000: both convolutions, fc2 and the biases; fc1's
+# 1.6 M elements stay sparse), to 90.5 % or 3 epochs; SEED (default 1); the emulated cluster.
+set -euo pipefail
+cd "$(dirname "$0")/../../.."; repo=$(pwd)
+source scripts/lib/training-runs.sh
+runs_bin="${BIN:-build/bin/gradcomp-train}"
+runs_common=(--epochs 3 --seed "${SEED:-1}" --train-limit 0 --evals-per-epoch 8)
+runs_target 0.905 3 1.5
+training_runs_setup 4 0 "${1:?output folder}"
+auto=(--method auto --density 0.05 --auto-critical-density 0.15 --precision fp16
+      --transport allgather --merge single)
+run_gradcomp compressed "auto 5 %, critical 15 %, fp16" "${auto[@]}"
+run_gradcomp dense-below "auto 5 %, critical 15 %, fp16, layers under 60,000 elements dense" \
+  "${auto[@]}" --dense-below 60000
+"$runs_python" scripts/compare-runs.py --out "$runs_out" "${compare_target[@]}" "${runs_reports[@]}"
