@@ -40,7 +40,8 @@ namespace gradcomp_train {
 //! 1,663,370 parameters and share 0.05 every layer but fc1 (1,605,632 elements, 96.5 %) is
 //! under it. A small-tensor bypass relative to the model (BytePS's is absolute, 64 KiB; DGC's
 //! examples compress only tensors of more than one dimension): a model's few large layers
-//! carry its bytes, and its convolutions, few in parameters, learn better dense. O(L log L).
+//! carry its bytes, and the CNN's convolutions, few in parameters, reached the target 0.4-0.5
+//! epoch sooner sent whole (docs/train.md). O(L log L).
 //! @pre share in [0, 1).
 inline std::size_t auto_dense_below(std::span<const std::size_t> numel, double share) {
   std::vector<std::size_t> sizes(numel.begin(), numel.end());
