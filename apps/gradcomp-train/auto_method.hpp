@@ -79,11 +79,11 @@ public:
   //! a ring sweep when the plan did not calibrate; the reused threshold's seconds per element
   //! with error feedback on the largest layer; then prices every group of `plan` with and
   //! without a critical regime.
-  auto_control(sync_setup& s, const merge_plan& plan)
+  //! `dense_below`: the exchange's bound of --auto-dense-share (auto_dense_below), which its
+  //! pricing counts as sent whole.
+  auto_control(sync_setup& s, const merge_plan& plan, std::size_t dense_below)
       : settings_(s.o.method.automatic), density_(s.o.method.compressor.density),
-        numel_(s.model.numel),
-        dense_below_(auto_dense_below(s.model.numel, s.o.method.automatic.dense_share)),
-        groups_(plan.groups), ranks_(s.ranks),
+        numel_(s.model.numel), dense_below_(dense_below), groups_(plan.groups), ranks_(s.ranks),
         interval_iterations_(std::max<std::int64_t>(
             1,
             std::llround(settings_.interval_epochs *
