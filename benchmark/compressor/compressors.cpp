@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Throughput of every gradcomp host compressor, plain (compress) and with fused error feedback
-// (compress_accumulate), side by side in one run with the baselines on the same buffers:
+// (compress_accumulate), the reused threshold also with DGC's momentum correction keeping the
+// velocity (its update fused into the first pass, and as its own pass), side by side in one run
+// with the baselines on the same buffers:
 // std::nth_element on a copy of |x|, LibTorch's torch::topk(x.abs(), k) (only when built with
 // GRADCOMP_BENCH_WITH_TORCH), and two memory floors run on gradcomp's own thread pool: a
 // vectorised sum reduction (one read of x) and r[i] += g[i] (read g and r, write r).
@@ -12,8 +14,8 @@
 // timed region. Compressors and messages persist across Google Benchmark's repeated runs of a case
 // and are warmed up by one untimed call, so timed calls are steady state (no allocation).
 // Items/s count gradient elements; bytes/s count the minimum traffic: 4n for compress and for the
-// read floor, 12n for error feedback and its floor. benchmark/run_compressor_table.py runs this and
-// writes docs/benchmarks.md.
+// read floor, 12n for error feedback and its floor, 20n with momentum correction.
+// benchmark/run_compressor_table.py runs this and writes docs/benchmarks.md.
 #include <gradcomp/detail/parallel.hpp>
 #include <gradcomp/gradcomp.hpp>
 
@@ -88,6 +90,7 @@ struct data_store {
   std::array<std::vector<float>, 2> gradients;
   std::array<std::vector<float>, 2> initial_residuals;
   std::vector<float> residual; // error-feedback state, restored before every timed call
+  std::vector<float> velocity; // momentum-correction state, restored likewise
   std::vector<float> scratch;  // the |x| copy std::nth_element works on
 
   static data_store& of_size(std::size_t n) {
@@ -187,32 +190,63 @@ void restore_residual(benchmark::State& state,
   state.ResumeTiming();
 }
 
-// compress(x, out), or with `error_feedback` compress_accumulate(residual, x, out) with the
-// residual reset to the same initial draw before every call. Reports the mean achieved k / k
-// and the fractions of calls that ran an exact selection and that fell back to exact top-k.
-template <bool error_feedback, class Compressor, class Make>
+// What a case calls: compress(x, out); compress_accumulate(residual, x, out); DGC's momentum
+// correction with the velocity kept (no factor masking), the velocity update fused into the
+// compressor's first pass (compress_accumulate_momentum(..., false)), or as its own pass before
+// compress_accumulate of the velocity (what error feedback does for a compressor without the
+// flag: the same bits).
+enum class call_kind { compress, error_feedback, momentum_kept, momentum_kept_separate };
+
+// Bytes of minimum traffic per element: read x; read g and r, write r; read g, u and r, write
+// u and r.
+constexpr std::size_t traffic_bytes(call_kind k) {
+  return k == call_kind::compress ? 4 : k == call_kind::error_feedback ? 12 : 20;
+}
+
+// One case's calls, the residual (and velocity) reset to the same initial draw before every
+// call. Reports the mean achieved k / k and the fractions of calls that ran an exact selection
+// and that fell back to exact top-k.
+template <call_kind kind, class Compressor, class Make>
 void run_compressor(
     benchmark::State& state, std::size_t case_id, std::size_t n, distribution d, Make make) {
+  constexpr bool error_feedback = kind != call_kind::compress;
+  constexpr bool momentum =
+      kind == call_kind::momentum_kept || kind == call_kind::momentum_kept_separate;
   const auto& g = gradient(n, d);
   const std::vector<float>* r0 = nullptr;
   std::vector<float>* r = nullptr;
+  std::vector<float>* u = nullptr;
   if constexpr (error_feedback) {
     r0 = &initial_residual(n, d);
     r = &working_buffer(&data_store::residual, n);
+  }
+  if constexpr (momentum) {
+    u = &working_buffer(&data_store::velocity, n);
   }
   auto& c = case_state<compressor_case<Compressor>>(case_id, [&] {
     return compressor_case<Compressor>{make(), {}, false};
   });
   auto call = [&] {
-    if constexpr (error_feedback) {
+    if constexpr (kind == call_kind::momentum_kept) {
+      return c.compressor.compress_accumulate_momentum(*r, *u, g, 0.9f, c.out, false);
+    } else if constexpr (kind == call_kind::momentum_kept_separate) {
+      gradcomp::detail::update_velocity(u->data(), g.data(), 0.9f, 0, n);
+      return c.compressor.compress_accumulate(*r, std::as_const(*u), c.out);
+    } else if constexpr (error_feedback) {
       return c.compressor.compress_accumulate(*r, g, c.out);
     } else {
       return c.compressor.compress(g, c.out);
     }
   };
+  auto restore = [&] { // the velocity starts from the residual's draw (finite, independent of g)
+    std::copy(r0->begin(), r0->end(), r->begin());
+    if constexpr (momentum) {
+      std::copy(r0->begin(), r0->end(), u->begin());
+    }
+  };
   if (!c.warm) { // allocates the workspace; for reused_threshold this is the exact call
     if constexpr (error_feedback) {
-      std::copy(r0->begin(), r0->end(), r->begin());
+      restore();
     }
     (void)call();
     c.warm = true;
@@ -221,7 +255,9 @@ void run_compressor(
   call_timer timer;
   for (auto _ : state) {
     if constexpr (error_feedback) {
-      restore_residual(state, *r0, *r);
+      state.PauseTiming();
+      restore();
+      state.ResumeTiming();
     }
     timer.start();
     const gradcomp::selection_stats s = call();
@@ -237,7 +273,7 @@ void run_compressor(
   state.counters["k_ratio"] = calls > 0 && target > 0 ? selected / calls / target : 0.0;
   state.counters["exact"] = calls > 0 ? exact / calls : 0.0;
   state.counters["fallback"] = calls > 0 ? fallback / calls : 0.0;
-  timer.report(state, n, error_feedback ? 12 : 4);
+  timer.report(state, n, traffic_bytes(kind));
 }
 
 // ---- baselines -----------------------------------------------------------------------------
@@ -365,18 +401,35 @@ void register_case(const std::string& method, const sweep_point& p, Fn fn) {
       ->UseRealTime();
 }
 
-// Registers compress (<method>) and compress_accumulate (<method>_ef) of one compressor.
+std::size_t next_case_id = 0;
+
+// Registers compress (<method>) and compress_accumulate (<method>_ef) of one compressor, and
+// with `momentum` the kept-velocity momentum correction fused (<method>_momentum) and with the
+// velocity update as its own pass (<method>_momentum_separate).
 template <class Compressor, class Make>
-void register_compressor(const std::string& method, const sweep_point& p, Make make) {
-  static std::size_t next_case_id = 0;
+void register_compressor(const std::string& method,
+                         const sweep_point& p,
+                         Make make,
+                         bool momentum = false) {
   const std::size_t plain_id = next_case_id++;
   const std::size_t ef_id = next_case_id++;
   register_case(method, p, [=](benchmark::State& state) {
-    run_compressor<false, Compressor>(state, plain_id, p.n(), p.dist, make);
+    run_compressor<call_kind::compress, Compressor>(state, plain_id, p.n(), p.dist, make);
   });
   register_case(method + "_ef", p, [=](benchmark::State& state) {
-    run_compressor<true, Compressor>(state, ef_id, p.n(), p.dist, make);
+    run_compressor<call_kind::error_feedback, Compressor>(state, ef_id, p.n(), p.dist, make);
   });
+  if (momentum) {
+    const std::size_t fused_id = next_case_id++;
+    const std::size_t separate_id = next_case_id++;
+    register_case(method + "_momentum", p, [=](benchmark::State& state) {
+      run_compressor<call_kind::momentum_kept, Compressor>(state, fused_id, p.n(), p.dist, make);
+    });
+    register_case(method + "_momentum_separate", p, [=](benchmark::State& state) {
+      run_compressor<call_kind::momentum_kept_separate, Compressor>(state, separate_id, p.n(),
+                                                                    p.dist, make);
+    });
+  }
 }
 
 void register_all() {
@@ -406,10 +459,13 @@ void register_all() {
             "lognormal_threshold", p, [=] { return gradcomp::lognormal_threshold(density); });
         // Reuse calls: the untimed warm-up call is the exact one and every later call reuses
         // its threshold. Exact calls: interval 1 makes every call an exact top-k.
-        register_compressor<gradcomp::reused_threshold>("reused_threshold_reuse", p, [=] {
-          return gradcomp::reused_threshold(
-              {.density = density, .interval = std::numeric_limits<std::uint64_t>::max()});
-        });
+        register_compressor<gradcomp::reused_threshold>(
+            "reused_threshold_reuse", p,
+            [=] {
+              return gradcomp::reused_threshold(
+                  {.density = density, .interval = std::numeric_limits<std::uint64_t>::max()});
+            },
+            true);
         register_compressor<gradcomp::reused_threshold>("reused_threshold_exact", p, [=] {
           return gradcomp::reused_threshold({.density = density, .interval = 1});
         });

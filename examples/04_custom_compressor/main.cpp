@@ -57,6 +57,7 @@ private:
 };
 
 static_assert(gradcomp::compressor<random_k> && gradcomp::momentum_compressor<random_k> &&
+              gradcomp::kept_velocity_compressor<random_k> &&
               gradcomp::density_compressor<random_k>);
 
 std::vector<float> normal_gradient(std::size_t n, std::mt19937& rng) {

@@ -78,10 +78,15 @@ std::vector<float> reference_call(std::vector<float>& u,
   return expected;
 }
 
-// Runs the fused call and the reference composition side by side on two copies of `c`.
+// Runs the fused call (with factor masking or the velocity kept) and the reference composition
+// side by side on two copies of `c`.
 template <class Compressor>
-void check_against_composition(
-    const Compressor& c, std::size_t n, distribution dist, float momentum, int iterations) {
+void check_against_composition(const Compressor& c,
+                               std::size_t n,
+                               distribution dist,
+                               float momentum,
+                               bool masking,
+                               int iterations) {
   Compressor fused_c = c;
   Compressor reference_c = c;
   std::vector<float> residual(n, 0.0f), velocity(n, 0.0f);
@@ -92,14 +97,17 @@ void check_against_composition(
     CAPTURE(it);
     const auto g = test::make_values(dist, n, 300 + it, static_cast<float>(std::pow(0.95, it)));
     const std::vector<float> old_residual = residual;
-    const auto fs = fused_c.compress_accumulate_momentum(residual, velocity, g, momentum, fused);
+    const auto fs =
+        masking
+            ? fused_c.compress_accumulate_momentum(residual, velocity, g, momentum, fused)
+            : fused_c.compress_accumulate_momentum(residual, velocity, g, momentum, fused, false);
     // reference: u = m u + g in its own loop, plain error feedback on u, then factor masking
     for (std::size_t i = 0; i < n; ++i) {
       ref_velocity[i] = momentum * ref_velocity[i] + g[i];
     }
     const std::vector<float> u = ref_velocity;
     const auto rs = reference_c.compress_accumulate(ref_residual, u, reference);
-    for (std::size_t j = 0; j < reference.nnz(); ++j) {
+    for (std::size_t j = 0; masking && j < reference.nnz(); ++j) {
       ref_velocity[reference.dense ? j : reference.indices[j]] = 0.0f;
     }
     REQUIRE(fs.k_selected == rs.k_selected);
@@ -118,33 +126,43 @@ void check_against_composition(
 
 } // namespace
 
+static_assert(kept_velocity_compressor<exact_top_k> && kept_velocity_compressor<reused_threshold> &&
+              kept_velocity_compressor<dense> &&
+              kept_velocity_compressor<size_switch<dense, reused_threshold>> &&
+              kept_velocity_compressor<any_compressor>);
+
 TEST_CASE("momentum correction equals velocity update + error feedback + masking, bit for bit",
           "[momentum]") {
   const auto dist = GENERATE(distribution::normal, distribution::heavy_tailed, distribution::tied,
                              distribution::with_zeros);
   const std::size_t n = GENERATE(0, 1, 7, 5000, 140000);
   const float m = GENERATE(0.0f, 0.9f);
-  CAPTURE(test::name(dist), n, m);
+  // with masking (DGC), or the velocity kept (the update still fused into the first pass)
+  const bool masking = GENERATE(true, false);
+  CAPTURE(test::name(dist), n, m, masking);
   SECTION("exact_top_k") {
-    check_against_composition(exact_top_k(0.01), n, dist, m, 8);
+    check_against_composition(exact_top_k(0.01), n, dist, m, masking, 8);
   }
   SECTION("sampled_threshold") {
-    check_against_composition(sampled_threshold({.density = 0.01, .seed = 5}), n, dist, m, 8);
+    check_against_composition(sampled_threshold({.density = 0.01, .seed = 5}), n, dist, m, masking,
+                              8);
   }
   SECTION("gaussian_threshold") {
-    check_against_composition(gaussian_threshold(0.01), n, dist, m, 8);
+    check_against_composition(gaussian_threshold(0.01), n, dist, m, masking, 8);
   }
   SECTION("lognormal_threshold") {
-    check_against_composition(lognormal_threshold(0.01), n, dist, m, 8);
+    check_against_composition(lognormal_threshold(0.01), n, dist, m, masking, 8);
   }
   SECTION("reused_threshold") {
-    check_against_composition(reused_threshold({.density = 0.01, .interval = 3}), n, dist, m, 8);
+    check_against_composition(reused_threshold({.density = 0.01, .interval = 3}), n, dist, m,
+                              masking, 8);
   }
   SECTION("dense fp16 (rounding error stays in the residual)") {
-    check_against_composition(dense(value_type::fp16), n, dist, m, 4);
+    check_against_composition(dense(value_type::fp16), n, dist, m, masking, 4);
   }
   SECTION("size_switch") {
-    check_against_composition(size_switch(1000, dense(), exact_top_k(0.05)), n, dist, m, 4);
+    check_against_composition(size_switch(1000, dense(), exact_top_k(0.05)), n, dist, m, masking,
+                              4);
   }
 }
 
@@ -221,6 +239,54 @@ TEST_CASE("without factor masking the velocity is momentum SGD's and only the ac
     REQUIRE(same_bits(sent, expected));
     REQUIRE(same_bits(ef.residual(), r));
     REQUIRE(same_bits(ef.velocity(), u)); // sent elements keep their velocity
+  }
+}
+
+namespace {
+// A compressor of a user's own with only the five-argument momentum form (no factor-masking
+// flag): error feedback without masking then runs the velocity update as its own pass.
+struct five_argument_top_k {
+  using compressor_concept = compressor_tag;
+  exact_top_k inner{0.02};
+  selection_stats compress(std::span<const float> x, sparse_message& m) {
+    return inner.compress(x, m);
+  }
+  selection_stats
+  compress_accumulate(std::span<float> r, std::span<const float> x, sparse_message& m) {
+    return inner.compress_accumulate(r, x, m);
+  }
+  selection_stats compress_accumulate_momentum(std::span<float> r,
+                                               std::span<float> u,
+                                               std::span<const float> x,
+                                               float momentum,
+                                               sparse_message& m) {
+    return inner.compress_accumulate_momentum(r, u, x, momentum, m);
+  }
+};
+static_assert(momentum_compressor<five_argument_top_k> &&
+              !kept_velocity_compressor<five_argument_top_k>);
+} // namespace
+
+TEST_CASE("a momentum compressor without the masking flag keeps the velocity in a pass of its "
+          "own (against sort-and-truncate)",
+          "[momentum]") {
+  const std::size_t n = GENERATE(1, 10, 3000);
+  const bool masking = GENERATE(true, false);
+  const float m = 0.9f;
+  CAPTURE(n, masking);
+  error_feedback<five_argument_top_k> ef(
+      n, five_argument_top_k{}, momentum_correction{.momentum = m, .factor_masking = masking});
+  std::vector<float> u(n, 0.0f), r(n, 0.0f), sent(n);
+  sparse_message msg;
+  for (int it = 0; it < 6; ++it) {
+    CAPTURE(it);
+    const auto g = test::make_values(distribution::normal, n, 900 + it);
+    const std::vector<float> expected = reference_call(u, r, g, m, 0.02, masking);
+    ef.compress(g, msg);
+    decompress(msg, sent);
+    REQUIRE(same_bits(sent, expected));
+    REQUIRE(same_bits(ef.residual(), r));
+    REQUIRE(same_bits(ef.velocity(), u));
   }
 }
 

@@ -179,21 +179,24 @@ public:
     return get().compress_accumulate(writable(residual), host_span(grad), out);
   }
 
-  //! @brief The held compressor's compress_accumulate_momentum (DGC's momentum correction with
-  //! factor masking; gradcomp::momentum_compressor).
+  //! @brief The held compressor's compress_accumulate_momentum (DGC's momentum correction;
+  //! gradcomp::momentum_compressor), with momentum factor masking by default; with
+  //! `factor_masking` false the velocity is kept (gradcomp::kept_velocity_compressor: fused where
+  //! the held compressor models it, else the velocity update as its own pass; the same bits).
   //! @throws std::logic_error naming the compressor if it has no momentum form (has_momentum()
-  //! false; every compressor of the library has one); the held compressor's exceptions (lengths,
-  //! momentum outside [0, 1)).
+  //! false; every compressor of the library has one); std::invalid_argument naming the lengths
+  //! or the momentum (outside [0, 1)); the held compressor's exceptions.
   template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
   selection_stats compress_accumulate_momentum(Residual& residual,
                                                Velocity& velocity,
                                                const Grad& grad,
                                                float momentum,
-                                               sparse_message& out) {
+                                               sparse_message& out,
+                                               bool factor_masking = true) {
     require_capability(caps_.momentum, "compress_accumulate_momentum()",
                        "has no momentum correction (gradcomp::momentum_compressor)");
     return get().compress_accumulate_momentum(writable(residual), writable(velocity),
-                                              host_span(grad), momentum, out);
+                                              host_span(grad), momentum, factor_masking, out);
   }
 
   //! @brief One error-feedback step on the caller's state, exactly as gradcomp::error_feedback
@@ -201,11 +204,11 @@ public:
   //! (`velocity` is not touched and may be empty); with mc.momentum > 0, DGC's momentum
   //! correction: velocity = m velocity + grad, residual += velocity, out = C(residual),
   //! residual -= out, and with mc.factor_masking the velocity of every sent element is zeroed
-  //! (compress_accumulate_momentum), without it the velocity is kept (one extra pass over the
-  //! layer). `residual` (and `velocity`) are n floats owned by the caller and kept between
-  //! calls; conservation is exact as in error_feedback (sent + new residual == old residual +
-  //! grad, or + velocity). Cost: the held compressor's plus O(n) for the velocity; one virtual
-  //! call. Bit for bit error_feedback<C>::compress with the same state.
+  //! (compress_accumulate_momentum), without it the velocity is kept. `residual` (and `velocity`)
+  //! are n floats owned by the caller and kept between calls; conservation is exact as in
+  //! error_feedback (sent + new residual == old residual + grad, or + velocity). Cost: the held
+  //! compressor's plus O(n) for the velocity; one virtual call. Bit for bit
+  //! error_feedback<C>::compress with the same state.
   //! @throws std::invalid_argument naming the lengths if residual, grad (and velocity, with
   //! momentum) differ, naming the momentum if it is outside [0, 1) or is > 0 and the held
   //! compressor has no momentum form (nothing changes then); the held compressor's exceptions.
@@ -306,8 +309,12 @@ private:
     virtual selection_stats compress(std::span<const float>, sparse_message&) = 0;
     virtual selection_stats
     compress_accumulate(std::span<float>, std::span<const float>, sparse_message&) = 0;
-    virtual selection_stats compress_accumulate_momentum(
-        std::span<float>, std::span<float>, std::span<const float>, float, sparse_message&) = 0;
+    virtual selection_stats compress_accumulate_momentum(std::span<float>,
+                                                         std::span<float>,
+                                                         std::span<const float>,
+                                                         float,
+                                                         bool,
+                                                         sparse_message&) = 0;
     virtual selection_stats compress_with_feedback(std::span<float>,
                                                    std::span<float>,
                                                    std::span<const float>,
@@ -342,9 +349,10 @@ private:
                                                  std::span<float> u,
                                                  std::span<const float> g,
                                                  float momentum,
+                                                 bool factor_masking,
                                                  sparse_message& out) override {
       if constexpr (momentum_compressor<C>) {
-        return c.compress_accumulate_momentum(r, u, g, momentum, out);
+        return detail::compress_accumulate_momentum(c, r, u, g, momentum, factor_masking, out);
       } else {
         throw std::logic_error("any_compressor: no momentum form");
       }

@@ -63,6 +63,20 @@ concept momentum_compressor = compressor<C> &&
   { c.compress_accumulate_momentum(r, r, x, m, msg) } -> std::same_as<selection_stats>;
 };
 
+//! @brief A momentum compressor that also fuses the velocity update when the velocity is kept
+//! (gradcomp::momentum_correction without factor masking):
+//! `compress_accumulate_momentum(residual, velocity, grad, momentum, out, factor_masking)` with
+//! `factor_masking` false leaves the velocity of sent elements as updated; the results are bit
+//! for bit the velocity update as its own pass followed by compress_accumulate(residual,
+//! velocity, out), in one pass less over the layer. Every host compressor built on
+//! gradcomp::compressor_base models it (and size_switch when both of its compressors do);
+//! error feedback takes the separate pass for a compressor that does not.
+template <class C>
+concept kept_velocity_compressor = momentum_compressor<C> &&
+    requires(C& c, std::span<const float> x, std::span<float> r, float m, sparse_message& msg) {
+  { c.compress_accumulate_momentum(r, r, x, m, msg, false) } -> std::same_as<selection_stats>;
+};
+
 //! @brief A compressor whose density can change between calls (a density schedule such as DGC's
 //! warm-up, or per-layer adaptive densities: density_schedule.hpp, adaptive_density.hpp):
 //! `density()` is the density the next call selects at, and `set_density(d)` (d in (0, 1], else

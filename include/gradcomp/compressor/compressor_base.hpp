@@ -187,9 +187,12 @@ public:
 
   //! @brief Error feedback with DGC's momentum correction fused into compression (Lin et al.
   //! 2018, eqs. 4-6): velocity = momentum x velocity + grad; acc = residual + velocity;
-  //! out = C(acc); residual = acc - out; velocity = 0 where an element was sent (momentum
-  //! factor masking). One pass reads grad, residual and velocity and writes residual and
-  //! velocity. With momentum 0 the message and residual equal compress_accumulate's.
+  //! out = C(acc); residual = acc - out; with `factor_masking` (the default) velocity = 0 where
+  //! an element was sent (momentum factor masking), without it the velocity is kept (see
+  //! gradcomp::momentum_correction). One pass reads grad, residual and velocity and writes
+  //! residual and velocity; the results are bit for bit those of the velocity update as its own
+  //! pass followed by compress_accumulate(residual, velocity) (plus the masking). With momentum
+  //! 0 the message and residual equal compress_accumulate's.
   //! @pre residual, velocity and grad have the same length; 0 <= momentum < 1.
   //! @throws std::invalid_argument naming the lengths or the momentum otherwise.
   template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
@@ -197,7 +200,8 @@ public:
                                                Velocity& velocity,
                                                const Grad& grad,
                                                float momentum,
-                                               sparse_message& out) {
+                                               sparse_message& out,
+                                               bool factor_masking = true) {
     const auto r = host_span(residual);
     const auto u = host_span(velocity);
     const auto g = host_span(grad);
@@ -207,8 +211,9 @@ public:
     detail::require(r.size() == g.size() && u.size() == g.size(), "residual has ", r.size(),
                     " elements, velocity ", u.size(), ", gradient ", g.size());
     check_momentum(momentum);
-    return dispatch(detail::momentum_accumulate_source{r.data(), u.data(), g.data(), momentum},
-                    g.size(), out);
+    return dispatch(
+        detail::momentum_accumulate_source{r.data(), u.data(), g.data(), momentum, factor_masking},
+        g.size(), out);
   }
 
   //! Device-memory tensors are refused at compile time with this message (a host compressor

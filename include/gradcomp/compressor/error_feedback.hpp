@@ -34,9 +34,10 @@ namespace gradcomp {
 //! SGD. With masking (DGC's choice, against stale momentum) an element sent every T iterations
 //! gets the momentum amplification (1 - m^T) / (1 - m) instead of 1 / (1 - m): about 10 at
 //! density 0.01 with m = 0.9 (T about 100), 1 at density 1 (plain SGD), which makes a density
-//! warm-up step with a fraction of the effective learning rate (docs/fidelity.md). Without
-//! masking the velocity update is one extra pass over the layer before the compressor's (the
-//! compressor then accumulates the velocity with compress_accumulate). The setting is not part
+//! warm-up step with a fraction of the effective learning rate (docs/fidelity.md). With masking
+//! the velocity update is fused into the compressor's first pass; without it too where the
+//! compressor models gradcomp::kept_velocity_compressor (every host compressor of the
+//! library), else it is an extra pass over the layer. The setting is not part
 //! of a checkpoint's state (residual and velocity mean the same under both): a run may resume
 //! with either.
 struct momentum_correction {
@@ -58,11 +59,41 @@ void check_momentum_correction(const momentum_correction& mc) {
   }
 }
 
+//! DGC's momentum correction on compressor `c` with factor masking on or off: C's own
+//! compress_accumulate_momentum(..., factor_masking) where C models kept_velocity_compressor
+//! (the velocity update fused into the first pass); otherwise with masking its
+//! compress_accumulate_momentum, without it velocity = momentum x velocity + grad as its own
+//! pass followed by compress_accumulate of the velocity (the velocity then stays as it is). The
+//! same bits either way.
+//! @throws std::invalid_argument naming the lengths if residual, velocity and grad differ
+//! (nothing changed then); what C throws.
+template <momentum_compressor C>
+selection_stats compress_accumulate_momentum(C& c,
+                                             std::span<float> residual,
+                                             std::span<float> velocity,
+                                             std::span<const float> grad,
+                                             float momentum,
+                                             bool factor_masking,
+                                             sparse_message& out) {
+  if constexpr (kept_velocity_compressor<C>) {
+    return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out, factor_masking);
+  } else {
+    if (factor_masking) {
+      return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
+    }
+    require(residual.size() == grad.size() && velocity.size() == grad.size(), "residual has ",
+            residual.size(), " elements, velocity ", velocity.size(), ", gradient ", grad.size());
+    check_momentum(momentum);
+    update_velocity(velocity.data(), grad.data(), momentum, 0, grad.size());
+    const std::span<const float> accumulated(velocity);
+    return c.compress_accumulate(residual, accumulated, out);
+  }
+}
+
 //! One error-feedback call of compressor `c` on external state: when `momentum` > 0 (then
-//! `velocity` has the gradient's length), compress_accumulate_momentum with factor masking, or
-//! without it velocity = momentum x velocity + grad followed by compress_accumulate of the
-//! velocity (the velocity then stays as it is); else compress_accumulate of the gradient.
-//! Shared by error_feedback and the pipeline's per-group compression.
+//! `velocity` has the gradient's length), DGC's momentum correction with factor masking on or
+//! off (compress_accumulate_momentum above); else compress_accumulate of the gradient. Shared by
+//! error_feedback, any_compressor and the pipeline's per-group compression.
 template <compressor C>
 selection_stats compress_with_feedback(C& c,
                                        std::span<float> residual,
@@ -73,12 +104,8 @@ selection_stats compress_with_feedback(C& c,
                                        sparse_message& out) {
   if constexpr (momentum_compressor<C>) {
     if (momentum > 0.0f) {
-      if (factor_masking) {
-        return c.compress_accumulate_momentum(residual, velocity, grad, momentum, out);
-      }
-      update_velocity(velocity.data(), grad.data(), momentum, 0, grad.size());
-      const std::span<const float> accumulated(velocity);
-      return c.compress_accumulate(residual, accumulated, out);
+      return detail::compress_accumulate_momentum(c, residual, velocity, grad, momentum,
+                                                  factor_masking, out);
     }
   }
   return c.compress_accumulate(residual, grad, out);

@@ -66,6 +66,23 @@ public:
                ? small_.compress_accumulate_momentum(residual, velocity, g, momentum, out)
                : large_.compress_accumulate_momentum(residual, velocity, g, momentum, out);
   }
+  //! The same with momentum factor masking on or off (gradcomp::kept_velocity_compressor; only
+  //! when both compressors model it).
+  template <host_float_tensor Residual, host_float_tensor Velocity, host_float_tensor Grad>
+  requires kept_velocity_compressor<Small> && kept_velocity_compressor<Large>
+      selection_stats compress_accumulate_momentum(Residual& residual,
+                                                   Velocity& velocity,
+                                                   const Grad& grad,
+                                                   float momentum,
+                                                   sparse_message& out,
+                                                   bool factor_masking) {
+    const auto g = host_span(grad);
+    return g.size() < min_large_
+               ? small_.compress_accumulate_momentum(residual, velocity, g, momentum, out,
+                                                     factor_masking)
+               : large_.compress_accumulate_momentum(residual, velocity, g, momentum, out,
+                                                     factor_masking);
+  }
 
   //! The large compressor's density (gradcomp::density_compressor; layers below
   //! min_large_elements() go to `Small`, whatever this says). O(1).

@@ -116,6 +116,9 @@ struct momentum_accumulate_source {
   float* velocity;
   const float* grad;
   float momentum;
+  //! Momentum factor masking: finish() zeroes the velocity of every sent element (DGC); false
+  //! keeps it (the velocity update still fused into the first pass).
+  bool factor_masking = true;
 
   //! velocity[i] = momentum x velocity[i] + grad[i] for i in [begin, end).
   void update_velocity(std::size_t begin, std::size_t end) const noexcept {
@@ -138,9 +141,12 @@ struct momentum_accumulate_source {
       scan_hits<true>(residual, velocity, t, end, key, limit, hits);
     });
   }
-  //! The residual as accumulate_source::finish, and velocity = 0 where sent (factor masking).
+  //! The residual as accumulate_source::finish, and with factor_masking velocity = 0 where sent.
   void finish(const sparse_message& m, std::size_t begin, std::size_t end) const noexcept {
     accumulate_source{residual, velocity}.finish(m, begin, end);
+    if (!factor_masking) {
+      return;
+    }
     for (std::size_t j = begin; j < end; ++j) {
       velocity[m.dense ? j : m.indices[j]] = 0.0f;
     }
