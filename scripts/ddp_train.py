@@ -320,6 +320,10 @@ def parse_args(argv):
     ap.add_argument("--auto-critical-density", type=float, default=None,
                     help="--exchange gradcomp --method auto: the density in a critical regime "
                          "(HookState's critical_density; default: the hook's, 0.1 or --density)")
+    ap.add_argument("--auto-dense-share", type=float, default=0.05,
+                    help="--exchange gradcomp --method auto: the smallest buckets that together "
+                         "hold at most this share of the values are sent whole (HookState's "
+                         "dense_share, as gradcomp-train's --auto-dense-share), in [0, 1)")
     ap.add_argument("--auto-interval-epochs", type=float, default=0.125,
                     help="--exchange gradcomp --method auto: the hook's interval (auto_interval) "
                          "in epochs, as gradcomp-train's --auto-interval-epochs")
@@ -359,6 +363,8 @@ def parse_args(argv):
     if a.auto_critical_density is not None and not a.density <= a.auto_critical_density <= 1:
         ap.error(f"--auto-critical-density {a.auto_critical_density:g} is outside [--density "
                  f"{a.density:g}, 1]")
+    if not 0 <= a.auto_dense_share < 1:
+        ap.error(f"--auto-dense-share {a.auto_dense_share:g} is outside [0, 1)")
     if not 0 < a.auto_interval_epochs <= 1000:
         ap.error(f"--auto-interval-epochs {a.auto_interval_epochs:g} is outside (0, 1000]")
     if a.exchange == "powersgd" and a.powersgd_start_iter < 2:
@@ -459,7 +465,8 @@ def gradcomp_hook(gc, a, correction, iterations_per_epoch):
             interval = max(1, round(a.auto_interval_epochs * iterations_per_epoch))
             state = gc.HookState(method="auto", density=a.density, interval=a.interval,
                                  seed=a.seed, threads=a.threads, auto_interval=interval,
-                                 critical_density=a.auto_critical_density)
+                                 critical_density=a.auto_critical_density,
+                                 dense_share=a.auto_dense_share)
             return state, gc.sparse_allgather_hook
         state = gc.HookState(method=a.method, density=a.density, interval=a.interval,
                              momentum=a.momentum if correction else None, seed=a.seed,

@@ -34,41 +34,6 @@
 
 namespace gradcomp_train {
 
-//! @brief --auto-dense-share's layers: the element count below which a layer is sent dense, so
-//! that the layers under it are the smallest ones that together hold at most `share` of the
-//! parameters (layers of equal size go together); 0 when there are none. With the CNN's
-//! 1,663,370 parameters and share 0.05 every layer but fc1 (1,605,632 elements, 96.5 %) is
-//! under it. A small-tensor bypass relative to the model (BytePS's is absolute, 64 KiB; DGC's
-//! examples compress only tensors of more than one dimension): a model's few large layers
-//! carry its bytes, and the CNN's convolutions, few in parameters, reached the target 0.4-0.5
-//! epoch sooner sent whole (docs/train.md). O(L log L).
-//! @pre share in [0, 1).
-inline std::size_t auto_dense_below(std::span<const std::size_t> numel, double share) {
-  std::vector<std::size_t> sizes(numel.begin(), numel.end());
-  std::sort(sizes.begin(), sizes.end());
-  double total = 0;
-  for (const std::size_t n : sizes) {
-    total += static_cast<double>(n);
-  }
-  const double budget = share * total;
-  double held = 0;
-  std::size_t below = 0;
-  for (std::size_t i = 0; i < sizes.size();) {
-    std::size_t j = i; // the layers of size sizes[i]: [i, j)
-    double elements = 0;
-    for (; j < sizes.size() && sizes[j] == sizes[i]; ++j) {
-      elements += static_cast<double>(sizes[j]);
-    }
-    if (held + elements > budget) {
-      return below == 0 ? 0 : sizes[i];
-    }
-    held += elements;
-    below = sizes[i] + 1;
-    i = j;
-  }
-  return below;
-}
-
 //! @brief The decisions of --method auto and the state they come from: every rank computes the
 //! same ones from rank 0's calibration (alpha, beta, the selection's seconds per element and
 //! the backward times), agreed at construction, and from the averaged gradient, which is
@@ -79,8 +44,8 @@ public:
   //! a ring sweep when the plan did not calibrate; the reused threshold's seconds per element
   //! with error feedback on the largest layer; then prices every group of `plan` with and
   //! without a critical regime.
-  //! `dense_below`: the exchange's bound of --auto-dense-share (auto_dense_below), which its
-  //! pricing counts as sent whole.
+  //! `dense_below`: the exchange's bound of --auto-dense-share (schedule::dense_below_elements),
+  //! which its pricing counts as sent whole.
   auto_control(sync_setup& s, const merge_plan& plan, std::size_t dense_below)
       : settings_(s.o.method.automatic), density_(s.o.method.compressor.density),
         numel_(s.model.numel), dense_below_(dense_below), groups_(plan.groups), ranks_(s.ranks),

@@ -98,7 +98,8 @@ public:
     transport.trace = o.ring_trace.empty() ? nullptr : &ring_trace;
     method_settings method = o.method;
     if (method.name == "auto") { // its small layers go dense (--auto-dense-share)
-      method.dense_below = auto_dense_below(s.model.numel, method.automatic.dense_share);
+      method.dense_below =
+          gradcomp::schedule::dense_below_elements(s.model.numel, method.automatic.dense_share);
     }
     exchange =
         o.method.name == "powersgd"

@@ -246,6 +246,12 @@ class HookState:
             None (default): calibrated at the first iteration (a collective: ``dist.all_reduce``
             of 4 KiB to 4 MiB on the process group, fitted as gradcomp's
             ``calibrate_ring_allreduce`` does; every rank takes rank 0's values).
+        dense_share: method "auto": the smallest buckets that together hold at most this share
+            of the values of an iteration's buckets are sent whole (dense) in every phase, from
+            the second iteration on (the bound comes from the last completed iteration's bucket
+            sizes: ``gradcomp::schedule::dense_below_elements``), in [0, 1); None (default):
+            0.05, gradcomp-train's ``--auto-dense-share``. With DDP's default buckets the CNN's
+            convolutions (52,096 values, 3.1 %) form their own bucket, sent whole. 0: none.
         select_seconds_per_element: method "auto": the reused threshold's seconds per element
             (error feedback, selection and encoding), finite and >= 0; None (default): timed at
             the first iteration on the first bucket (with DDP's defaults the whole model), rank
@@ -260,7 +266,8 @@ class HookState:
     delta + varint indices, i = gradcomp::expected_index_bytes(delta_varint, d): 1.0 byte at
     d = 0.05, 1.28 at 0.01); overlap with backward 0 (a hook cannot see it), fp16 not a
     candidate.
-    Sparse is chosen only where it saves ``min_saving`` of dense's seconds. A dense bucket goes
+    Sparse is chosen only where it saves ``min_saving`` of dense's seconds, and never for the
+    small buckets under ``dense_share``'s bound, which are sent whole. A dense bucket goes
     through ``dist.all_reduce`` after division by P (DDP's default hook), with the residual the
     sparse iterations left added first; a sparse one through the sparse allgather with the
     reused threshold and error feedback. Per bucket, Accordion's detector
@@ -283,7 +290,7 @@ class HookState:
                  density_warmup=None, factor_masking=True, merge_buckets=False,
                  critical_density=None, eta=None, min_saving=None, auto_interval=None,
                  alpha_seconds=None, beta_seconds_per_byte=None,
-                 select_seconds_per_element=None):
+                 select_seconds_per_element=None, dense_share=None):
         if method not in METHODS and method != "auto":
             raise ValueError(f"method {method!r} is not one of {', '.join(METHODS)}, auto")
         if isinstance(density, bool) or not isinstance(density, (int, float)) or \
@@ -326,7 +333,7 @@ class HookState:
             raise ValueError(f"momentum correction {momentum!r} is for the sparse methods; with "
                              f"method {method!r} keep the optimizer's momentum instead")
         auto = self._auto_options(method, density, merge_buckets, critical_density, eta,
-                                  min_saving, auto_interval, alpha_seconds,
+                                  min_saving, auto_interval, dense_share, alpha_seconds,
                                   beta_seconds_per_byte, select_seconds_per_element)
         if not dist.is_available() or not dist.is_initialized():
             raise RuntimeError("gradcomp.torch.HookState: torch.distributed is not initialised "
@@ -369,7 +376,11 @@ class HookState:
         self.eta = auto.get("eta")
         self.min_saving = auto.get("min_saving")
         self.auto_interval = auto.get("auto_interval")
+        self.dense_share = auto.get("dense_share")
         self._auto_given = auto.get("given")
+        # the buckets of fewer values are sent whole (dense_share), from the bucket sizes of the
+        # last completed iteration (None before one completed)
+        self._dense_below = None
         self._calibration = None
         self._regimes = {}
         self._prices = {}
@@ -387,12 +398,13 @@ class HookState:
 
     @staticmethod
     def _auto_options(method, density, merge_buckets, critical_density, eta, min_saving,
-                      auto_interval, alpha_seconds, beta_seconds_per_byte,
+                      auto_interval, dense_share, alpha_seconds, beta_seconds_per_byte,
                       select_seconds_per_element):
         """method="auto"'s settings, validated (ValueError naming the argument and its limit);
         {} for another method, which must leave them None."""
         given = {"critical_density": critical_density, "eta": eta, "min_saving": min_saving,
-                 "auto_interval": auto_interval, "alpha_seconds": alpha_seconds,
+                 "auto_interval": auto_interval, "dense_share": dense_share,
+                 "alpha_seconds": alpha_seconds,
                  "beta_seconds_per_byte": beta_seconds_per_byte,
                  "select_seconds_per_element": select_seconds_per_element}
         if method != "auto":
@@ -421,6 +433,8 @@ class HookState:
                                   lambda v: 0.0 <= v < 1.0, "is outside [0, 1)")
         out["auto_interval"] = _positive_int("auto_interval",
                                              50 if auto_interval is None else auto_interval)
+        out["dense_share"] = _real("dense_share", 0.05 if dense_share is None else dense_share,
+                                   lambda v: 0.0 <= v < 1.0, "is outside [0, 1)")
         alpha = nonnegative("alpha_seconds", alpha_seconds)
         beta = nonnegative("beta_seconds_per_byte", beta_seconds_per_byte)
         if (alpha is None) != (beta is None):
@@ -478,8 +492,10 @@ class HookState:
         bucket of the last iteration, in index order, a dict of bucket, numel, critical,
         last_change (of its regime detector; None before its first interval ended) and the
         decision in its regime (``_core.choose_exchange``'s: method, density, chosen,
-        candidates). Waits for the queued buckets first. Raises ValueError for another
-        method."""
+        candidates, and whole: True where the bucket is under dense_share's bound), dense_share
+        and dense_below_elements (the bound, from the last completed iteration's bucket sizes;
+        None before one completed). Waits for the queued buckets first. Raises ValueError for
+        another method."""
         if self.method != "auto":
             raise ValueError(f"auto_report is for method 'auto', not {self.method!r}")
         self.synchronize()
@@ -494,7 +510,8 @@ class HookState:
                             "decision": self._decision(layout.numel, regime.critical)
                             if self._calibration is not None else None})
         calibration = None if self._calibration is None else dict(self._calibration)
-        return {"calibration": calibration, "buckets": buckets}
+        return {"calibration": calibration, "buckets": buckets, "dense_share": self.dense_share,
+                "dense_below_elements": self._dense_below}
 
     # ---- checkpoints ------------------------------------------------------------------
     def state_dict(self):
@@ -508,7 +525,8 @@ class HookState:
         detector and compressor (density and reused threshold, restored into the bucket of the
         same index and size the resumed hooks see first), the learning-rate drops announced
         and not yet used, an interval end waiting for the next bucket, every parameter's sum of
-        averaged gradients in the current interval, and the decisions in force."""
+        averaged gradients in the current interval, dense_share's bound and the decisions in
+        force."""
         self.synchronize()
         return {
             "format": _STATE_FORMAT,
@@ -524,8 +542,8 @@ class HookState:
         """method="auto"'s part of state_dict(): the calibration, the regime detectors and the
         compressors (their density and reused threshold) per bucket index, the drops not yet
         used, the buckets of an interval whose end waits for the next bucket, every parameter's
-        sum of averaged gradients in the current interval, and the decisions in force (for the
-        record: they follow from the rest)."""
+        sum of averaged gradients in the current interval, dense_share's bound (dense_below)
+        and the decisions in force (for the record: they follow from the rest)."""
         decisions = {}
         if self._calibration is not None:
             for index, regime in self._regimes.items():
@@ -533,7 +551,8 @@ class HookState:
                 if layout is not None:
                     d = self._decision(layout.numel, regime.critical)
                     decisions[index] = {"numel": layout.numel, "critical": regime.critical,
-                                        "method": d["method"], "density": d["density"]}
+                                        "method": d["method"], "density": d["density"],
+                                        "whole": d["whole"]}
         return {
             "calibration": None if self._calibration is None else dict(self._calibration),
             "regimes": {i: r.state() for i, r in self._regimes.items()},
@@ -545,6 +564,7 @@ class HookState:
                                 "state": l.compressor.state()}
                             for i, l in self._layouts.items() if l.compressor is not None},
             "decisions": decisions,
+            "dense_below": self._dense_below,
         }
 
     def load_state_dict(self, state):
@@ -596,6 +616,7 @@ class HookState:
             ending = auto.get("interval_ending")  # absent: written where intervals ended at once
             self._interval_ending = None if ending is None else list(ending)
             self._pending_compressors = dict(auto["compressors"])
+            self._dense_below = auto.get("dense_below")
         if self._order:
             if len(self._order) != len(self._pending):
                 raise ValueError(f"state dict has {len(self._pending)} parameters, the hooks "
@@ -624,7 +645,8 @@ class HookState:
                    "momentum": self.momentum, "world_size": self.world_size}
         if self.method == "auto":
             options.update(critical_density=self.critical_density, eta=self.eta,
-                           min_saving=self.min_saving, auto_interval=self.auto_interval)
+                           min_saving=self.min_saving, auto_interval=self.auto_interval,
+                           dense_share=self.dense_share)
         if self.momentum and not self.factor_masking:
             options["factor_masking"] = False
         if self.method == "qsgd":
@@ -709,6 +731,9 @@ class HookState:
             self._ending_now = {}  # buckets of the ended interval that did not come again
             if "auto_interval_end" in it:
                 it["auto_interval_end"].sort(key=lambda e: e["bucket"])
+            sizes = [b["numel"] for b in it.get("auto", [])]
+            if sizes:  # the same sizes on every rank (DDP's buckets)
+                self._dense_below = _core.dense_below_elements(sizes, self.dense_share)
             if self._iterations % self.auto_interval == 0:
                 # the interval ends at the next iteration's first bucket (_auto_exchange): a
                 # drop announced between the two iterations then makes the interval that
@@ -821,7 +846,7 @@ class HookState:
         layout.accumulated.add_(buffer)
         self._iteration.setdefault("auto", []).append(
             {"bucket": index, "numel": layout.numel, "method": decision["method"],
-             "density": decision["density"], "critical": critical})
+             "density": decision["density"], "critical": critical, "whole": decision["whole"]})
 
     def _dense_average(self, buffer, layout):
         """The bucket's average through dist.all_reduce as DDP's default hook computes it
@@ -843,9 +868,23 @@ class HookState:
                     sent_bytes=2 * (p - 1) * 4 * n // p, collectives=1,
                     compression_seconds=seconds, exchange_seconds=time.perf_counter() - t0)
 
+    def _whole(self, numel):
+        """Whether a bucket of `numel` values is under dense_share's bound (sent whole)."""
+        return self._dense_below is not None and numel < self._dense_below
+
     def _decision(self, numel, critical):
         """choose_exchange's decision for a bucket of `numel` values in its regime, priced on
-        the calibration (cached: the same inputs give the same decision)."""
+        the calibration, with ``whole``: a bucket under dense_share's bound (whole True) gets
+        the dense candidate whatever the prices say."""
+        priced = self._decision_priced(numel, critical)
+        if not self._whole(numel):
+            return dict(priced, whole=False)
+        return dict(priced, method="dense", density=1.0, chosen=priced["candidates"][0],
+                    whole=True)
+
+    def _decision_priced(self, numel, critical):
+        """choose_exchange's decision for `numel` values in the regime (cached: the same inputs
+        give the same decision)."""
         key = (numel, critical)
         decision = self._prices.get(key)
         if decision is None:

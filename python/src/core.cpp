@@ -6,7 +6,8 @@
 // GIL is released while a call computes. Errors: std::invalid_argument -> ValueError (pybind11's
 // translation), gradcomp::wire_error and gradcomp::state_error -> ValueError as well.
 // HookState(method="auto") decides with the library's own rule through choose_exchange(),
-// CriticalRegime, fit_ring_allreduce() and sum_of_squares() (gradcomp::schedule::choose_exchange,
+// dense_below_elements(), CriticalRegime, fit_ring_allreduce() and sum_of_squares()
+// (gradcomp::schedule::choose_exchange and dense_below_elements,
 // gradcomp::schedule::critical_regime, the fit of gradcomp::mpi::calibrate_ring_allreduce and
 // gradcomp::sum_of_squares: the rule of gradcomp-train --method auto).
 // build_info() reports how this extension was compiled (python -m gradcomp.info prints it).
@@ -581,6 +582,16 @@ PYBIND11_MODULE(_core, m) {
         "bytes (the message's, without padding), compress_seconds, communication_seconds,\n"
         "exposed_seconds; least lossy first). Raises ValueError naming the argument and its\n"
         "limit.");
+  m.def(
+      "dense_below_elements",
+      [](const std::vector<std::size_t>& numel, double share) {
+        return gradcomp::schedule::dense_below_elements(numel, share);
+      },
+      py::arg("numel"), py::arg("share"),
+      "gradcomp::schedule::dense_below_elements: the element count below which a tensor (here a\n"
+      "bucket) is sent whole, so that those under it are the smallest that together hold at\n"
+      "most `share` of all the elements of `numel` (equal sizes together); 0 when none is.\n"
+      "Raises ValueError naming share if it is outside [0, 1).");
   m.def("fit_ring_allreduce", &fit_ring_allreduce, py::arg("bytes"), py::arg("seconds"),
         py::arg("ranks"),
         "alpha and beta of a ring allreduce from median seconds per message size, as\n"

@@ -588,6 +588,7 @@ def test_fit_ring_allreduce_recovers_alpha_and_beta():
      "saved norm -1 is not a finite value >= 0"),
     (lambda c: c.CriticalRegime().load_state({"eta": 0.5}), "'has_previous' is missing"),
     (lambda c: c.fit_ring_allreduce([4096.0], [1e-3], 2), "count 1 is below 2"),
+    (lambda c: c.dense_below_elements([10, 20], 1.0), r"dense share 1 is outside \[0, 1\)"),
     (lambda c: c.fit_ring_allreduce([4096.0, 0.0], [1e-3, 1e-3], 2),
      "bytes 0 is not a finite value > 0"),
 ])
@@ -606,7 +607,9 @@ def auto_critical(history):
 def test_auto_under_ddp_sends_the_buckets_sparse_and_follows_the_regimes(tmp_path, drop_at):
     """2 ranks, a slow link: after DDP's rebuild both buckets (266,602 and 544 values) go
     sparse, as the formulas decide (the small one too: the hook's one all_gather round has half
-    the ring allreduce's latency); the first two intervals and the one after the learning-rate
+    the ring allreduce's latency), until dense_share's bound (0.05 of the values, from the
+    second iteration's bucket sizes: 544 is under it, 266,602 not) sends the small one whole
+    from the third iteration on; the first two intervals and the one after the learning-rate
     drop are critical (sparse at 0.1), the others not (0.01); the replicas stay bit-identical.
     The rate drops from iteration 7 (announced inside the interval [6, 7]) or 8 (announced
     between the intervals [6, 7] and [8, 9]): either way the interval [8, 9] is critical, as
@@ -625,6 +628,10 @@ def test_auto_under_ddp_sends_the_buckets_sparse_and_follows_the_regimes(tmp_pat
         assert sizes == ([267146] if it == 0 else [544, 266602]), it
         for b in h["auto"]:
             assert b["critical"] == critical[it], (it, b)
+            assert b["whole"] == (it >= 2 and b["numel"] == 544), (it, b)
+            if b["whole"]:
+                assert (b["method"], b["density"]) == ("dense", 1.0), (it, b)
+                continue
             want, _ = reference_choice(b["numel"], slow["alpha_seconds"],
                                        slow["beta_seconds_per_byte"], 2,
                                        slow["select_seconds_per_element"], 0.01, 0.1, 0.1,
@@ -641,6 +648,11 @@ def test_auto_under_ddp_sends_the_buckets_sparse_and_follows_the_regimes(tmp_pat
     assert report["calibration"]["alpha_seconds"] == slow["alpha_seconds"]
     assert report["calibration"]["measured"] is None
     assert [b["numel"] for b in report["buckets"]] in ([266602, 544], [544, 266602])
+    # the bound: the smallest buckets within 5 % of 267,146 values (13,357): 544 alone
+    assert report["dense_share"] == 0.05 and report["dense_below_elements"] == 266602
+    assert gc._core.dense_below_elements([544, 266602], 0.05) == 266602
+    assert {b["numel"]: b["decision"]["whole"] for b in report["buckets"]} == \
+        {544: True, 266602: False}
 
 
 def test_auto_on_a_fast_link_is_ddps_allreduce(tmp_path):
@@ -668,15 +680,18 @@ def test_auto_calibrates_on_the_process_group_with_rank_0s_values(tmp_path):
     measured = c0["measured"]
     assert measured["bytes"] == [4096 * 4**i for i in range(6)]
     assert measured["select_elements"] == 2115  # the first bucket
-    # the decisions are the binding's on the agreed calibration, the same on both ranks
+    # the decisions are the binding's on the agreed calibration, the same on both ranks (no
+    # bucket under dense_share's bound: 5 % of 3635 values is below both buckets)
     for r in ranks:
+        below = r["report"]["dense_below_elements"]
+        assert below == gc._core.dense_below_elements([2115, 1520], 0.05) == 0
         for b in r["report"]["buckets"]:
             want = gc._core.choose_exchange(b["numel"], c0["alpha_seconds"],
                                             c0["beta_seconds_per_byte"], 2,
                                             c0["select_seconds_per_element"], 0.01, 0.1, 0.1,
                                             b["critical"], 0.0, value_bytes=4,
                                             indices="delta_varint", hook_rows=True)
-            assert b["decision"] == want
+            assert b["decision"] == dict(want, whole=False)
     assert auto_critical(ranks[0]["history"]) == auto_critical(ranks[1]["history"])
     for a, b in zip(ranks[0]["outputs"], ranks[1]["outputs"]):
         assert all(torch.equal(x, y) for x, y in zip(a, b))
@@ -726,6 +741,10 @@ def test_auto_state_dict_resumes_bit_for_bit(tmp_path, save, drop):
     ({"method": "auto", "eta": float("inf")}, "eta inf is not finite and > 0"),
     ({"method": "auto", "min_saving": 1.0}, r"min_saving 1.0 is outside \[0, 1\)"),
     ({"method": "auto", "auto_interval": 0}, "auto_interval 0 is not an integer >= 1"),
+    ({"method": "auto", "dense_share": 1.0}, r"dense_share 1.0 is outside \[0, 1\)"),
+    ({"method": "auto", "dense_share": -0.1}, r"dense_share -0.1 is outside \[0, 1\)"),
+    ({"method": "exact_topk", "dense_share": 0.05},
+     "dense_share 0.05 is for method 'auto', not 'exact_topk'"),
     ({"method": "auto", "alpha_seconds": -1.0, "beta_seconds_per_byte": 0.0},
      "alpha_seconds -1.0 is not finite and >= 0"),
     ({"method": "auto", "alpha_seconds": 1e-3}, "give both or neither"),
@@ -760,7 +779,7 @@ def test_auto_needs_the_sparse_allgather_hook(single_rank):
     fut = gc.sparse_allgather_hook(state, worker.Bucket(0, [p], [torch.arange(10.0)], True))
     assert torch.equal(fut.wait(), torch.arange(10.0))
     assert state.history[0]["auto"] == [{"bucket": 0, "numel": 10, "method": "dense",
-                                         "density": 1.0, "critical": True}]
+                                         "density": 1.0, "critical": True, "whole": False}]
     with pytest.raises(ValueError, match="option eta is 0.5 in the state dict, 0.25 here"):
         gc.HookState(method="auto", eta=0.25).load_state_dict(state.state_dict())
     # a dense bucket is checked too with nonfinite="raise" (the fp32 pass that adds the residual)

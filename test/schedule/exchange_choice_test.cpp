@@ -2,14 +2,18 @@
 // gradcomp::schedule::choose_exchange on hand-made cost models: dense where compression costs
 // more than it saves (fast links, small tensors, an exchange hidden by backward), sparse where it
 // saves (slow links, large tensors), fp16 in a critical regime; with min_saving 0 the choice is
-// the independent argmin of the exposed times; bad input refused naming the value.
+// the independent argmin of the exposed times; bad input refused naming the value. The
+// small-tensor bypass's bound (dense_below_elements) against an exhaustive search.
 #include <gradcomp/cost/transport.hpp>
 #include <gradcomp/schedule/exchange_choice.hpp>
 
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <random>
+#include <span>
 #include <stdexcept>
+#include <vector>
 
 #include "../common/catch.hpp"
 
@@ -165,6 +169,61 @@ TEST_CASE("choose_exchange: bad input is refused naming the value", "[schedule][
   nan.allgather_seconds = [](std::uint64_t) { return std::numeric_limits<double>::quiet_NaN(); };
   CHECK_THROWS_WITH(gs::choose_exchange(10, nan, {}, false),
                     Catch::Contains("the sparse candidate costs"));
+}
+
+namespace {
+// The exhaustive reference: every bound b in [0, max + 1] sends the tensors of fewer than b
+// elements whole; it is allowed when they hold at most share x total; the answer is the
+// largest allowed b that is a size or max + 1 (the largest bound that sends the same set),
+// 0 when only b = 0 sends none.
+std::size_t reference_dense_below(const std::vector<std::size_t>& sizes, double share) {
+  double total = 0;
+  std::size_t largest = 0;
+  for (const std::size_t n : sizes) {
+    total += static_cast<double>(n);
+    largest = std::max(largest, n);
+  }
+  std::size_t best = 0;
+  for (std::size_t b = 0; b <= largest + 1; ++b) {
+    double whole = 0;
+    bool at_size = b == largest + 1;
+    for (const std::size_t n : sizes) {
+      whole += n < b ? static_cast<double>(n) : 0.0;
+      at_size = at_size || n == b;
+    }
+    if (whole <= share * total && at_size && whole > 0) {
+      best = b;
+    }
+  }
+  return best;
+}
+} // namespace
+
+TEST_CASE("dense_below_elements: the smallest tensors within the share, against exhaustive search",
+          "[schedule][exchange_choice]") {
+  // the CNN's tensors: at 5 % every tensor but fc1's weights (1,605,632) is whole
+  const std::vector<std::size_t> cnn = {800, 32, 51200, 64, 1605632, 512, 5120, 10};
+  CHECK(gs::dense_below_elements(cnn, 0.05) == 1605632);
+  CHECK(gs::dense_below_elements(cnn, 0.001) == 5120); // 10 + 32 + 64 + 512 + 800 <= 1663
+  CHECK(gs::dense_below_elements(cnn, 0.0) == 0);
+  CHECK(gs::dense_below_elements({}, 0.5) == 0);
+  // equal sizes go together: two of 10 do not fit in 15, so neither is whole
+  CHECK(gs::dense_below_elements(std::vector<std::size_t>{10, 10, 80}, 0.15) == 0);
+  CHECK(gs::dense_below_elements(std::vector<std::size_t>{10, 10, 80}, 0.2) == 80);
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 2000; ++trial) {
+    std::vector<std::size_t> sizes(1 + rng() % 6);
+    for (std::size_t& n : sizes) {
+      n = 1 + rng() % 40;
+    }
+    const double share = static_cast<double>(rng() % 100) / 100.0;
+    CAPTURE(trial, sizes, share);
+    REQUIRE(gs::dense_below_elements(sizes, share) == reference_dense_below(sizes, share));
+  }
+  CHECK_THROWS_WITH(gs::dense_below_elements(cnn, 1.0),
+                    "gradcomp: dense share 1 is outside [0, 1)");
+  CHECK_THROWS_WITH(gs::dense_below_elements(cnn, -0.1),
+                    "gradcomp: dense share -0.1 is outside [0, 1)");
 }
 
 } // namespace schedule_exchange_choice_test

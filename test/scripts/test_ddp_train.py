@@ -68,6 +68,9 @@ def test_bad_arguments_exit_2():
     p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
                         "--test-limit", "-1"], capture_output=True, text=True)
     assert p.returncode == 2 and "--test-limit -1 is below 0" in p.stderr
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "scripts", "ddp_train.py"),
+                        "--auto-dense-share", "1"], capture_output=True, text=True)
+    assert p.returncode == 2 and "--auto-dense-share 1 is outside [0, 1)" in p.stderr
 
 
 @pytest.mark.parametrize("args,message", [
@@ -154,7 +157,9 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     momentum, intervals of --auto-interval-epochs (0.25 of 8 iterations: 2), and the step decay
     at epoch 0.5 announced to the hook before iteration 4: the interval starting there is
     critical whatever the norms do (as gradcomp-train decides at its boundaries). The report
-    holds the calibration, every bucket's candidates and the intervals."""
+    holds the calibration, every bucket's candidates and the intervals. DDP's bucket of the
+    convolutions (52,096 values, 3.1 % of the CNN) goes whole from the second iteration's
+    bound on (--auto-dense-share 0.05)."""
     monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
     _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
                    "--auto-interval-epochs", "0.25", "--auto-critical-density", "0.2",
@@ -171,6 +176,10 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     assert all(b["critical"] for b in intervals[4])  # the one the drop at iteration 4 starts
     # a critical bucket is sent at --auto-critical-density unless the rule chose dense
     assert all(b["density"] in (0.2, 1.0) for b in intervals[0] + intervals[4])
+    assert auto["dense_share"] == 0.05 and auto["dense_below_elements"] > 52096
+    for it in (2, 4, 6):
+        assert [(b["numel"], b["method"]) for b in intervals[it] if b["whole"]] == \
+            [(52096, "dense")], intervals[it]
 
 
 @pytest.mark.skipif(not (os.path.isdir(DATA) and GRADCOMP_TRAIN),

@@ -11,8 +11,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -155,6 +157,47 @@ struct exchange_decision {
     }
   }
   return d;
+}
+
+//! @brief The bound of a small-tensor bypass relative to the model: the element count below
+//! which a tensor (or a bucket, or a merge group) is sent whole in every phase, so that the
+//! tensors under it are the smallest ones that together hold at most `share` of all the
+//! elements of `numel` (tensors of equal size go together, none of a size that does not fit).
+//! It is the size of the smallest tensor not sent whole: 0 when every tensor is compressed (and
+//! for no tensors), the largest size plus 1 when every tensor fits (only when all are empty). A
+//! model's few large layers carry its bytes; its many small ones (biases, normalisation, the first
+//! convolutions) cost little sent whole and gain most from it: gradcomp-train's CNN reached its
+//! target accuracy 0.4-0.5 epoch sooner with its convolutions whole (3.5 % of its parameters).
+//! Peers bypass absolutely (BytePS: tensors under 64 KiB; DGC's examples: one-dimensional tensors);
+//! a share of the model bounds the extra bytes. Deterministic; O(L log L) for L tensors.
+//! @throws std::invalid_argument naming `share` if it is outside [0, 1).
+[[nodiscard]] inline std::size_t dense_below_elements(std::span<const std::size_t> numel,
+                                                      double share) {
+  gradcomp::detail::require(share >= 0.0 && share < 1.0, "dense share ", share,
+                            " is outside [0, 1)");
+  std::vector<std::size_t> sizes(numel.begin(), numel.end());
+  std::sort(sizes.begin(), sizes.end());
+  double total = 0;
+  for (const std::size_t n : sizes) {
+    total += static_cast<double>(n);
+  }
+  const double budget = share * total;
+  double held = 0;
+  std::size_t below = 0;
+  for (std::size_t i = 0; i < sizes.size();) {
+    std::size_t j = i; // the tensors of size sizes[i]: [i, j)
+    double elements = 0;
+    for (; j < sizes.size() && sizes[j] == sizes[i]; ++j) {
+      elements += static_cast<double>(sizes[j]);
+    }
+    if (held + elements > budget) {
+      return below == 0 ? 0 : sizes[i];
+    }
+    held += elements;
+    below = sizes[i] + 1;
+    i = j;
+  }
+  return below;
 }
 
 } // namespace gradcomp::schedule
