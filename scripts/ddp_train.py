@@ -320,10 +320,11 @@ def parse_args(argv):
     ap.add_argument("--auto-critical-density", type=float, default=None,
                     help="--exchange gradcomp --method auto: the density in a critical regime "
                          "(HookState's critical_density; default: the hook's, 0.1 or --density)")
-    ap.add_argument("--auto-dense-share", type=float, default=0.05,
+    ap.add_argument("--auto-dense-share", type=float, default=0.0,
                     help="--exchange gradcomp --method auto: the smallest buckets that together "
                          "hold at most this share of the values are sent whole (HookState's "
-                         "dense_share, as gradcomp-train's --auto-dense-share), in [0, 1)")
+                         "dense_share, as gradcomp-train's --auto-dense-share), in [0, 1); "
+                         "default 0: none")
     ap.add_argument("--auto-interval-epochs", type=float, default=0.125,
                     help="--exchange gradcomp --method auto: the hook's interval (auto_interval) "
                          "in epochs, as gradcomp-train's --auto-interval-epochs")

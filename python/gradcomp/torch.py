@@ -250,8 +250,10 @@ class HookState:
             of the values of an iteration's buckets are sent whole (dense) in every phase, from
             the second iteration on (the bound comes from the last completed iteration's bucket
             sizes: ``gradcomp::schedule::dense_below_elements``), in [0, 1); None (default):
-            0.05, gradcomp-train's ``--auto-dense-share``. With DDP's default buckets the CNN's
-            convolutions (52,096 values, 3.1 %) form their own bucket, sent whole. 0: none.
+            0, none (gradcomp-train's ``--auto-dense-share`` defaults to 0.05: there its
+            convolutions whole reached the target sooner; through the hooks, with DDP's default
+            buckets, the CNN's convolutional bucket (52,096 values, 3.1 %) whole crossed at the
+            same epochs as compressed on two seeds). 0.05 sends that bucket whole.
         select_seconds_per_element: method "auto": the reused threshold's seconds per element
             (error feedback, selection and encoding), finite and >= 0; None (default): timed at
             the first iteration on the first bucket (with DDP's defaults the whole model), rank
@@ -267,7 +269,7 @@ class HookState:
     d = 0.05, 1.28 at 0.01); overlap with backward 0 (a hook cannot see it), fp16 not a
     candidate.
     Sparse is chosen only where it saves ``min_saving`` of dense's seconds, and never for the
-    small buckets under ``dense_share``'s bound, which are sent whole. A dense bucket goes
+    small buckets under ``dense_share``'s bound (none by default), which are sent whole. A dense bucket goes
     through ``dist.all_reduce`` after division by P (DDP's default hook), with the residual the
     sparse iterations left added first; a sparse one through the sparse allgather with the
     reused threshold and error feedback. Per bucket, Accordion's detector
@@ -433,7 +435,7 @@ class HookState:
                                   lambda v: 0.0 <= v < 1.0, "is outside [0, 1)")
         out["auto_interval"] = _positive_int("auto_interval",
                                              50 if auto_interval is None else auto_interval)
-        out["dense_share"] = _real("dense_share", 0.05 if dense_share is None else dense_share,
+        out["dense_share"] = _real("dense_share", 0.0 if dense_share is None else dense_share,
                                    lambda v: 0.0 <= v < 1.0, "is outside [0, 1)")
         alpha = nonnegative("alpha_seconds", alpha_seconds)
         beta = nonnegative("beta_seconds_per_byte", beta_seconds_per_byte)

@@ -248,7 +248,8 @@ def main():
         # first two intervals are, and after the drop the interval [8, 9]: a drop from
         # iteration 7 (announced mid-interval) or 8 (announced right after the interval [6, 7])
         drop_at = int(scenario.split(":")[2])
-        result.update(train_auto(rank, 12, dict(SLOW_LINK, eta=1e6), drop_at=drop_at))
+        result.update(train_auto(rank, 12, dict(SLOW_LINK, eta=1e6, dense_share=0.05),
+                                 drop_at=drop_at))
     elif scenario == "auto:fast":
         result["auto"] = train_auto(rank, 8, FAST_LINK)
         result["default"] = train_auto(rank, 8, None)

@@ -607,9 +607,9 @@ def auto_critical(history):
 def test_auto_under_ddp_sends_the_buckets_sparse_and_follows_the_regimes(tmp_path, drop_at):
     """2 ranks, a slow link: after DDP's rebuild both buckets (266,602 and 544 values) go
     sparse, as the formulas decide (the small one too: the hook's one all_gather round has half
-    the ring allreduce's latency), until dense_share's bound (0.05 of the values, from the
-    second iteration's bucket sizes: 544 is under it, 266,602 not) sends the small one whole
-    from the third iteration on; the first two intervals and the one after the learning-rate
+    the ring allreduce's latency), until dense_share's bound (0.05 given, of the values, from
+    the second iteration's bucket sizes: 544 is under it, 266,602 not) sends the small one
+    whole from the third iteration on; the first two intervals and the one after the learning-rate
     drop are critical (sparse at 0.1), the others not (0.01); the replicas stay bit-identical.
     The rate drops from iteration 7 (announced inside the interval [6, 7]) or 8 (announced
     between the intervals [6, 7] and [8, 9]): either way the interval [8, 9] is critical, as
@@ -681,10 +681,9 @@ def test_auto_calibrates_on_the_process_group_with_rank_0s_values(tmp_path):
     assert measured["bytes"] == [4096 * 4**i for i in range(6)]
     assert measured["select_elements"] == 2115  # the first bucket
     # the decisions are the binding's on the agreed calibration, the same on both ranks (no
-    # bucket under dense_share's bound: 5 % of 3635 values is below both buckets)
+    # bucket whole: dense_share 0 by default)
     for r in ranks:
-        below = r["report"]["dense_below_elements"]
-        assert below == gc._core.dense_below_elements([2115, 1520], 0.05) == 0
+        assert r["report"]["dense_share"] == 0.0 and r["report"]["dense_below_elements"] == 0
         for b in r["report"]["buckets"]:
             want = gc._core.choose_exchange(b["numel"], c0["alpha_seconds"],
                                             c0["beta_seconds_per_byte"], 2,
@@ -780,6 +779,7 @@ def test_auto_needs_the_sparse_allgather_hook(single_rank):
     assert torch.equal(fut.wait(), torch.arange(10.0))
     assert state.history[0]["auto"] == [{"bucket": 0, "numel": 10, "method": "dense",
                                          "density": 1.0, "critical": True, "whole": False}]
+    assert state.dense_share == 0.0 and state.auto_report()["dense_below_elements"] == 0
     with pytest.raises(ValueError, match="option eta is 0.5 in the state dict, 0.25 here"):
         gc.HookState(method="auto", eta=0.25).load_state_dict(state.state_dict())
     # a dense bucket is checked too with nonfinite="raise" (the fp32 pass that adds the residual)

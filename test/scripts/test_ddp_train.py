@@ -159,11 +159,11 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     critical whatever the norms do (as gradcomp-train decides at its boundaries). The report
     holds the calibration, every bucket's candidates and the intervals. DDP's bucket of the
     convolutions (52,096 values, 3.1 % of the CNN) goes whole from the second iteration's
-    bound on (--auto-dense-share 0.05)."""
+    bound on (--auto-dense-share 0.05; the default 0 sends none whole)."""
     monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
     _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
                    "--auto-interval-epochs", "0.25", "--auto-critical-density", "0.2",
-                   "--lr-decay", "step", "--lr-decay-epochs", "0.5", "--require-accuracy", "0.3",
+                   "--auto-dense-share", "0.05", "--lr-decay", "step", "--lr-decay-epochs", "0.5", "--require-accuracy", "0.3",
                    port=29623)
     assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
     assert r["config"]["hook_method"] == "auto" and r["config"]["optimizer_momentum"] == 0.9
