@@ -571,11 +571,14 @@ class HookState:
 
     def load_state_dict(self, state):
         """Restores what state_dict() returned. Before the first iteration the values wait until
-        the hooks see each parameter. Raises ValueError naming what differs (format, an option,
+        the hooks see each parameter. A method "auto" state dict written before ``dense_share``
+        existed loads as ``dense_share`` 0. Raises ValueError naming what differs (format, an option,
         the number or shape of the parameters)."""
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ValueError(f"not a {_STATE_FORMAT} state dict")
         options, saved = self._options(), state["options"]
+        if saved.get("method") == "auto" and "dense_share" not in saved:
+            saved = dict(saved, dense_share=0.0)  # written before dense_share: none whole
         for key in list(options) + [k for k in saved if k not in options]:
             here, there = options.get(key), saved.get(key)
             if there != here:

@@ -782,6 +782,13 @@ def test_auto_needs_the_sparse_allgather_hook(single_rank):
     assert state.dense_share == 0.0 and state.auto_report()["dense_below_elements"] == 0
     with pytest.raises(ValueError, match="option eta is 0.5 in the state dict, 0.25 here"):
         gc.HookState(method="auto", eta=0.25).load_state_dict(state.state_dict())
+    # a state dict written before dense_share loads as dense_share 0 (none whole)
+    old = state.state_dict()
+    del old["options"]["dense_share"]
+    del old["auto"]["dense_below"]
+    gc.HookState(method="auto").load_state_dict(old)
+    with pytest.raises(ValueError, match="option dense_share is 0.0 in the state dict, 0.05 here"):
+        gc.HookState(method="auto", dense_share=0.05).load_state_dict(old)
     # a dense bucket is checked too with nonfinite="raise" (the fp32 pass that adds the residual)
     checked = gc.HookState(method="auto", nonfinite="raise")
     nan = torch.ones(10)
