@@ -361,8 +361,8 @@ struct auto_settings {
   //! --auto-drop-intervals: the intervals after a learning-rate drop that are critical, [1, 1000].
   int drop_intervals = 1;
   //! --auto-dense-share: the smallest layers that together hold at most this share of the
-  //! parameters are sent dense in every phase (gradcomp::schedule::dense_below_elements), in [0,
-  //! 1).
+  //! parameters are sent dense in every phase, in [0, 1)
+  //! (gradcomp::schedule::dense_below_elements).
   double dense_share = 0.05;
 };
 

@@ -269,10 +269,10 @@ class HookState:
     d = 0.05, 1.28 at 0.01); overlap with backward 0 (a hook cannot see it), fp16 not a
     candidate.
     Sparse is chosen only where it saves ``min_saving`` of dense's seconds, and never for the
-    small buckets under ``dense_share``'s bound (none by default), which are sent whole. A dense bucket goes
-    through ``dist.all_reduce`` after division by P (DDP's default hook), with the residual the
-    sparse iterations left added first; a sparse one through the sparse allgather with the
-    reused threshold and error feedback. Per bucket, Accordion's detector
+    small buckets under ``dense_share``'s bound (none by default), which are sent whole. A
+    dense bucket goes through ``dist.all_reduce`` after division by P (DDP's default hook),
+    with the residual the sparse iterations left added first; a sparse one through the sparse
+    allgather with the reused threshold and error feedback. Per bucket, Accordion's detector
     (``gradcomp::schedule::critical_regime``; Agarwal et al., MLSys 2021) compares the norm of
     the bucket's averaged gradient summed over an interval with the previous interval's (the
     same on every rank: no communication): a change of at least ``eta``, the first two
@@ -572,8 +572,8 @@ class HookState:
     def load_state_dict(self, state):
         """Restores what state_dict() returned. Before the first iteration the values wait until
         the hooks see each parameter. A method "auto" state dict written before ``dense_share``
-        existed loads as ``dense_share`` 0. Raises ValueError naming what differs (format, an option,
-        the number or shape of the parameters)."""
+        existed loads as ``dense_share`` 0. Raises ValueError naming what differs (format, an
+        option, the number or shape of the parameters)."""
         if not isinstance(state, dict) or state.get("format") != _STATE_FORMAT:
             raise ValueError(f"not a {_STATE_FORMAT} state dict")
         options, saved = self._options(), state["options"]

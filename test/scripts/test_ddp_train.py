@@ -163,7 +163,8 @@ def test_ddp_run_with_the_auto_hook(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", PACKAGE_DIR)
     _, r = run_ddp(tmp_path, "auto", "--exchange", "gradcomp", "--method", "auto",
                    "--auto-interval-epochs", "0.25", "--auto-critical-density", "0.2",
-                   "--auto-dense-share", "0.05", "--lr-decay", "step", "--lr-decay-epochs", "0.5", "--require-accuracy", "0.3",
+                   "--auto-dense-share", "0.05", "--lr-decay", "step", "--lr-decay-epochs", "0.5",
+                   "--require-accuracy", "0.3",
                    port=29623)
     assert r["replicas_identical"] and len(set(r["replica_hashes"])) == 1
     assert r["config"]["hook_method"] == "auto" and r["config"]["optimizer_momentum"] == 0.9
