@@ -4,11 +4,17 @@
 // receive on it), with rank() and size() as MPI_Comm_rank / MPI_Comm_size give them, of any
 // parent (a split of MPI_COMM_WORLD too), with MPI_ERRORS_RETURN set; a move hands the handle
 // over and leaves the source with none; an environment made after MPI_Init neither initialises
-// nor finalises MPI and reports MPI's thread level. Collective: every rank runs every test.
+// nor finalises MPI and reports MPI's thread level; thread levels are named, and the check the
+// pipeline transports make refuses exactly a thread other than MPI's main one below
+// MPI_THREAD_SERIALIZED (the end-to-end case, MPI initialised with MPI_THREAD_FUNNELED, is its
+// own program: thread_level_main.cpp). Collective: every rank runs every test.
 #include <gradcomp/mpi/communicator.hpp>
 
 #include <mpi.h>
 
+#include <exception>
+#include <string>
+#include <thread>
 #include <utility>
 
 #include "../common/catch.hpp"
@@ -103,6 +109,49 @@ TEST_CASE("an environment made after MPI_Init leaves MPI running and reports its
   } else {
     CHECK(mpi::environment(MPI_THREAD_MULTIPLE).thread_level() == MPI_THREAD_MULTIPLE);
   }
+}
+
+TEST_CASE("thread levels are named, an unknown one by its number", "[mpi][communicator]") {
+  CHECK(mpi::thread_level_name(MPI_THREAD_SINGLE) == "MPI_THREAD_SINGLE");
+  CHECK(mpi::thread_level_name(MPI_THREAD_FUNNELED) == "MPI_THREAD_FUNNELED");
+  CHECK(mpi::thread_level_name(MPI_THREAD_SERIALIZED) == "MPI_THREAD_SERIALIZED");
+  CHECK(mpi::thread_level_name(MPI_THREAD_MULTIPLE) == "MPI_THREAD_MULTIPLE");
+  CHECK(mpi::thread_level_name(-7) == "thread level -7");
+}
+
+TEST_CASE("the transports' thread check refuses another thread below MPI_THREAD_SERIALIZED only",
+          "[mpi][communicator]") {
+  for (const int level :
+       {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED, MPI_THREAD_MULTIPLE}) {
+    CAPTURE(level);
+    CHECK_NOTHROW(mpi::detail::check_thread_level(level, true, "x")); // MPI's main thread
+    if (level >= MPI_THREAD_SERIALIZED) {
+      CHECK_NOTHROW(mpi::detail::check_thread_level(level, false, "x"));
+      continue;
+    }
+    try {
+      mpi::detail::check_thread_level(level, false, "sparse_exchange");
+      FAIL("no error below MPI_THREAD_SERIALIZED");
+    } catch (const mpi::mpi_error& e) {
+      const std::string what = e.what();
+      CHECK(what.find("sparse_exchange") != std::string::npos);
+      CHECK(what.find(mpi::thread_level_name(level)) != std::string::npos);
+      CHECK(what.find("needs MPI_THREAD_SERIALIZED") != std::string::npos);
+    }
+  }
+  // this program asks for MPI_THREAD_MULTIPLE: the check passes here and on another thread
+  CHECK_NOTHROW(mpi::detail::require_thread_level_here("x"));
+  std::exception_ptr error;
+  std::thread([&] {
+    try {
+      mpi::detail::require_thread_level_here("x");
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }).join();
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  CHECK((error == nullptr) == (provided >= MPI_THREAD_SERIALIZED));
 }
 
 } // namespace mpi_communicator_test

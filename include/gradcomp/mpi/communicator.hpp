@@ -8,6 +8,7 @@
 
 #include <mpi.h>
 
+#include <string>
 #include <utility>
 
 namespace gradcomp::mpi {
@@ -56,6 +57,57 @@ private:
   int size_ = 1;
 };
 
+//! @brief The name of MPI thread level `level` ("MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED",
+//! "MPI_THREAD_SERIALIZED", "MPI_THREAD_MULTIPLE"), or "thread level N" for any other value.
+//! Local; allocates.
+[[nodiscard]] inline std::string thread_level_name(int level) {
+  switch (level) {
+  case MPI_THREAD_SINGLE:
+    return "MPI_THREAD_SINGLE";
+  case MPI_THREAD_FUNNELED:
+    return "MPI_THREAD_FUNNELED";
+  case MPI_THREAD_SERIALIZED:
+    return "MPI_THREAD_SERIALIZED";
+  case MPI_THREAD_MULTIPLE:
+    return "MPI_THREAD_MULTIPLE";
+  default:
+    return gradcomp::detail::concat("thread level ", level);
+  }
+}
+
+namespace detail {
+
+//! The check of require_thread_level_here() on given values: nothing when `main_thread` (the
+//! thread that initialised MPI) or `provided` >= MPI_THREAD_SERIALIZED.
+//! @throws mpi_error naming `who`, the provided level and the one needed otherwise.
+inline void check_thread_level(int provided, bool main_thread, const char* who) {
+  if (main_thread || provided >= MPI_THREAD_SERIALIZED) {
+    return;
+  }
+  throw mpi_error(gradcomp::detail::concat(
+      "gradcomp mpi: ", who,
+      " calls MPI from a thread other than the one that initialised MPI (a pipeline's "
+      "communication thread), which needs MPI_THREAD_SERIALIZED; MPI was initialised with ",
+      thread_level_name(provided),
+      ": initialise it with MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or "
+      "gradcomp::mpi::environment"));
+}
+
+//! Checks that the calling thread may call MPI: MPI_Is_thread_main and MPI_Query_thread (O(1),
+//! local), then check_thread_level. The pipeline transports call it first in start(), before
+//! any MPI call, so a pipeline over MPI initialised below MPI_THREAD_SERIALIZED fails with this
+//! error on every rank instead of calling MPI where the standard forbids it.
+//! @throws mpi_error as check_thread_level.
+inline void require_thread_level_here(const char* who) {
+  int main_thread = 0;
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Is_thread_main(&main_thread);
+  MPI_Query_thread(&provided);
+  check_thread_level(provided, main_thread != 0, who);
+}
+
+} // namespace detail
+
 //! @brief RAII MPI initialisation for programs that do not initialise MPI themselves: calls
 //! MPI_Init_thread (if MPI is not yet initialised) and MPI_Finalize on destruction (only if it
 //! initialised MPI). Not collective in itself, but every process must create one.
@@ -77,8 +129,9 @@ public:
       MPI_Query_thread(&provided_);
     }
     if (provided_ < required) {
-      throw mpi_error(gradcomp::detail::concat("gradcomp mpi: MPI provides thread level ",
-                                               provided_, ", below the required ", required));
+      throw mpi_error(
+          gradcomp::detail::concat("gradcomp mpi: MPI provides ", thread_level_name(provided_),
+                                   ", below the required ", thread_level_name(required)));
     }
   }
   environment(const environment&) = delete;

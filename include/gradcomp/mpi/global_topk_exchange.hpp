@@ -34,7 +34,9 @@ namespace gradcomp::mpi {
 //! density (checked: the ranks' k must agree), in the same order relative to other collectives
 //! on the communicator. One operation at a time.
 //! @throws std::invalid_argument from the constructor if density is outside (0, 1], from
-//! start() if the average's length differs from the message's; what the allreduce throws.
+//! start() if the average's length differs from the message's; mpi_error from start() on a
+//! thread other than the one that initialised MPI when MPI provides less than
+//! MPI_THREAD_SERIALIZED (checked before any MPI call); what the allreduce throws.
 template <class Allreduce>
 class global_topk_exchange {
 public:
@@ -54,6 +56,7 @@ public:
   //! Runs the exchange of `m`; `average` (m's dense length) gets the mean over the ranks on the
   //! global selection, 0 elsewhere. Collective. O(n) to write the average, plus the exchange.
   void start(const sparse_message& m, std::span<float> average) {
+    detail::require_thread_level_here("global_topk_exchange");
     gradcomp::detail::require(average.size() == m.dense_length_elements,
                               "global_topk_exchange: the average has ", average.size(),
                               " elements, the message ", m.dense_length_elements);

@@ -5,6 +5,11 @@
 //! parameter_server_exchange (push/pull), and the multi-part coded exchanges of S3's redundant
 //! placement (coded_dense_exchange, coded_sparse_exchange; divide by C(P, r)). Needs
 //! gradcomp::mpi.
+//!
+//! Threads: a pipeline calls its transport from its communication thread. Every transport here
+//! therefore checks, first in start() and before any MPI call, that the calling thread may call
+//! MPI (the thread that initialised MPI, or MPI_THREAD_SERIALIZED or more; O(1)), and throws
+//! mpi_error naming the level MPI provides otherwise, on every rank alike.
 #pragma once
 
 #include <gradcomp/coded/placement.hpp>
@@ -77,6 +82,7 @@ public:
   //! on completion: start() without the decompression (pipeline_policy::in_place_transport).
   //! Collective, as start().
   void start_in_place(std::span<float> values) {
+    detail::require_thread_level_here("a dense pipeline transport");
     average_ = values;
     done_ = false;
     allreduce_.start(values);
@@ -164,7 +170,10 @@ public:
       : server_((require_colocated(o), comm), o) {}
 
   //! Pushes `m`; `average` (n floats) gets the pulled average. Collective (see the class).
-  void start(const sparse_message& m, std::span<float> average) { server_.start(m, average); }
+  void start(const sparse_message& m, std::span<float> average) {
+    detail::require_thread_level_here("parameter_server_exchange");
+    server_.start(m, average);
+  }
   //! Progress without blocking; true once `average` holds the average.
   bool test() { return server_.test(); }
   //! Completes the operation.
@@ -201,6 +210,7 @@ public:
   //! Starts gathering `m`; `average` (n floats, m's dense length) gets the mean of every rank's
   //! message. Collective (see the class).
   void start(const sparse_message& m, std::span<float> average) {
+    detail::require_thread_level_here("sparse_exchange");
     average_ = average;
     done_ = false;
     gather_.start(m, average);
@@ -299,6 +309,7 @@ public:
   //! Starts the exchange of this rank's part messages; `average` (n floats) gets the mean over
   //! all C(P, r) parts on completion. Collective (see the class).
   void start(std::span<const sparse_message> parts, std::span<float> average) {
+    detail::require_thread_level_here("a coded pipeline transport");
     average_ = average;
     done_ = false;
     own_error_.clear();

@@ -77,7 +77,8 @@ namespace gradcomp {
 //! training thread). With an MPI transport, MPI must be initialised with at least
 //! MPI_THREAD_SERIALIZED and, between the first gradient_ready() and finish() of an iteration,
 //! no other thread may call MPI on any communicator (the communication thread does);
-//! MPI_THREAD_MULTIPLE lifts that restriction for other communicators.
+//! MPI_THREAD_MULTIPLE lifts that restriction for other communicators. gradcomp's MPI transports
+//! check the level in start(): below MPI_THREAD_SERIALIZED finish() rethrows their mpi_error.
 //!
 //! Collective (MPI transports): every rank must construct the pipeline with the same layer
 //! sizes and grouping and run the same iterations; each group is one collective on the
