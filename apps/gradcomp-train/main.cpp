@@ -109,13 +109,14 @@ int main(int argc, char** argv) {
   int status = 0;
   try {
     if (provided < MPI_THREAD_SERIALIZED) {
-      throw std::runtime_error("MPI provides no MPI_THREAD_SERIALIZED");
+      throw std::runtime_error("MPI provides " + gradcomp::mpi::thread_level_name(provided) +
+                               ", below the MPI_THREAD_SERIALIZED the pipeline's "
+                               "communication thread needs");
     }
     if (o.parallel == "hybrid" && provided < MPI_THREAD_MULTIPLE) {
       // the model-parallel collectives run while the pipeline's thread calls MPI
-      throw std::runtime_error("--parallel hybrid needs MPI_THREAD_MULTIPLE; this MPI provides "
-                               "level " +
-                               std::to_string(provided));
+      throw std::runtime_error("--parallel hybrid needs MPI_THREAD_MULTIPLE; this MPI provides " +
+                               gradcomp::mpi::thread_level_name(provided));
     }
     const gradcomp::mpi::communicator comm(MPI_COMM_WORLD);
     status = o.sync == "async" ? gt::train_async(o, comm) : gt::train_sync(o, comm);
