@@ -65,6 +65,7 @@ struct raw_options {
   std::string beta;
   std::string density;
   std::string compress_cost;
+  std::string after_backward;
   bool on_compute_stream = false;
   std::string bucket_bytes;
   bool json = false;
@@ -79,6 +80,7 @@ struct settings {
   double beta = 0.0;
   std::optional<double> density;
   std::optional<gs::affine_cost> compression;
+  std::optional<gs::affine_cost> after_backward;
   gs::compression_placement placement = gs::compression_placement::off_compute_stream;
   std::uint64_t bucket_bytes = gs::ddp_bucket_bytes;
   bool json = false;
@@ -118,6 +120,11 @@ void declare_options(CLI::App& app, raw_options& raw) {
   app.add_option("--compress-cost", raw.compress_cost,
                  "Compression of a group takes a + b * numel seconds (default: no compression)")
       ->type_name("a,b");
+  app.add_option("--after-backward", raw.after_backward,
+                 "Messages after the end of backward take a + b * bytes seconds (cores free of "
+                 "backward's load); one that straddles it the rest of its fraction at that rate "
+                 "(default: alpha + beta * bytes throughout)")
+      ->type_name("a,b");
   app.add_flag("--compression-on-compute-stream", raw.on_compute_stream,
                "Compression runs on the compute stream (S1: the next layer's backward waits for "
                "it); default: one compression at a time on its own stream");
@@ -138,6 +145,17 @@ void declare_options(CLI::App& app, raw_options& raw) {
              "stderr), 1 if the SVG could not be written.");
 }
 
+//! Two numbers "a,b", each finite and >= 0 (seconds, then `per_unit`). @throws usage_error.
+gs::affine_cost parse_affine(std::string_view option, std::string_view text, const char* per_unit) {
+  const std::size_t comma = text.find(',');
+  if (comma == std::string_view::npos) {
+    throw usage_error(
+        cat(option, ": '", text, "' is not two numbers a,b (seconds, ", per_unit, ")"));
+  }
+  return gs::affine_cost{parse_nonnegative(option, text.substr(0, comma)),
+                         parse_nonnegative(option, text.substr(comma + 1))};
+}
+
 settings make_settings(const raw_options& raw, const CLI::App& app) {
   settings s;
   s.profile_path = raw.profile;
@@ -153,14 +171,10 @@ settings make_settings(const raw_options& raw, const CLI::App& app) {
     s.density = d;
   }
   if (app.count("--compress-cost") > 0) {
-    const std::string_view text = raw.compress_cost;
-    const std::size_t comma = text.find(',');
-    if (comma == std::string_view::npos) {
-      throw usage_error(cat("--compress-cost: '", text,
-                            "' is not two numbers a,b (seconds, seconds per element)"));
-    }
-    s.compression = gs::affine_cost{parse_nonnegative("--compress-cost", text.substr(0, comma)),
-                                    parse_nonnegative("--compress-cost", text.substr(comma + 1))};
+    s.compression = parse_affine("--compress-cost", raw.compress_cost, "seconds per element");
+  }
+  if (app.count("--after-backward") > 0) {
+    s.after_backward = parse_affine("--after-backward", raw.after_backward, "seconds per byte");
   }
   if (raw.on_compute_stream) {
     s.placement = gs::compression_placement::on_compute_stream;
@@ -253,6 +267,9 @@ std::string describe_model(const settings& s, const gs::layer_profile& profile) 
   d << "profile " << s.profile_path << ": " << profile.size() << " layers, " << numel
     << " elements, backward " << backward << " s, forward " << s.forward_seconds << " s\n"
     << "model: message = " << s.alpha << " s + " << s.beta << " s/B x bytes, "
+    << (s.after_backward ? cat("after backward ", s.after_backward->fixed_seconds, " s + ",
+                               s.after_backward->seconds_per_unit, " s/B x bytes, ")
+                         : std::string())
     << (s.density ? cat("sparse (index, value) pairs at density ", *s.density,
                         ": 8 x ceil(D x numel) bytes")
                   : std::string("dense fp32: 4 x numel bytes"))
@@ -341,8 +358,11 @@ void write_svg(const settings& s,
 
 int run(const settings& s) {
   const gs::layer_profile profile = load_profile(s);
-  const gs::cost_model model =
+  gs::cost_model model =
       gs::cost_model::affine(s.alpha, s.beta, s.compression, s.density, s.placement);
+  if (s.after_backward) {
+    model.communication_seconds_after_backward = *s.after_backward;
+  }
   std::vector<strategy_result> results;
   for (const gs::strategy which : gs::all_strategies) {
     strategy_result r{which, gs::plan(which, profile, model, {.bucket_bytes = s.bucket_bytes})};

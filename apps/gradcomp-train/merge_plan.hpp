@@ -85,13 +85,20 @@ transport_cost(const transport_settings& transport,
 
 //! The merge planner's model of a group's message on `transport` over the calibrated `net`: its
 //! seconds (transport_cost) and size (fp32, pairs at --density for the sparse methods, or the
-//! quantizers' bits).
+//! quantizers' bits). `after_backward`: the network calibrated without backward's load, which
+//! prices the messages once backward has ended (schedule::cost_model's
+//! communication_seconds_after_backward); nothing: `net` throughout.
 inline gradcomp::schedule::cost_model
 planner_cost_model(const sync_setup& s,
                    const gradcomp::cost::network& net,
-                   std::optional<gradcomp::cost::network> intra_group = std::nullopt) {
+                   std::optional<gradcomp::cost::network> intra_group = std::nullopt,
+                   std::optional<gradcomp::cost::network> after_backward = std::nullopt) {
   gradcomp::schedule::cost_model model;
   model.communication_seconds = transport_cost(s.o.transport, s.ranks, net, intra_group);
+  if (after_backward) {
+    model.communication_seconds_after_backward =
+        transport_cost(s.o.transport, s.ranks, *after_backward, intra_group);
+  }
   if (is_sparse_method(s.o.method.name)) {
     model.message.density = s.o.method.compressor.density;
   } else if (is_quantizer_method(s.o.method.name)) {
@@ -290,13 +297,21 @@ inline merge_plan plan_merge(sync_setup& s) {
     // whose forward runs collectives of its own)
     const bool under_load = calibrated && o.calibrate_under_load && !s.model.hybrid->active();
     std::optional<gradcomp::cost::network> intra_group;
+    // under load, a second sweep without it prices what is sent after backward: on cores that
+    // compute and communicate, those messages run several times faster (cost_model's
+    // communication_seconds_after_backward); without it the planner saw a ring after backward
+    // as slow as one beside it and chose between two-group plans by noise
+    std::optional<gradcomp::cost::network> after_backward;
     if (calibrated) {
       net_model = calibrate_network(s, under_load);
+      if (under_load) {
+        after_backward = calibrate_network(s, false);
+      }
       intra_group = calibrate_intra_group(s);
     }
     gradcomp::pipeline_policy::planned_grouping planner;
     planner.strategy = merge.value_or(strategy::size_threshold);
-    planner.model = planner_cost_model(s, net_model, intra_group);
+    planner.model = planner_cost_model(s, net_model, intra_group, after_backward);
     planner.backward_seconds = backward_median;
     planner.forward_seconds = forward_median;
     if (s.coded) {
@@ -320,6 +335,10 @@ inline merge_plan plan_merge(sync_setup& s) {
                  {"backward_seconds_rank0", backward_median},
                  {"profile_iterations", o.profile_iterations},
                  {"calibrated_under_load", under_load}};
+    if (after_backward) {
+      plan.info["after_backward_alpha_seconds"] = after_backward->alpha_seconds;
+      plan.info["after_backward_beta_seconds_per_byte"] = after_backward->beta_seconds_per_byte;
+    }
     if (intra_group) {
       plan.info["intra_group_alpha_seconds"] = intra_group->alpha_seconds;
       plan.info["intra_group_beta_seconds_per_byte"] = intra_group->beta_seconds_per_byte;

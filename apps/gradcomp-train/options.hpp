@@ -173,7 +173,8 @@ inline void add_run_options(CLI::App& app, train_options& o) {
       ->check(CLI::Range(1, 100));
   app.add_option("--calibrate-under-load", o.calibrate_under_load,
                  "calibrate the network model's alpha and beta while this rank's forward and "
-                 "backward passes run in a second thread, as in training (true/false)")
+                 "backward passes run in a second thread, as in training, and once more without "
+                 "them for what the merge plan sends after backward (true/false)")
       ->capture_default_str();
   app.add_option("--profile-iterations", o.profile_iterations,
                  "forward/backward passes timed before planning the merge")

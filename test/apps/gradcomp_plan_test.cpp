@@ -172,6 +172,8 @@ TEST_CASE("compression, placement, density and bucket options reach the model", 
   CHECK(t_iter({}, "single") == Approx(16.1));
   // density 0.1: k = 6, 48 bytes: message 1 + 1.2 = 2.2
   CHECK(t_iter({"--density", "0.1"}, "single") == Approx(8 + 1.1 + 2.2));
+  // after backward (ends at 8) messages take 0.5 + 0.0125 B: the single group's 240 B 3.5
+  CHECK(t_iter({"--after-backward", "0.5,0.0125"}, "single") == Approx(8 + 1.1 + 3.5));
   // bucket cap 200 bytes: l3 (120 B) + l2 (80 B) reach it, l1 alone
   std::vector<std::string> a = base;
   a.insert(a.end(), {"--bucket-bytes", "200"});
@@ -248,6 +250,10 @@ TEST_CASE("bad command lines exit with status 2 and one line", "[plan]") {
                   "--compress-cost: value 'x' is not a number");
   check_bad_input(s.run(args_for(csv, "0", {"--compress-cost", "-1,0"})),
                   "--compress-cost: -1 is negative");
+  check_bad_input(s.run(args_for(csv, "0", {"--after-backward", "1"})),
+                  "--after-backward: '1' is not two numbers a,b (seconds, seconds per byte)");
+  check_bad_input(s.run(args_for(csv, "0", {"--after-backward", "0,-1"})),
+                  "--after-backward: -1 is negative");
   check_bad_input(s.run(args_for(csv, "0", {"--bucket-bytes", "0"})),
                   "--bucket-bytes: 0 is below the minimum 1");
   check_bad_input(s.run(args_for(csv, "0", {"--bucket-bytes", "1.5"})),

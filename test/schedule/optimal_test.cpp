@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The exact planner against exhaustive search over all 2^(L-1) groupings of thousands of
-// random small profiles in both placements, with and without compression and sparsification;
+// random small profiles in both placements, with and without compression and sparsification,
+// with and without a different message cost after backward;
 // every other strategy is a valid grouping and never beats it.
 #include <gradcomp/schedule.hpp>
 
@@ -87,6 +88,12 @@ instance random_instance(std::mt19937_64& rng, std::size_t layers, compression_p
   }
   x.model = cost_model::affine(alpha, beta, compression, density, place);
   d << "; alpha " << alpha << " beta " << beta;
+  if (unit(rng) < 0.4) { // a different cost after backward (cheaper, or not)
+    const double alpha_after = value(0.5);
+    const double beta_after = integers ? value(0.25) : value(1.0) * 2e-4;
+    x.model.communication_seconds_after_backward = affine_cost{alpha_after, beta_after};
+    d << "; after backward alpha " << alpha_after << " beta " << beta_after;
+  }
   if (compression) {
     d << "; compression " << compression->fixed_seconds << " + " << compression->seconds_per_unit
       << " numel " << (place == compression_placement::on_compute_stream ? "on" : "off")

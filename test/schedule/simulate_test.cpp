@@ -136,6 +136,43 @@ TEST_CASE("without compression both placements are the MG-WFBP model", "[schedul
   }
 }
 
+TEST_CASE("after backward a message takes the after-backward cost", "[schedule]") {
+  // three_layers() without compression: t_f = 2, backward order t_b = [3, 2, 1], backward ends
+  // at K = 8; dense messages of 120, 80, 40 bytes. T(B) = 1 + 0.025 B during backward,
+  // T'(B) = 0.5 + 0.0125 B after it. Per layer: layer 3 ready at 5, T = 4: at K = 8 three
+  // quarters are done, the last quarter takes 0.25 T' = 0.25 x 2 = 0.5: ends at 8.5; layer 2
+  // (ready at 7) starts at 8.5 >= K: T' = 1.5, ends at 10; layer 1: [10, 11].
+  cost_model m = cost_model::affine(1.0, 0.025);
+  m.communication_seconds_after_backward = affine_cost{0.5, 0.0125};
+  const timeline t = simulate(three_layers(), m, per_layer(3));
+  REQUIRE(t.groups.size() == 3);
+  CHECK(t.groups[0].communicate_start_seconds == Approx(5.0));
+  CHECK(t.groups[0].communicate_end_seconds == Approx(8.5));
+  CHECK(t.groups[1].communicate_start_seconds == Approx(8.5));
+  CHECK(t.groups[1].communicate_end_seconds == Approx(10.0));
+  CHECK(t.groups[2].communicate_end_seconds == Approx(11.0));
+  CHECK(t.t_iter_seconds == Approx(11.0));
+  // a message that ends before K is not affected: the profile's backward made 10 s longer
+  // (K = 18) ends every message during backward, as without T'
+  layer_profile longer = three_layers();
+  longer.layers[0].backward_seconds = 11.0;
+  const cost_model during_only = cost_model::affine(1.0, 0.025);
+  CHECK(t_iter_seconds(longer, m, grouping{{0, 2}, {2, 3}}) ==
+        Approx(18.0 + 0.5 + 0.0125 * 40)); // the last group is ready at K
+  CHECK(simulate(longer, m, per_layer(3)).groups[0].communicate_end_seconds ==
+        simulate(longer, during_only, per_layer(3)).groups[0].communicate_end_seconds);
+  // without the after-backward cost: T throughout (5 + 4 = 9, then [9, 12], [12, 14])
+  CHECK(t_iter_seconds(three_layers(), during_only, per_layer(3)) == Approx(14.0));
+  // it can change the best plan: one message after backward (8 + 0.5 + 0.0125 x 240 = 11.5)
+  // against 11 per layer; with T throughout per layer 14 against single 8 + 7 = 15
+  CHECK(t_iter_seconds(three_layers(), m, single(3)) == Approx(11.5));
+  CHECK(t_iter_seconds(three_layers(), during_only, single(3)) == Approx(15.0));
+  // a cost that is not finite and >= 0 is refused
+  cost_model negative = m;
+  negative.communication_seconds_after_backward = [](std::uint64_t) { return -1.0; };
+  CHECK_THROWS_AS(simulate(three_layers(), negative, single(3)), std::invalid_argument);
+}
+
 TEST_CASE("message sizes: dense fp32 or (index, value) pairs at a density", "[schedule]") {
   CHECK(message_format{}.bytes(1000) == 4000);
   CHECK(message_format{0.01}.bytes(1000) == 80); // k = 10

@@ -105,8 +105,22 @@ enum class compression_placement {
 //! std::invalid_argument); they need not be monotone or affine for the simulator nor for the
 //! exact planner (gradcomp::schedule::optimal), only deterministic.
 struct cost_model {
-  //! T(bytes): seconds to communicate one message of `bytes` bytes. Required.
+  //! T(bytes): seconds to communicate one message of `bytes` bytes (while the backward pass
+  //! runs, when communication_seconds_after_backward is given). Required.
   std::function<double(std::uint64_t bytes)> communication_seconds;
+  //! @brief T'(bytes): seconds of a message of `bytes` bytes on cores that the backward pass has
+  //! left, once it has ended. Empty (the default): T throughout.
+  //!
+  //! Where compute and communication share cores (CPU training, more ranks than cores), a
+  //! message overlapping backward waits for its turn on a core at each step, and one sent after
+  //! backward does not: on the 2-core emulated cluster a ring sweep measured alpha 7-9 ms under
+  //! backward's load, and the convolutions' ring after backward took 2.3-3.6 ms for its 6 steps.
+  //! A message that starts at s before backward ends (at K = t_f + the sum of the backward
+  //! seconds; compressions are not counted in K) progresses at rate 1 / T until K and at
+  //! 1 / T' after: it ends at s + T if that is <= K, else at K + (1 - (K - s) / T) T'; one
+  //! that starts at or after K ends at s + T'. The end is non-decreasing in s, so the exact
+  //! planner (optimal) stays exact.
+  std::function<double(std::uint64_t bytes)> communication_seconds_after_backward;
   //! s(numel): seconds to compress one group of `numel` elements. Empty: no compression step
   //! (0 seconds, and the planner's exact algorithm needs only one state per prefix).
   std::function<double(std::uint64_t numel)> compression_seconds;

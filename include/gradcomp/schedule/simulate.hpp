@@ -28,7 +28,7 @@ struct group_times {
   double compress_end_seconds = 0.0; //!< the message is ready (= compress start if s = 0).
   //! its message starts: once it is ready and the previous message has ended.
   double communicate_start_seconds = 0.0;
-  //! its message has arrived (start + T(message_bytes)).
+  //! its message has arrived (start + T(message_bytes), or as cost_model says after backward).
   double communicate_end_seconds = 0.0;
 };
 
@@ -68,8 +68,9 @@ struct timeline {
 //!   start = max(clock, end of the previous compression); ready at its end;
 //!
 //! the message of model.message.bytes(numel) bytes starts at max(ready, end of the previous
-//! message) (one channel, in order) and takes model.communication_seconds(bytes); t_iter is
-//! the end of the last message. O(L) time and memory, 2 cost-function calls per group;
+//! message) (one channel, in order) and takes model.communication_seconds(bytes) (with
+//! model.communication_seconds_after_backward: that after backward, see cost_model); t_iter is
+//! the end of the last message. O(L) time and memory, 2 or 3 cost-function calls per group;
 //! deterministic (the same arithmetic in the same order as every strategy's evaluation).
 //! @throws std::invalid_argument if the profile, the model or the grouping is invalid, or a
 //! cost function returns a value that is not finite and >= 0.

@@ -75,3 +75,20 @@ def test_replan_refuses_what_has_no_merge_plan(tmp_path):
     assert p.returncode == 2 and "--replan-mode" in p.stderr and "later" in p.stderr
     p, _ = run(tmp_path, "keep-alone", 2, "--replan-mode", "keep")  # nothing to measure
     assert p.returncode == 2 and "--replan-mode" in p.stderr and "--replan-after W > 0" in p.stderr
+
+
+def test_plan_prices_messages_after_backward_with_a_second_calibration(tmp_path):
+    # under load (the default) the ring is calibrated twice: with forward and backward passes
+    # beside it (messages that overlap backward) and without (messages after backward)
+    p, loaded = run(tmp_path, "loaded", 2, *COMMON)
+    assert p.returncode == 0, p.stdout + p.stderr
+    plan = load(loaded)["plan"]
+    assert plan["calibrated_under_load"]
+    assert plan["after_backward_alpha_seconds"] >= 0
+    assert plan["after_backward_beta_seconds_per_byte"] > 0
+    assert plan["predicted_iteration_seconds"] > 0
+    p, idle = run(tmp_path, "idle", 2, *COMMON, "--calibrate-under-load", "false")
+    assert p.returncode == 0, p.stdout + p.stderr
+    plan = load(idle)["plan"]
+    assert not plan["calibrated_under_load"]
+    assert "after_backward_alpha_seconds" not in plan  # one calibration, used throughout

@@ -29,6 +29,12 @@ struct group_step {
   std::uint64_t bytes = 0;
 };
 
+//! A message's seconds while backward runs (T) and after it (T').
+struct message_costs {
+  double during_backward = 0.0;
+  double after_backward = 0.0;
+};
+
 //! @brief A validated profile in backward order (position p = forward index L - 1 - p) with
 //! prefix sums of the elements, and the model's cost functions applied to groups.
 class backward_view {
@@ -46,6 +52,10 @@ public:
       prefix_numel_[p + 1] = prefix_numel_[p] + l.numel;
     }
     forward_seconds_ = profile.forward_seconds;
+    backward_end_ = forward_seconds_;
+    for (const double t : backward_seconds_) {
+      backward_end_ += t;
+    }
   }
 
   [[nodiscard]] std::size_t size() const noexcept { return backward_seconds_.size(); }
@@ -75,6 +85,30 @@ public:
   [[nodiscard]] double communication_seconds(std::uint64_t bytes) const {
     return checked_cost(model_->communication_seconds(bytes), "communication_seconds", bytes);
   }
+  //! The costs of one message: T(bytes) and T'(bytes) (T again without the model's
+  //! communication_seconds_after_backward). @throws std::invalid_argument if not finite and >= 0.
+  [[nodiscard]] message_costs message(std::uint64_t bytes) const {
+    const double t = communication_seconds(bytes);
+    return {t, model_->communication_seconds_after_backward
+                   ? checked_cost(model_->communication_seconds_after_backward(bytes),
+                                  "communication_seconds_after_backward", bytes)
+                   : t};
+  }
+  //! K: the end of backward, t_f + the sum of the backward seconds (compressions excluded).
+  [[nodiscard]] double backward_end() const noexcept { return backward_end_; }
+  //! When a message with costs `c` that starts at `start` ends (cost_model's
+  //! communication_seconds_after_backward): start + T before K, start + T' from K on, the
+  //! remaining fraction at T' when it straddles K. Non-decreasing in `start`.
+  [[nodiscard]] double message_end(double start, const message_costs& c) const noexcept {
+    if (start >= backward_end_) {
+      return start + c.after_backward;
+    }
+    if (start + c.during_backward <= backward_end_) {
+      return start + c.during_backward;
+    }
+    // during_backward > backward_end_ - start > 0 here
+    return backward_end_ + (1.0 - (backward_end_ - start) / c.during_backward) * c.after_backward;
+  }
 
   //! @brief Runs the recurrences over the groups ending at `ends` (ascending backward
   //! positions, the last equal to size(); not checked), calling `on_layer(p, start, end)` for
@@ -87,8 +121,8 @@ public:
   //! by s and the group is ready at the clock (S1: tau_b[l] = tau_s[l+1] + t_s[l+1]); off it the
   //! compression starts at max(clock, end of the previous compression) and the group is ready
   //! when it ends; its message of bytes(numel) bytes starts at max(ready, end of the previous
-  //! message) and takes T(bytes) (S1 eq. 5: one channel, in order); t_iter is the end of the
-  //! last message (S1 eq. 7).
+  //! message) and takes T(bytes) (S1 eq. 5: one channel, in order; after backward T', see
+  //! message_end()); t_iter is the end of the last message (S1 eq. 7).
   template <class OnLayer, class OnGroup>
   double run(std::span<const std::size_t> ends, OnLayer&& on_layer, OnGroup&& on_group) const {
     const bool on_stream = on_compute_stream();
@@ -118,7 +152,7 @@ public:
       }
       step.compress_end = compress_end;
       step.communicate_start = std::max(compress_end, communicate_end);
-      communicate_end = step.communicate_start + communication_seconds(step.bytes);
+      communicate_end = message_end(step.communicate_start, message(step.bytes));
       step.communicate_end = communicate_end;
       on_group(step);
       begin = end;
@@ -137,6 +171,7 @@ private:
   std::vector<double> backward_seconds_;
   std::vector<std::uint64_t> prefix_numel_;
   double forward_seconds_ = 0.0;
+  double backward_end_ = 0.0;
 };
 
 } // namespace gradcomp::schedule::detail

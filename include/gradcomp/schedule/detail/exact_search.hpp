@@ -32,7 +32,9 @@ struct exact_search_result {
 //! * compression off it: a = the end of the last compression (the compression stream's end).
 //! Appending the group [i, j) of m elements with s = s(m), T = T(bytes(m)) maps (a, f) to
 //! a' = a + (K_j - K_i) + s (on), a' = max(K_j, a) + s (off), a' = K_j (no compression), and
-//! f' = max(a', f) + T: exactly the simulator's recurrences (backward_view::run).
+//! f' = end(max(a', f)), end(s) = s + T (or, with the model's communication_seconds_after_backward,
+//! backward_view::message_end, non-decreasing in s): exactly the simulator's recurrences
+//! (backward_view::run).
 //!
 //! Why keeping the Pareto front is exact (E2). Both maps are non-decreasing in a and in f.
 //! Invariant: for every grouping of [0, j), the front kept for j holds a state no later in both
@@ -77,7 +79,7 @@ inline exact_search_result exact_search(const backward_view& view, bool pareto) 
     for (std::size_t i = 0; i < j; ++i) {
       const std::uint64_t m = view.numel(i, j);
       const double s = compressing ? view.compression_seconds(m) : 0.0;
-      const double t = view.communication_seconds(view.bytes(m));
+      const message_costs t = view.message(view.bytes(m));
       const std::vector<point>& from = fronts[i];
       for (std::size_t k = 0; k < from.size(); ++k) {
         const point& q = from[k];
@@ -85,8 +87,8 @@ inline exact_search_result exact_search(const backward_view& view, bool pareto) 
         if (compressing) {
           a = on_stream ? q.a + (clock[j] - clock[i]) + s : std::max(clock[j], q.a) + s;
         }
-        candidates.push_back({a, std::max(a, q.f) + t, static_cast<std::uint32_t>(i),
-                              static_cast<std::uint32_t>(k)});
+        candidates.push_back({a, view.message_end(std::max(a, q.f), t),
+                              static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(k)});
       }
     }
     std::vector<point>& front = fronts[j];
