@@ -53,6 +53,7 @@ public:
             1,
             std::llround(settings_.interval_epochs *
                          static_cast<double>(s.data.iterations_per_epoch)))) {
+    const auto start = clock_type::now();
     double alpha = plan.info.value("alpha_seconds", 0.0);
     double beta = plan.info.value("beta_seconds_per_byte", 0.0);
     // the plan calibrated (the same on every rank: decided by the options) where it predicted
@@ -87,7 +88,11 @@ public:
       accumulated_[l].assign(sampled, 0.0f);
     }
     regimes_.assign(groups_.size(), gradcomp::schedule::critical_regime(settings_.eta));
+    calibration_seconds_ = seconds_since(start);
   }
+
+  //! Seconds the constructor took (its calibrations and pricing: training time).
+  [[nodiscard]] double calibration_seconds() const noexcept { return calibration_seconds_; }
 
   //! At the step boundary before global iteration `it` (learning rate `lr`): at the end of an
   //! interval each group's regime observes the norm of the averaged gradient it accumulated
@@ -158,6 +163,7 @@ public:
                       {"alpha_seconds", net_.alpha_seconds},
                       {"beta_seconds_per_byte", net_.beta_seconds_per_byte},
                       {"select_seconds_per_element", select_per_element_},
+                      {"calibration_seconds", calibration_seconds_},
                       {"backward_seconds", backward_},
                       {"groups", groups},
                       {"intervals", intervals_}};
@@ -166,21 +172,25 @@ public:
 private:
   // The reused threshold's seconds per element with error feedback at --density on random
   // normal values of the largest layer's size: the mean of 2 S calls after one (S = --interval,
-  // at least 3), on every rank at once (each rank's cores as loaded as in training).
+  // at least 3), on every rank at once (each rank's cores as loaded as in training). Call c's
+  // gradient is the window at c x 4099 of one pool of normal values (drawing n fresh values
+  // per call took 1.5 s of the start-up on the CNN).
   static double select_seconds_per_element(const sync_setup& s) {
     const std::size_t n = *std::max_element(s.model.numel.begin(), s.model.numel.end());
     const gradcomp::any_compressor c(auto_compressor_name, s.o.method.compressor);
     gradcomp::error_feedback<gradcomp::any_compressor> ef(n, c, s.mc);
-    std::vector<float> g(n);
+    const std::size_t calls = 2 * std::max<std::size_t>(3, s.o.method.compressor.interval);
+    constexpr std::size_t shift = 4099; // a prime: every window puts other values at a position
+    std::vector<float> pool(n + calls * shift);
     std::mt19937 rng(12345);
     std::normal_distribution<float> normal(0.0f, 1e-3f);
+    for (float& v : pool) {
+      v = normal(rng);
+    }
     gradcomp::sparse_message m;
-    const std::size_t calls = 2 * std::max<std::size_t>(3, s.o.method.compressor.interval);
     double seconds = 0;
     for (std::size_t call = 0; call <= calls; ++call) {
-      for (float& v : g) {
-        v = normal(rng);
-      }
+      const std::span<const float> g(pool.data() + call * shift, n);
       const auto t0 = clock_type::now();
       ef.compress(g, m);
       if (call > 0) {
@@ -347,6 +357,7 @@ private:
   std::int64_t interval_iterations_;
   gradcomp::cost::network net_;
   double select_per_element_ = 0;
+  double calibration_seconds_ = 0;
   std::vector<double> backward_; // rank 0's backward seconds per layer, forward order
   std::vector<double> overlap_;
   std::vector<gradcomp::schedule::exchange_decision> normal_, critical_;

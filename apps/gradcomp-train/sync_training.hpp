@@ -39,6 +39,7 @@ inline int train_sync(const train_options& o, const gradcomp::mpi::communicator&
 
   merge_plan plan = plan_merge(s);
   plan.seconds += hybrid_plan_seconds; // both plans' profiles and calibrations: training time
+  plan.info["seconds"] = plan.seconds;
   sync_trainer trainer(s, update, plan);
   trainer.train();
   const double wall_seconds = seconds_since(training_start);

@@ -109,7 +109,8 @@ public:
                   training_grouping{plan.groups, {&s.comm, plan.planner}, o.replan_mode == "keep"},
                   s.mc);
     if (o.method.name == "auto") {
-      automatic.emplace(s, plan, method.dense_below); // collective: the agreed calibration
+      automatic.emplace(s, plan, method.dense_below);    // collective: the agreed calibration
+      train_seconds += automatic->calibration_seconds(); // start-up: training time, as the plan's
     }
     s.hooks.on_gradient = [this](std::size_t i, const torch::Tensor& g) {
       remedies.gradient(i, u_.scaling.note(u_.global_iteration, grad_span(g, keep_)),

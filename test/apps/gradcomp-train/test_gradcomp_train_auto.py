@@ -130,6 +130,9 @@ def test_auto_prices_every_group_by_the_rule_and_keeps_the_replicas(tmp_path):
     assert starts == list(range(0, iterations, 2))
     seconds = [i["train_seconds"] for i in a["intervals"]]  # the training time at each start
     assert seconds == sorted(seconds) and seconds[-1] < r["train_seconds"]
+    # the start-up is training time: the merge plan's and auto's own calibration
+    assert a["calibration_seconds"] > 0 and r["plan"]["seconds"] > 0
+    assert seconds[0] == pytest.approx(r["plan"]["seconds"] + a["calibration_seconds"])
     assert all(a["intervals"][0]["critical"])
     for i in a["intervals"][1:]:
         for critical, change in zip(i["critical"], i["change"]):
