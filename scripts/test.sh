@@ -8,7 +8,7 @@
 # compiles the CUDA component when nvcc exists (its GPU tests run only on a GPU); then builds
 # the tests with AddressSanitizer + UndefinedBehaviorSanitizer and runs them, builds the tests
 # that start threads with ThreadSanitizer and runs them (any report fails), and runs every
-# libFuzzer target (clang) for GRADCOMP_FUZZ_SECONDS (default 20) each. Prints each stage's
+# libFuzzer target (clang) for GRADCOMP_FUZZ_SECONDS (default 10) each. Prints each stage's
 # wall time as it ends and a table of them at the end (docs/testing.md states the budget: CI's
 # 2 cores, 40 minutes).
 #
@@ -95,8 +95,8 @@ if [[ "${GRADCOMP_SKIP_SANITIZERS:-0}" != "1" ]]; then
   cmake --build --preset tsan -j "$jobs"
   ctest --preset tsan -j "$jobs"
 
-  stage "libFuzzer targets (clang, ASan + UBSan), ${GRADCOMP_FUZZ_SECONDS:-20} s each"
-  cmake --preset fuzz -DGRADCOMP_FUZZ_SECONDS="${GRADCOMP_FUZZ_SECONDS:-20}"
+  stage "libFuzzer targets (clang, ASan + UBSan), ${GRADCOMP_FUZZ_SECONDS:-10} s each"
+  cmake --preset fuzz -DGRADCOMP_FUZZ_SECONDS="${GRADCOMP_FUZZ_SECONDS:-10}"
   cmake --build --preset fuzz -j "$jobs"
   ctest --preset fuzz -j "$jobs" # each target is one process on one core
 fi

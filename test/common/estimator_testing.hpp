@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "catch.hpp"
+#include "first_failure.hpp"
 #include "generators.hpp"
 
 namespace gradcomp::test {
@@ -38,9 +39,8 @@ inline void check_selection(const std::vector<float>& x,
     }
     REQUIRE(m.indices == expected);
   }
-  for (std::size_t j = 0; j < m.nnz(); ++j) {
-    REQUIRE(m.values[j] == x[m.indices[j]]);
-  }
+  REQUIRE(first_failure(m.nnz(), [&](std::size_t j) { return m.values[j] == x[m.indices[j]]; }) ==
+          m.nnz());
   if (x.size() > 0) {
     REQUIRE(in_guard_band(s.k_selected, s.k_target, guard));
   }

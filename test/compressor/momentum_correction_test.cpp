@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "../common/catch.hpp"
+#include "../common/first_failure.hpp"
 #include "../common/generators.hpp"
 #include "../common/same_bits.hpp"
 
@@ -117,10 +118,10 @@ void check_against_composition(const Compressor& c,
     REQUIRE(same_bits(velocity, ref_velocity));
     // conservation against u: sent + new residual == old residual + u, bit for bit
     decompress(fused, sent);
-    for (std::size_t i = 0; i < n; ++i) {
-      REQUIRE(std::bit_cast<std::uint32_t>(sent[i] + residual[i]) ==
-              std::bit_cast<std::uint32_t>((old_residual[i] + u[i]) + 0.0f));
-    }
+    REQUIRE(test::first_failure(n, [&](std::size_t i) {
+              return std::bit_cast<std::uint32_t>(sent[i] + residual[i]) ==
+                     std::bit_cast<std::uint32_t>((old_residual[i] + u[i]) + 0.0f);
+            }) == n);
   }
 }
 

@@ -14,27 +14,26 @@
 #include <vector>
 
 #include "../common/catch.hpp"
+#include "../common/first_failure.hpp"
 
 namespace sparse_value_type_test {
 
 using namespace gradcomp::detail;
 
 TEST_CASE("half -> float -> half is the identity on all 65536 patterns", "[float16]") {
-  for (std::uint32_t h = 0; h < 65536; ++h) {
-    const auto bits = static_cast<std::uint16_t>(h);
-    const float f = half_bits_to_float(bits);
-    REQUIRE(float_to_half_bits(f) == bits);
-    if (!std::isnan(f)) {
-      REQUIRE(float_to_half_bits_saturating(f) == bits);
-    }
-  }
+  REQUIRE(gradcomp::test::first_failure(65536, [](std::size_t h) {
+            const auto bits = static_cast<std::uint16_t>(h);
+            const float f = half_bits_to_float(bits);
+            return float_to_half_bits(f) == bits &&
+                   (std::isnan(f) || float_to_half_bits_saturating(f) == bits);
+          }) == 65536);
 }
 
 TEST_CASE("bf16 -> float -> bf16 is the identity on all 65536 patterns", "[float16]") {
-  for (std::uint32_t b = 0; b < 65536; ++b) {
-    const auto bits = static_cast<std::uint16_t>(b);
-    REQUIRE(float_to_bfloat16_bits(bfloat16_bits_to_float(bits)) == bits);
-  }
+  REQUIRE(gradcomp::test::first_failure(65536, [](std::size_t b) {
+            const auto bits = static_cast<std::uint16_t>(b);
+            return float_to_bfloat16_bits(bfloat16_bits_to_float(bits)) == bits;
+          }) == 65536);
 }
 
 TEST_CASE("half decoding matches the IEEE definition", "[float16]") {
@@ -90,13 +89,16 @@ TEST_CASE("float -> half rounds to nearest, ties to even", "[float16]") {
   std::uniform_int_distribution<std::uint32_t> exponent(100, 145); // subnormal .. overflow
   std::uniform_int_distribution<std::uint32_t> mantissa(0, 0x7fffff);
   std::bernoulli_distribution negative(0.5);
-  for (int i = 0; i < 200000; ++i) {
-    const std::uint32_t bits =
-        (negative(rng) ? 0x80000000u : 0u) | (exponent(rng) << 23) | mantissa(rng);
-    const float f = std::bit_cast<float>(bits);
-    CAPTURE(f, bits);
-    REQUIRE(float_to_half_bits(f) == nearest_half(f));
+  std::vector<float> values(200000);
+  for (float& f : values) {
+    f = std::bit_cast<float>((negative(rng) ? 0x80000000u : 0u) | (exponent(rng) << 23) |
+                             mantissa(rng));
   }
+  const std::size_t bad = gradcomp::test::first_failure(values.size(), [&](std::size_t i) {
+    return float_to_half_bits(values[i]) == nearest_half(values[i]);
+  });
+  CAPTURE(bad < values.size() ? values[bad] : 0.0f);
+  REQUIRE(bad == values.size());
   // exact halfway cases
   CHECK(float_to_half_bits(1.0f + std::ldexp(1.0f, -11)) == 0x3c00);     // tie -> even
   CHECK(float_to_half_bits(1.0f + 3 * std::ldexp(1.0f, -11)) == 0x3c02); // tie -> even
@@ -153,11 +155,12 @@ TEST_CASE("rounding arrays to fp16 equals round_to on every kind of value", "[fl
   values[7] = -INFINITY;
   std::vector<float> rounded = values;
   gradcomp::round_values_to(gradcomp::value_type::fp16, rounded);
-  for (std::size_t i = 0; i < values.size(); ++i) {
+  const std::size_t bad = gradcomp::test::first_failure(values.size(), [&](std::size_t i) {
     const float expected = gradcomp::round_to(gradcomp::value_type::fp16, values[i]);
-    CAPTURE(i, values[i]);
-    REQUIRE(std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(expected));
-  }
+    return std::bit_cast<std::uint32_t>(rounded[i]) == std::bit_cast<std::uint32_t>(expected);
+  });
+  CAPTURE(bad < values.size() ? values[bad] : 0.0f);
+  REQUIRE(bad == values.size());
 }
 
 // The wire's fp16 sections: the array conversions (F16C where the CPU has it) against the
@@ -172,12 +175,11 @@ TEST_CASE("fp16 array conversions equal the element conversions bit for bit", "[
       const std::size_t n = 65536 - offset;
       std::vector<float> out(n);
       halves_to_floats(bytes.data() + 2 * offset, n, out.data());
-      for (std::size_t i = 0; i < n; ++i) {
-        const auto h = static_cast<std::uint16_t>(i + offset);
-        CAPTURE(h);
-        REQUIRE(std::bit_cast<std::uint32_t>(out[i]) ==
-                std::bit_cast<std::uint32_t>(half_bits_to_float(h)));
-      }
+      REQUIRE(gradcomp::test::first_failure(n, [&](std::size_t i) {
+                const auto h = static_cast<std::uint16_t>(i + offset);
+                return std::bit_cast<std::uint32_t>(out[i]) ==
+                       std::bit_cast<std::uint32_t>(half_bits_to_float(h));
+              }) == n);
     }
   }
   SECTION("floats of every kind, exact ties included, to halves") {
@@ -198,10 +200,11 @@ TEST_CASE("fp16 array conversions equal the element conversions bit for bit", "[
     values[2] = 65520.0f; // the smallest that overflows to infinity
     std::vector<std::byte> bytes(2 * values.size());
     floats_to_halves(values.data(), values.size(), bytes.data());
-    for (std::size_t i = 0; i < values.size(); ++i) {
-      CAPTURE(i, values[i]);
-      REQUIRE(load_le<std::uint16_t>(bytes.data() + 2 * i) == float_to_half_bits(values[i]));
-    }
+    const std::size_t bad = gradcomp::test::first_failure(values.size(), [&](std::size_t i) {
+      return load_le<std::uint16_t>(bytes.data() + 2 * i) == float_to_half_bits(values[i]);
+    });
+    CAPTURE(bad < values.size() ? values[bad] : 0.0f);
+    REQUIRE(bad == values.size());
   }
 }
 
