@@ -12,7 +12,6 @@
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>
-#include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
@@ -46,34 +45,25 @@ struct calibration_options {
 
 namespace detail {
 
-// Lines the ranks up before a timed run: MPI_Ibarrier completed under `policy` (about log2 P
-// message latencies, where a ring allreduce of one float takes 2 (P - 1): latencies are most of
-// what a calibration beside training's computation costs). Collective.
-inline void line_up(const communicator& comm, const wait_policy& policy) {
-  MPI_Request request = MPI_REQUEST_NULL;
-  check(MPI_Ibarrier(comm.native(), &request), "MPI_Ibarrier");
-  mpi::wait(request, policy);
-}
-
 // The median over `repetitions` (after one warm-up run) of the slowest rank's time of `op`,
-// each run preceded by `line_up` (untimed). The ranks' times are compared once, after the last
-// run (one MPI_Allreduce of every run's time, elementwise maximum). Collective.
+// each run preceded by `line_up` (untimed). Collective.
 template <class LineUp, class Op>
 [[nodiscard]] double
 median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp line_up, Op op) {
-  std::vector<double> elapsed(std::size_t{repetitions} + 1);
-  for (double& e : elapsed) {
+  std::vector<double> times;
+  for (unsigned rep = 0; rep <= repetitions; ++rep) {
     line_up();
     const auto start = std::chrono::steady_clock::now();
     op();
-    e = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double slowest = elapsed;
+    check(MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm.native()),
+          "MPI_Allreduce");
+    if (rep > 0) { // the first run warms up buffers and connections
+      times.push_back(slowest);
+    }
   }
-  std::vector<double> slowest(elapsed.size());
-  check(MPI_Allreduce(elapsed.data(), slowest.data(), static_cast<int>(elapsed.size()), MPI_DOUBLE,
-                      MPI_MAX, comm.native()),
-        "MPI_Allreduce");
-  // the first run warms up buffers and connections
-  std::vector<double> times(slowest.begin() + 1, slowest.end());
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
                    times.end());
   return times[times.size() / 2];
@@ -94,15 +84,13 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
 } // namespace detail
 
 //! @brief Times gradcomp::mpi::ring_allreduce for sizes min_bytes, 4 min_bytes, ... max_bytes
-//! (the median over repetitions of the slowest rank's time, after one warm-up; each run after a
-//! barrier that lines the ranks up), fits
+//! (the median over repetitions of the slowest rank's time, after one warm-up), fits
 //! t = a + b M, and converts it with S4's formula t = 2(P-1) alpha + 2(P-1)/P beta M
 //! (gamma is not separable from beta this way and is folded into it): alpha = a / (2(P-1)),
 //! beta = b P / (2(P-1)). With one rank, nothing is sent: alpha = beta = 0.
 //!
 //! @collective With the same options on every rank; every rank gets the same result.
-//! @wirebytes About 2 (P-1)/P x sum of sizes x (repetitions + 1) sent per rank, plus a barrier
-//! before each run and one allreduce of the run times per size.
+//! @wirebytes About 2 (P-1)/P x sum of sizes x (repetitions + 1) sent per rank.
 //! @throws std::invalid_argument on bad options; mpi_error on MPI failures.
 [[nodiscard]] inline calibration calibrate_ring_allreduce(const communicator& comm,
                                                           const calibration_options& o = {}) {
@@ -116,10 +104,10 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
   ring_allreduce ring(comm, o.transport);
   for (const std::size_t bytes : detail::calibration_sizes(o.min_bytes, o.max_bytes)) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
+    std::vector<float> sync(1, 0.0f);
     result.bytes.push_back(static_cast<double>(bytes));
     result.seconds.push_back(detail::median_slowest_seconds(
-        comm, o.repetitions, [&] { detail::line_up(comm, o.transport.wait); },
-        [&] { ring(data); }));
+        comm, o.repetitions, [&] { ring(sync); }, [&] { ring(data); }));
   }
   const int p = comm.size();
   if (result.bytes.size() >= 2) {
@@ -177,6 +165,9 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
   sparse_allgather gather(comm, transport);
   const int p = comm.size();
   calibration result;
+  sparse_message empty; // the line-up exchange before each timed run
+  empty.clear(0);
+  std::vector<float> none;
   for (const std::size_t k : detail::calibration_sizes(o.min_pairs, o.max_pairs)) {
     const auto n = static_cast<std::size_t>(std::ceil(static_cast<double>(k) / o.density));
     sparse_message message;
@@ -193,8 +184,7 @@ calibrate_sparse_allgather(const communicator& comm, const sparse_calibration_op
     std::vector<float> sum(n);
     result.bytes.push_back(static_cast<double>(encoded_size_bytes(message, transport.indices)));
     result.seconds.push_back(detail::median_slowest_seconds(
-        comm, o.repetitions, [&] { detail::line_up(comm, o.transport.wait); },
-        [&] { gather(message, sum); }));
+        comm, o.repetitions, [&] { gather(empty, none); }, [&] { gather(message, sum); }));
   }
   if (result.bytes.size() >= 2) {
     result.fit = cost::fit_line(result.bytes, result.seconds);

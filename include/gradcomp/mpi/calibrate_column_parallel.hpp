@@ -11,7 +11,7 @@
 #include <gradcomp/mpi/calibrate.hpp>
 #include <gradcomp/mpi/column_parallel_linear.hpp>
 #include <gradcomp/mpi/communicator.hpp>
-#include <gradcomp/mpi/wait_policy.hpp>
+#include <gradcomp/mpi/ring_allreduce.hpp>
 
 #include <cstddef>
 #include <vector>
@@ -24,7 +24,7 @@ namespace gradcomp::mpi {
 //! GEMMs skipped. This is the pass's fixed cost (agreements, collectives' start-up, progress
 //! under the wait policy), measured with the MPI library's own small-message algorithms.
 //! Collective: every rank of `comm` must call it with the same arguments. Takes about
-//! 1 + repetitions passes, each after a barrier that lines the ranks up.
+//! 1 + repetitions passes plus as many 4-byte ring allreduces (lining the ranks up).
 //! @throws std::invalid_argument if repetitions < 1; mpi_error if MPI fails.
 [[nodiscard]] inline double
 calibrate_model_parallel_fixed_seconds(const communicator& comm,
@@ -35,8 +35,10 @@ calibrate_model_parallel_fixed_seconds(const communicator& comm,
   const auto p = static_cast<std::size_t>(comm.size());
   column_parallel_linear<no_gemm> fc(comm, 1, p, {}, {.exchange = exchange});
   std::vector<float> x(1, 1.0f), w(1, 1.0f), b(1, 0.0f), y(p), dy(p, 1.0f), dw(1), db(1), dx(1);
+  ring_allreduce line(comm);
+  std::vector<float> sync(1, 0.0f);
   return detail::median_slowest_seconds(
-      comm, repetitions, [&] { detail::line_up(comm, wait_policy{}); },
+      comm, repetitions, [&] { line(sync); },
       [&] {
         fc.forward(x, w, b, y);
         fc.backward(dy, x, w, dw, db, dx);
