@@ -18,7 +18,7 @@ using namespace gradcomp;
 using test::distribution;
 
 namespace {
-// `expected`: reference_top_k(x, k) for this density's k, when the caller has it (one sort
+// `expected_indices`: reference_top_k(x, k) for this density's k, when the caller has it (one sort
 // shared by several thread counts).
 void check_against_reference(const std::vector<float>& x,
                              double density,
