@@ -192,7 +192,9 @@ inline gradcomp::cost::network ring_sweep(const gradcomp::mpi::communicator& com
 //! @brief The network's alpha and beta from a short ring allreduce sweep (ring_sweep; the ring
 //! as training runs it with transport ring or hierarchical: wait policy, segments).
 //! `under_load`: this rank's forward and backward passes run in a second thread meanwhile (the
-//! exchange overlaps backward in training, and on shared cores both slow down). Collective.
+//! exchange overlaps backward in training, and on shared cores both slow down); a latency then
+//! costs milliseconds, so that sweep lines the ranks up by a barrier and starts at 64 KiB
+//! (gradient messages' sizes; a 64 KiB ring is latency-bound there too). Collective.
 inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load) {
   const train_options& o = s.o;
   gradcomp::cost::network net_model;
@@ -203,6 +205,10 @@ inline gradcomp::cost::network calibrate_network(sync_setup& s, bool under_load)
     co.transport = ring_options(o.transport);
     co.transport.trace = nullptr;
     co.transport.check_lengths = true;
+  }
+  if (under_load) {
+    co.line_up = gradcomp::mpi::calibration_line_up::barrier;
+    co.min_bytes = std::size_t{1} << 16;
   }
   // under load: this rank's forward and backward passes run in a second thread while the
   // ring sweep measures (--calibrate-under-load; the exchange overlaps backward in training,

@@ -12,6 +12,7 @@
 #include <gradcomp/mpi/error.hpp>
 #include <gradcomp/mpi/ring_allreduce.hpp>
 #include <gradcomp/mpi/sparse_allgather.hpp>
+#include <gradcomp/mpi/wait_policy.hpp>
 #include <gradcomp/sparse/sparse_message.hpp>
 #include <gradcomp/sparse/wire.hpp>
 
@@ -35,38 +36,71 @@ struct calibration {
   std::vector<double> seconds; //!< median time per size (slowest rank per repetition).
 };
 
+//! @brief How calibrate_ring_allreduce lines the ranks up before each timed run and compares
+//! their times.
+enum class calibration_line_up {
+  //! A ring allreduce of one float before each run (2 (P - 1) latencies) and the slowest rank's
+  //! time by a blocking MPI_Allreduce after each run. The default: on an idle 4-host emulated
+  //! cluster (1 Gbit/s, 2 shared cores) its alpha, about 0.5 ms, matched a ring's steps right
+  //! after backward in training (0.4-0.6 ms each), where barrier measured 0.02 ms.
+  ring_allreduce,
+  //! An MPI_Ibarrier completed under the ring's wait policy before each run (about log2 P
+  //! latencies) and the run times compared once per size (one MPI_Allreduce): for a calibration
+  //! beside computation (gradcomp-train's --calibrate-under-load), where a latency costs
+  //! milliseconds. Under that load both line-ups measured the same alpha and beta.
+  barrier,
+};
+
 //! @brief Options of calibrate_ring_allreduce.
 struct calibration_options {
   std::size_t min_bytes = std::size_t{1} << 12; //!< smallest message (>= 4).
   std::size_t max_bytes = std::size_t{1} << 24; //!< largest message (>= 4 min_bytes).
   unsigned repetitions = 5;                     //!< timed runs per size (>= 1).
   ring_allreduce_options transport{};           //!< the ring allreduce measured.
+  //! How the ranks line up before each run (calibration_line_up).
+  calibration_line_up line_up = calibration_line_up::ring_allreduce;
 };
 
 namespace detail {
 
 // The median over `repetitions` (after one warm-up run) of the slowest rank's time of `op`,
-// each run preceded by `line_up` (untimed). Collective.
+// each run preceded by `line_up` (untimed). The ranks' times are compared after each run (one
+// blocking MPI_Allreduce per run), or with `compare_once` after the last (one MPI_Allreduce of
+// every run's time, elementwise maximum). Collective.
 template <class LineUp, class Op>
-[[nodiscard]] double
-median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp line_up, Op op) {
-  std::vector<double> times;
-  for (unsigned rep = 0; rep <= repetitions; ++rep) {
+[[nodiscard]] double median_slowest_seconds(const communicator& comm,
+                                            unsigned repetitions,
+                                            LineUp line_up,
+                                            Op op,
+                                            bool compare_once = false) {
+  std::vector<double> slowest(std::size_t{repetitions} + 1);
+  for (double& run : slowest) {
     line_up();
     const auto start = std::chrono::steady_clock::now();
     op();
-    double elapsed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    double slowest = elapsed;
-    check(MPI_Allreduce(&elapsed, &slowest, 1, MPI_DOUBLE, MPI_MAX, comm.native()),
-          "MPI_Allreduce");
-    if (rep > 0) { // the first run warms up buffers and connections
-      times.push_back(slowest);
+    run = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (!compare_once) {
+      check(MPI_Allreduce(MPI_IN_PLACE, &run, 1, MPI_DOUBLE, MPI_MAX, comm.native()),
+            "MPI_Allreduce");
     }
   }
+  if (compare_once) {
+    check(MPI_Allreduce(MPI_IN_PLACE, slowest.data(), static_cast<int>(slowest.size()), MPI_DOUBLE,
+                        MPI_MAX, comm.native()),
+          "MPI_Allreduce");
+  }
+  // the first run warms up buffers and connections
+  std::vector<double> times(slowest.begin() + 1, slowest.end());
   std::nth_element(times.begin(), times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2),
                    times.end());
   return times[times.size() / 2];
+}
+
+// Lines the ranks up before a timed run: MPI_Ibarrier completed under `policy`. Collective.
+inline void barrier_line_up(const communicator& comm, const wait_policy& policy) {
+  MPI_Request request = MPI_REQUEST_NULL;
+  check(MPI_Ibarrier(comm.native(), &request), "MPI_Ibarrier");
+  mpi::wait(request, policy);
 }
 
 // Sizes lo, 4 lo, 16 lo, ... up to hi (hi itself when it is lo times a power of 4).
@@ -84,13 +118,15 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
 } // namespace detail
 
 //! @brief Times gradcomp::mpi::ring_allreduce for sizes min_bytes, 4 min_bytes, ... max_bytes
-//! (the median over repetitions of the slowest rank's time, after one warm-up), fits
+//! (the median over repetitions of the slowest rank's time, after one warm-up; each run after
+//! the line-up of `o.line_up`), fits
 //! t = a + b M, and converts it with S4's formula t = 2(P-1) alpha + 2(P-1)/P beta M
 //! (gamma is not separable from beta this way and is folded into it): alpha = a / (2(P-1)),
 //! beta = b P / (2(P-1)). With one rank, nothing is sent: alpha = beta = 0.
 //!
 //! @collective With the same options on every rank; every rank gets the same result.
-//! @wirebytes About 2 (P-1)/P x sum of sizes x (repetitions + 1) sent per rank.
+//! @wirebytes About 2 (P-1)/P x sum of sizes x (repetitions + 1) sent per rank, plus the
+//! line-ups and the comparisons of the run times (a few bytes each).
 //! @throws std::invalid_argument on bad options; mpi_error on MPI failures.
 [[nodiscard]] inline calibration calibrate_ring_allreduce(const communicator& comm,
                                                           const calibration_options& o = {}) {
@@ -105,9 +141,18 @@ median_slowest_seconds(const communicator& comm, unsigned repetitions, LineUp li
   for (const std::size_t bytes : detail::calibration_sizes(o.min_bytes, o.max_bytes)) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
     std::vector<float> sync(1, 0.0f);
+    const bool barrier = o.line_up == calibration_line_up::barrier;
     result.bytes.push_back(static_cast<double>(bytes));
     result.seconds.push_back(detail::median_slowest_seconds(
-        comm, o.repetitions, [&] { ring(sync); }, [&] { ring(data); }));
+        comm, o.repetitions,
+        [&] {
+          if (barrier) {
+            detail::barrier_line_up(comm, o.transport.wait);
+          } else {
+            ring(sync);
+          }
+        },
+        [&] { ring(data); }, barrier));
   }
   const int p = comm.size();
   if (result.bytes.size() >= 2) {
