@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Per run of ab.sh: the start-up (plan.seconds, auto.calibration_seconds), the calibrated
-networks and the plan; then the medians per build."""
+"""Per run of ab.sh (any run's report: auto.json, dense-ring.json): the start-up (plan.seconds,
+auto.calibration_seconds), the calibrated networks and the plan; then the medians per build."""
 import glob
 import json
 import os
@@ -9,7 +9,7 @@ import sys
 
 out = sys.argv[1]
 rows = {"before": [], "after": []}
-for path in sorted(glob.glob(os.path.join(out, "*-*", "auto.json"))):
+for path in sorted(glob.glob(os.path.join(out, "*-*", "*.json"))):
     which = os.path.basename(os.path.dirname(path)).split("-")[0]
     r = json.load(open(path))
     p = r["plan"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Alternates two gradcomp-train builds (BEFORE, AFTER: paths) through run.sh (RUN=auto or
-# dense-ring) PAIRS times (default 6): OUT/{before,after}-N/RUN.json; summarize.py OUT.
+# dense-ring) PAIRS times (default 6): OUT/{before,after}-N/RUN.json; ../2026-12-07-calibration-line-up/summarize.py OUT.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 out=${1:?output folder}
