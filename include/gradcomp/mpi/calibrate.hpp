@@ -138,21 +138,20 @@ inline void barrier_line_up(const communicator& comm, const wait_policy& policy)
                             " is below 1");
   calibration result;
   ring_allreduce ring(comm, o.transport);
+  const bool barrier = o.line_up == calibration_line_up::barrier;
+  std::vector<float> sync(1, 0.0f); // the ring line-up's one float
+  const auto line_up = [&] {
+    if (barrier) {
+      detail::barrier_line_up(comm, o.transport.wait);
+    } else {
+      ring(sync);
+    }
+  };
   for (const std::size_t bytes : detail::calibration_sizes(o.min_bytes, o.max_bytes)) {
     std::vector<float> data(bytes / sizeof(float), 1.0f);
-    std::vector<float> sync(1, 0.0f);
-    const bool barrier = o.line_up == calibration_line_up::barrier;
     result.bytes.push_back(static_cast<double>(bytes));
     result.seconds.push_back(detail::median_slowest_seconds(
-        comm, o.repetitions,
-        [&] {
-          if (barrier) {
-            detail::barrier_line_up(comm, o.transport.wait);
-          } else {
-            ring(sync);
-          }
-        },
-        [&] { ring(data); }, barrier));
+        comm, o.repetitions, line_up, [&] { ring(data); }, barrier));
   }
   const int p = comm.size();
   if (result.bytes.size() >= 2) {
